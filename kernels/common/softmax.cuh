@@ -1,0 +1,98 @@
+// Online softmax over mma.sync m16n8 accumulator fragments.
+//
+// A thread holds, for each of kMTiles 16-row tiles, two rows (lane/4 and
+// lane/4 + 8) and, for each of kNTiles 8-column tiles, two columns of each
+// row: s[mt][nt][2 * hi + e]. The four lanes of a quad share a row, so row
+// reductions are two xor-shuffles.
+//
+// The running max m is kept in raw-score units; scores become probabilities
+// as exp2(s * scale_log2 - m * scale_log2), one FFMA and one MUFU.EX2 each.
+// The running sum l stays a per-thread partial sum until finalize().
+#pragma once
+
+#include <cmath>
+
+#include "ptx.cuh"
+
+namespace flash {
+
+__device__ __forceinline__ float quad_max(float x) {
+  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+
+__device__ __forceinline__ float quad_sum(float x) {
+  x += __shfl_xor_sync(0xffffffffu, x, 1);
+  return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+
+template <int kMTiles>
+struct OnlineSoftmax {
+  static constexpr int kRows = 2 * kMTiles;
+  float m[kRows];  // running max of raw scores, -inf until a visible key is seen
+  float l[kRows];  // this thread's partial sum of exp2(s * scale_log2 - m * scale_log2)
+
+  __device__ __forceinline__ OnlineSoftmax() {
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      m[r] = -INFINITY;
+      l[r] = 0.f;
+    }
+  }
+
+  // Turns the scores s into unnormalised probabilities in place, updates m
+  // and l, and rescales the output accumulator o by exp2((m_old - m_new) *
+  // scale_log2). A row whose scores are all -inf keeps m = -inf and gets
+  // zeros, not NaN: the subtracted max is taken as 0 for such a row.
+  template <int kNTiles, int kNTilesO>
+  __device__ __forceinline__ void update(float (&s)[kMTiles][kNTiles][4], float (&o)[kMTiles][kNTilesO][4],
+                                         float scale_log2) {
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+      for (int hi = 0; hi < 2; ++hi) {
+        const int r = 2 * mt + hi;
+        float block_max = m[r];
+#pragma unroll
+        for (int nt = 0; nt < kNTiles; ++nt) {
+          block_max = fmaxf(block_max, fmaxf(s[mt][nt][2 * hi], s[mt][nt][2 * hi + 1]));
+        }
+        const float m_new = quad_max(block_max);
+        const float m_scaled = m_new == -INFINITY ? 0.f : m_new * scale_log2;
+        const float correction = ptx::exp2_approx(m[r] * scale_log2 - m_scaled);
+        m[r] = m_new;
+        float sum = 0.f;
+#pragma unroll
+        for (int nt = 0; nt < kNTiles; ++nt) {
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const float p = ptx::exp2_approx(fmaf(s[mt][nt][2 * hi + e], scale_log2, -m_scaled));
+            s[mt][nt][2 * hi + e] = p;
+            sum += p;
+          }
+        }
+        l[r] = fmaf(l[r], correction, sum);
+#pragma unroll
+        for (int nt = 0; nt < kNTilesO; ++nt) {
+          o[mt][nt][2 * hi] *= correction;
+          o[mt][nt][2 * hi + 1] *= correction;
+        }
+      }
+    }
+  }
+
+  // Completes the row sums across the quad. inv_l[r] is 1/l (0 for a row
+  // that saw no key) and lse[r] the natural-log log-sum-exp of the scaled
+  // scores (-inf for such a row).
+  __device__ __forceinline__ void finalize(float softmax_scale, float (&inv_l)[kRows], float (&lse)[kRows]) const {
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      const float sum = quad_sum(l[r]);
+      const bool empty = sum == 0.f || m[r] == -INFINITY;
+      inv_l[r] = empty ? 0.f : 1.f / sum;
+      lse[r] = empty ? -INFINITY : m[r] * softmax_scale + logf(sum);
+    }
+  }
+};
+
+}  // namespace flash

@@ -1,0 +1,310 @@
+// FlashAttention-2 forward for sm_80 and newer: mma.sync m16n8k16 fed by
+// ldmatrix, K/V streamed through a kStages-deep cp.async ring.
+//
+// One CTA owns a block of kBlockM query rows of one (batch, head). Q_i is
+// loaded once; K_j/V_j blocks are visited from the last visible block down
+// to block 0, so the blocks that need the per-element mask (the ragged tail
+// and, when causal, the diagonal) come first and the wholly visible ones
+// then run with no mask. Blocks wholly hidden by the causal mask are never
+// loaded. Each warp owns kWarpRows query rows: S = Q_i K_j^T stays in
+// registers, goes through the online softmax, and is reused, rounded to the
+// input type, as the A operand of O += P V_j.
+#pragma once
+
+#include <cstdint>
+
+#include "../common/mask.cuh"
+#include "../common/ptx.cuh"
+#include "../common/softmax.cuh"
+#include "../params.h"
+#include "kernel_traits.cuh"
+
+namespace flash::sm80 {
+
+// Byte offset of 16-byte chunk `c` of row `row` in a swizzled tile of kRows
+// rows (see FwdTraits::kSwizzleChunks).
+template <typename Traits, int kRows>
+__device__ __forceinline__ uint32_t chunk_offset(int row, int c) {
+  constexpr int kS = Traits::kSwizzleChunks;
+  const int swizzle = kS == 8 ? (row & 7) : ((row >> 1) & 3);
+  return static_cast<uint32_t>(((c / kS) * kRows * kS + row * kS + ((c % kS) ^ swizzle)) * 16);
+}
+
+// Per-lane part of an ldmatrix address into a swizzled tile. An ldmatrix.x4
+// reads four 8x8 matrices; lane l supplies the row address of matrix l/8.
+// Every row a lane addresses is (its lane-dependent row) + a multiple of 8,
+// so the swizzle term is fixed per lane, and the chunk a lane reads is an
+// even compile-time chunk plus 0 or 1. The address then splits into
+//   base (per lane) + compile-time offset + (compile-time chunk ^ x (per lane)) * 16,
+// which keeps the many ldmatrix addresses of the unrolled loops from each
+// taking a register.
+template <typename Traits, int kRows>
+struct LdsmAddress {
+  static constexpr int kS = Traits::kSwizzleChunks;
+  uint32_t base;  // smem address of this lane's row, swizzle block 0
+  uint32_t x;     // (odd-chunk bit ^ row swizzle) * 16
+
+  __device__ __forceinline__ LdsmAddress(uint32_t tile, int lane_row, int odd_chunk) {
+    const int swizzle = kS == 8 ? (lane_row & 7) : ((lane_row >> 1) & 3);
+    base = tile + static_cast<uint32_t>(lane_row * kS * 16);
+    x = static_cast<uint32_t>((odd_chunk ^ swizzle) * 16);
+  }
+
+  // Address of (lane_row + row, chunk_even + odd_chunk); row a multiple of 8
+  // and chunk_even even, both compile-time after unrolling.
+  __device__ __forceinline__ uint32_t at(int row, int chunk_even) const {
+    return base + static_cast<uint32_t>(((chunk_even / kS) * kRows * kS + row * kS) * 16) +
+           ((static_cast<uint32_t>(chunk_even % kS) * 16) ^ x);
+  }
+};
+
+// Issues the cp.async copies of a [kRows, kHeadDim] tile whose first row is
+// at `gmem`; rows at or past `valid_rows` are zero-filled, not read.
+template <typename Traits, int kRows>
+__device__ __forceinline__ void load_tile(uint32_t smem, const typename Traits::Element* gmem, int64_t row_stride,
+                                          int valid_rows, int tid) {
+  constexpr int kCPR = Traits::kChunksPerRow;
+  constexpr int kIters = kRows * kCPR / Traits::kNThreads;
+  if constexpr (Traits::kNThreads % kCPR == 0 && (Traits::kNThreads / kCPR) % 8 == 0) {
+    // Each thread keeps one chunk column and steps down kRowStep rows, a
+    // multiple of 8, so its swizzle never changes: one running pointer and
+    // compile-time smem offsets instead of a register per copy.
+    constexpr int kRowStep = Traits::kNThreads / kCPR;
+    const int row = tid / kCPR;
+    const int c = tid % kCPR;
+    const uint32_t dst = smem + chunk_offset<Traits, kRows>(row, c);
+    const auto* src = gmem + row * row_stride + c * 8;
+#pragma unroll
+    for (int i = 0; i < kIters; ++i) {
+      const bool valid = row + i * kRowStep < valid_rows;
+      ptx::cp_async_16(dst + i * kRowStep * Traits::kSwizzleChunks * 16, valid ? src : gmem, valid);
+      src += kRowStep * row_stride;
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < kIters; ++i) {
+      const int idx = tid + i * Traits::kNThreads;
+      const int row = idx / kCPR;
+      const int c = idx % kCPR;
+      const bool valid = row < valid_rows;
+      const auto* src = valid ? gmem + row * row_stride + c * 8 : gmem;
+      ptx::cp_async_16(smem + chunk_offset<Traits, kRows>(row, c), src, valid);
+    }
+  }
+}
+
+template <typename Traits, bool kIsCausal>
+__global__ void __launch_bounds__(Traits::kNThreads)
+    fwd_kernel(const __grid_constant__ detail::FwdParams p) {
+  using Element = typename Traits::Element;
+  constexpr int kBlockM = Traits::kBlockM;
+  constexpr int kBlockN = Traits::kBlockN;
+  constexpr int kMTiles = Traits::kMTiles;
+  constexpr int kNTilesS = Traits::kNTilesS;
+  constexpr int kNTilesO = Traits::kNTilesO;
+  constexpr int kStages = Traits::kStages;
+
+  extern __shared__ __align__(128) unsigned char smem[];
+  const int tid = threadIdx.x;
+  const int warp = tid / 32;
+  const int lane = tid % 32;
+
+  // Launch the longest (causal: bottom) query blocks first so the short ones fill the tail.
+  const int m_block = gridDim.x - 1 - blockIdx.x;
+  const int head = blockIdx.y;
+  const int batch = blockIdx.z;
+  const int head_kv = head / p.q_per_kv;
+  const int row_begin = m_block * kBlockM;
+  const int row_end = min(row_begin + kBlockM, p.seqlen_q);
+
+  const CausalTailMask<kIsCausal> mask(p.seqlen_q, p.seqlen_k);
+  const int n_blocks = mask.template num_visible_blocks<kBlockN>(row_begin, row_end);
+  const int n_unmasked = min(n_blocks, mask.template num_unmasked_blocks<kBlockN>(row_begin, row_end));
+
+  const Element* q = static_cast<const Element*>(p.q) + batch * p.q_batch_stride + head * p.q_head_stride +
+                     row_begin * p.q_seq_stride;
+  const Element* k = static_cast<const Element*>(p.k) + batch * p.k_batch_stride + head_kv * p.k_head_stride;
+  const Element* v = static_cast<const Element*>(p.v) + batch * p.v_batch_stride + head_kv * p.v_head_stride;
+
+  const uint32_t smem_q = ptx::smem_addr(smem);
+  const uint32_t smem_kv = smem_q + Traits::kQBytes;
+
+  auto load_kv = [&](int n_block, int stage) {
+    const uint32_t sk = smem_kv + stage * Traits::kStageBytes;
+    const int first = n_block * kBlockN;
+    load_tile<Traits, kBlockN>(sk, k + first * p.k_seq_stride, p.k_seq_stride, p.seqlen_k - first, tid);
+    load_tile<Traits, kBlockN>(sk + Traits::kKVBytes, v + first * p.v_seq_stride, p.v_seq_stride,
+                               p.seqlen_k - first, tid);
+  };
+
+  // Prologue: Q_i and the first kStages-1 K/V blocks, one commit group each
+  // (Q rides in the first), so the wait below counts groups uniformly.
+  load_tile<Traits, kBlockM>(smem_q, q, p.q_seq_stride, p.seqlen_q - row_begin, tid);
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (n_blocks - 1 - s >= 0) load_kv(n_blocks - 1 - s, s);
+    ptx::cp_async_commit();
+  }
+
+  float acc_o[kMTiles][kNTilesO][4];
+#pragma unroll
+  for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < kNTilesO; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc_o[mt][nt][e] = 0.f;
+  OnlineSoftmax<kMTiles> softmax;
+
+  const int warp_row = warp * Traits::kWarpRows;
+  // Lane roles of the three ldmatrix.x4 patterns (see LdsmAddress):
+  //   Q (A operand):    matrices = rows 0-7 / 8-15 x chunks k / k+1
+  //   K (B operand):    matrices = chunks k / k+1 x keys 0-7 / 8-15
+  //   V (B, .trans):    matrices = keys 0-7 / 8-15 x chunks n / n+1
+  const LdsmAddress<Traits, kBlockM> q_addr(smem_q, warp_row + lane % 16, lane / 16);
+  const int k_lane_row = lane % 8 + (lane / 16) * 8;
+  const int v_lane_row = lane % 8 + ((lane / 8) % 2) * 8;
+
+  auto step = [&](int n_block, int iter, bool is_masked) {
+    // Block n_block has landed once at most kStages-2 later groups are pending;
+    // the barrier also tells every warp that the stage consumed in the
+    // previous iteration is free for the next prefetch.
+    ptx::cp_async_wait<kStages - 2>();
+    __syncthreads();
+    const int n_prefetch = n_block - (kStages - 1);
+    if (n_prefetch >= 0) load_kv(n_prefetch, (iter + kStages - 1) % kStages);
+    ptx::cp_async_commit();
+
+    const uint32_t sk = smem_kv + (iter % kStages) * Traits::kStageBytes;
+    const LdsmAddress<Traits, kBlockN> k_addr(sk, k_lane_row, (lane / 8) % 2);
+    const LdsmAddress<Traits, kBlockN> v_addr(sk + Traits::kKVBytes, v_lane_row, lane / 16);
+
+    // S = Q_i K_j^T
+    float s[kMTiles][kNTilesS][4];
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < kNTilesS; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[mt][nt][e] = 0.f;
+#pragma unroll
+    for (int ks = 0; ks < Traits::kKStepsQK; ++ks) {
+      uint32_t a[kMTiles][4];
+#pragma unroll
+      for (int mt = 0; mt < kMTiles; ++mt) {
+        ptx::ldmatrix_x4(a[mt], q_addr.at(mt * 16, 2 * ks));
+      }
+#pragma unroll
+      for (int np = 0; np < kNTilesS / 2; ++np) {
+        uint32_t b[4];
+        ptx::ldmatrix_x4(b, k_addr.at(np * 16, 2 * ks));
+#pragma unroll
+        for (int mt = 0; mt < kMTiles; ++mt) {
+          ptx::mma_m16n8k16<Element>(s[mt][2 * np], a[mt], b[0], b[1]);
+          ptx::mma_m16n8k16<Element>(s[mt][2 * np + 1], a[mt], b[2], b[3]);
+        }
+      }
+    }
+
+    // Only the blocks crossing the diagonal or the ragged tail pay for the
+    // per-element mask; the branch is uniform across the CTA. (Two separate
+    // loops, one per stage, cost ptxas registers it does not have to spare.)
+    if (is_masked) {
+#pragma unroll
+      for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+        for (int hi = 0; hi < 2; ++hi) {
+          const int row = row_begin + warp_row + mt * 16 + lane / 4 + hi * 8;
+          const int limit = mask.col_limit(row) - n_block * kBlockN;
+#pragma unroll
+          for (int nt = 0; nt < kNTilesS; ++nt) {
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              if (nt * 8 + (lane % 4) * 2 + e >= limit) s[mt][nt][2 * hi + e] = -INFINITY;
+            }
+          }
+        }
+      }
+    }
+
+    softmax.update(s, acc_o, p.softmax_scale_log2);
+
+    // O += P V_j, with P taken straight from the S accumulators: the m16n8
+    // C fragment of two adjacent n8 tiles is the m16k16 A fragment.
+#pragma unroll
+    for (int ks = 0; ks < Traits::kKStepsPV; ++ks) {
+      uint32_t a[kMTiles][4];
+#pragma unroll
+      for (int mt = 0; mt < kMTiles; ++mt) {
+        a[mt][0] = ptx::pack2<Element>(s[mt][2 * ks][0], s[mt][2 * ks][1]);
+        a[mt][1] = ptx::pack2<Element>(s[mt][2 * ks][2], s[mt][2 * ks][3]);
+        a[mt][2] = ptx::pack2<Element>(s[mt][2 * ks + 1][0], s[mt][2 * ks + 1][1]);
+        a[mt][3] = ptx::pack2<Element>(s[mt][2 * ks + 1][2], s[mt][2 * ks + 1][3]);
+      }
+#pragma unroll
+      for (int np = 0; np < kNTilesO / 2; ++np) {
+        uint32_t b[4];
+        ptx::ldmatrix_x4_trans(b, v_addr.at(ks * 16, 2 * np));
+#pragma unroll
+        for (int mt = 0; mt < kMTiles; ++mt) {
+          ptx::mma_m16n8k16<Element>(acc_o[mt][2 * np], a[mt], b[0], b[1]);
+          ptx::mma_m16n8k16<Element>(acc_o[mt][2 * np + 1], a[mt], b[2], b[3]);
+        }
+      }
+    }
+  };
+
+  int iter = 0;
+  int n_block = n_blocks - 1;
+  for (; n_block >= 0; --n_block, ++iter) step(n_block, iter, /*is_masked=*/n_block >= n_unmasked);
+
+  // Epilogue: normalise, round, stage O through the (now free) Q tile so the
+  // global stores are whole 16-byte rows, then write the LSE.
+  float inv_l[2 * kMTiles];
+  float lse[2 * kMTiles];
+  softmax.finalize(p.softmax_scale, inv_l, lse);
+
+  ptx::cp_async_wait<0>();
+  __syncthreads();
+#pragma unroll
+  for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+    for (int hi = 0; hi < 2; ++hi) {
+      const int row = warp_row + mt * 16 + lane / 4 + hi * 8;
+#pragma unroll
+      for (int nt = 0; nt < kNTilesO; ++nt) {
+        const uint32_t packed = ptx::pack2<Element>(acc_o[mt][nt][2 * hi] * inv_l[2 * mt + hi],
+                                                    acc_o[mt][nt][2 * hi + 1] * inv_l[2 * mt + hi]);
+        *reinterpret_cast<uint32_t*>(smem + chunk_offset<Traits, kBlockM>(row, nt) + (lane % 4) * 4) = packed;
+      }
+    }
+  }
+  __syncthreads();
+
+  Element* o = static_cast<Element*>(p.o) + batch * p.o_batch_stride + head * p.o_head_stride +
+               row_begin * p.o_seq_stride;
+  constexpr int kStoreIters = kBlockM * Traits::kChunksPerRow / Traits::kNThreads;
+#pragma unroll
+  for (int i = 0; i < kStoreIters; ++i) {
+    const int idx = tid + i * Traits::kNThreads;
+    const int row = idx / Traits::kChunksPerRow;
+    const int c = idx % Traits::kChunksPerRow;
+    if (row_begin + row < p.seqlen_q) {
+      *reinterpret_cast<uint4*>(o + row * p.o_seq_stride + c * 8) =
+          *reinterpret_cast<const uint4*>(smem + chunk_offset<Traits, kBlockM>(row, c));
+    }
+  }
+
+  if (p.lse != nullptr && lane % 4 == 0) {
+    float* lse_row = p.lse + (static_cast<int64_t>(batch) * p.heads_q + head) * p.seqlen_q;
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+      for (int hi = 0; hi < 2; ++hi) {
+        const int row = row_begin + warp_row + mt * 16 + lane / 4 + hi * 8;
+        if (row < p.seqlen_q) lse_row[row] = lse[2 * mt + hi];
+      }
+    }
+  }
+}
+
+}  // namespace flash::sm80

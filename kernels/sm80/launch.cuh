@@ -1,0 +1,42 @@
+// Definition of flash::sm80::run_fwd, included by the instantiation files.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include "api.h"
+#include "fwd_kernel.cuh"
+
+namespace flash::sm80 {
+
+template <DType kDType>
+struct ElementOf;
+template <> struct ElementOf<DType::kFloat16> { using type = __half; };
+template <> struct ElementOf<DType::kBFloat16> { using type = __nv_bfloat16; };
+
+template <typename Traits, bool kIsCausal>
+cudaError_t launch_fwd(const detail::FwdParams& params, cudaStream_t stream) {
+  auto* kernel = &fwd_kernel<Traits, kIsCausal>;
+  constexpr int kSmemBytes = Traits::kSmemBytes;
+  if constexpr (kSmemBytes > 48 * 1024) {
+    const cudaError_t err =
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
+    if (err != cudaSuccess) return err;
+  }
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3((params.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM, params.heads_q, params.batch);
+  config.blockDim = dim3(Traits::kNThreads);
+  config.dynamicSmemBytes = kSmemBytes;
+  config.stream = stream;
+  // cudaLaunchKernelEx reports this launch's own error, never a stale one.
+  return cudaLaunchKernelEx(&config, kernel, params);
+}
+
+template <DType kDType, int kHeadDim>
+cudaError_t run_fwd(const detail::FwdParams& params, bool causal, cudaStream_t stream) {
+  using Traits = DefaultFwdTraits<kHeadDim, typename ElementOf<kDType>::type>;
+  return causal ? launch_fwd<Traits, true>(params, stream) : launch_fwd<Traits, false>(params, stream);
+}
+
+}  // namespace flash::sm80

@@ -1,0 +1,24 @@
+// Building flash::Status values with printf-style messages.
+#pragma once
+
+#include <cstdarg>
+#include <cstdio>
+
+#include "flash/flash.hpp"
+
+namespace flash::detail {
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 3)))
+#endif
+inline Status make_status(StatusCode code, const char* format, ...) noexcept {
+  Status status;
+  status.code = code;
+  va_list args;
+  va_start(args, format);
+  std::vsnprintf(status.message, sizeof(status.message), format, args);
+  va_end(args);
+  return status;
+}
+
+}  // namespace flash::detail

@@ -1,0 +1,228 @@
+// Argument checks of flash::attention_forward. They touch no GPU, so they run
+// (and are tested) on machines without one. The first failing check wins and
+// its message names the field and what would be accepted.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "flash/flash.hpp"
+#include "status.h"
+
+namespace flash {
+namespace {
+
+using detail::make_status;
+
+constexpr int64_t kSupportedHeadDims[] = {32, 64, 96, 128, 256};
+// Grid dimensions y (heads) and z (batch) are limited to 65535.
+constexpr int64_t kMaxGridYZ = 65535;
+// Row indices are 32-bit inside the kernels, with room for a block past the end.
+constexpr int64_t kMaxSeqlen = int64_t{1} << 30;
+
+Status invalid(const char* format, int64_t a, int64_t b = 0) noexcept {
+  return make_status(StatusCode::kInvalidArgument, format, static_cast<long long>(a), static_cast<long long>(b));
+}
+
+// One strided 4-d tensor as the checks see it: sizes, strides, base address.
+struct TensorView {
+  const char* name;
+  const void* ptr;
+  int64_t size[3];    // batch, seq, heads
+  int64_t stride[3];  // batch, seq, heads (elements)
+  int64_t head_dim;
+  int64_t elem_bytes;
+
+  // Largest element offset + 1, or -1 if it does not fit in int64.
+  int64_t span_elements() const noexcept {
+    int64_t span = head_dim;
+    for (int d = 0; d < 3; ++d) {
+      if (size[d] == 0) return 0;
+      int64_t term = 0;
+      if (__builtin_mul_overflow(size[d] - 1, stride[d], &term) || __builtin_add_overflow(span, term, &span)) {
+        return -1;
+      }
+    }
+    // Leave room to turn element counts into byte counts (and 16-byte rows) safely.
+    return span > INT64_MAX / 16 ? -1 : span;
+  }
+};
+
+Status check_strides(const TensorView& t) noexcept {
+  static const char* const kDims[3] = {"batch", "seq", "head"};
+  for (int d = 0; d < 3; ++d) {
+    if (t.stride[d] < 0) {
+      return make_status(StatusCode::kInvalidArgument, "%s_%s_stride is %lld; strides must be >= 0", t.name,
+                         kDims[d], static_cast<long long>(t.stride[d]));
+    }
+    if (t.stride[d] % 8 != 0) {
+      return make_status(StatusCode::kInvalidArgument,
+                         "%s_%s_stride is %lld; strides must be multiples of 8 elements so every row starts "
+                         "16-byte aligned",
+                         t.name, kDims[d], static_cast<long long>(t.stride[d]));
+    }
+  }
+  if (t.span_elements() < 0) {
+    return make_status(StatusCode::kInvalidArgument,
+                       "%s: sizes and strides give element offsets that overflow int64", t.name);
+  }
+  return Status{};
+}
+
+// Written rows must not alias one another: sorted by stride, each dimension
+// must step past everything the smaller ones cover.
+Status check_no_self_alias(const TensorView& t) noexcept {
+  int order[3] = {0, 1, 2};
+  std::sort(order, order + 3, [&](int a, int b) { return t.stride[a] < t.stride[b]; });
+  int64_t extent = t.head_dim;
+  for (int i = 0; i < 3; ++i) {
+    const int d = order[i];
+    if (t.size[d] <= 1) continue;
+    if (t.stride[d] < extent) {
+      return make_status(StatusCode::kInvalidArgument,
+                         "%s strides make different output rows overlap (a stride of %lld is smaller than the "
+                         "%lld elements the smaller dimensions cover)",
+                         t.name, static_cast<long long>(t.stride[d]), static_cast<long long>(extent));
+    }
+    extent = t.stride[d] * (t.size[d] - 1) + extent;
+  }
+  return Status{};
+}
+
+bool byte_ranges_overlap(const void* a, int64_t a_bytes, const void* b, int64_t b_bytes) noexcept {
+  if (a_bytes <= 0 || b_bytes <= 0) return false;
+  const auto a0 = static_cast<unsigned __int128>(reinterpret_cast<uintptr_t>(a));
+  const auto b0 = static_cast<unsigned __int128>(reinterpret_cast<uintptr_t>(b));
+  return a0 < b0 + static_cast<unsigned __int128>(b_bytes) && b0 < a0 + static_cast<unsigned __int128>(a_bytes);
+}
+
+}  // namespace
+
+void AttentionParams::set_contiguous_bnhd() noexcept {
+  q_head_stride = head_dim;
+  q_seq_stride = heads_q * head_dim;
+  q_batch_stride = seqlen_q * q_seq_stride;
+  o_head_stride = q_head_stride;
+  o_seq_stride = q_seq_stride;
+  o_batch_stride = q_batch_stride;
+  k_head_stride = v_head_stride = head_dim;
+  k_seq_stride = v_seq_stride = heads_kv * head_dim;
+  k_batch_stride = v_batch_stride = seqlen_k * k_seq_stride;
+  q_dim_stride = k_dim_stride = v_dim_stride = o_dim_stride = 1;
+}
+
+void AttentionParams::set_contiguous_bhnd() noexcept {
+  q_seq_stride = head_dim;
+  q_head_stride = seqlen_q * head_dim;
+  q_batch_stride = heads_q * q_head_stride;
+  o_seq_stride = q_seq_stride;
+  o_head_stride = q_head_stride;
+  o_batch_stride = q_batch_stride;
+  k_seq_stride = v_seq_stride = head_dim;
+  k_head_stride = v_head_stride = seqlen_k * head_dim;
+  k_batch_stride = v_batch_stride = heads_kv * k_head_stride;
+  q_dim_stride = k_dim_stride = v_dim_stride = o_dim_stride = 1;
+}
+
+Status validate(const AttentionParams& p) noexcept {
+  if (p.dtype != DType::kFloat16 && p.dtype != DType::kBFloat16) {
+    return invalid("dtype %lld is not supported; supported: DType::kFloat16 (0), DType::kBFloat16 (1)",
+                   static_cast<int64_t>(p.dtype));
+  }
+  const struct {
+    const char* name;
+    int64_t value;
+  } sizes[] = {{"batch", p.batch},     {"seqlen_q", p.seqlen_q}, {"seqlen_k", p.seqlen_k},
+               {"heads_q", p.heads_q}, {"heads_kv", p.heads_kv}, {"head_dim", p.head_dim}};
+  for (const auto& s : sizes) {
+    if (s.value < 0) {
+      return make_status(StatusCode::kInvalidArgument, "%s is %lld; sizes must be >= 0", s.name,
+                         static_cast<long long>(s.value));
+    }
+  }
+  if (std::find(std::begin(kSupportedHeadDims), std::end(kSupportedHeadDims), p.head_dim) ==
+      std::end(kSupportedHeadDims)) {
+    return invalid("head_dim %lld is not supported; supported: 32, 64, 96, 128, 256", p.head_dim);
+  }
+  if (p.heads_q < 1 || p.heads_kv < 1) {
+    return invalid("heads_q (%lld) and heads_kv (%lld) must be >= 1", p.heads_q, p.heads_kv);
+  }
+  if (p.heads_q % p.heads_kv != 0) {
+    return invalid("heads_q (%lld) must be a multiple of heads_kv (%lld)", p.heads_q, p.heads_kv);
+  }
+  if (p.q_dim_stride != 1 || p.k_dim_stride != 1 || p.v_dim_stride != 1 || p.o_dim_stride != 1) {
+    return make_status(StatusCode::kInvalidArgument,
+                       "the last dimension must be contiguous: q/k/v/o_dim_stride are %lld/%lld/%lld/%lld, "
+                       "all must be 1",
+                       static_cast<long long>(p.q_dim_stride), static_cast<long long>(p.k_dim_stride),
+                       static_cast<long long>(p.v_dim_stride), static_cast<long long>(p.o_dim_stride));
+  }
+  if (!std::isfinite(p.softmax_scale)) {
+    return make_status(StatusCode::kInvalidArgument,
+                       "softmax_scale is %g; it must be finite (0 selects 1/sqrt(head_dim))",
+                       static_cast<double>(p.softmax_scale));
+  }
+  if (p.seqlen_q > kMaxSeqlen || p.seqlen_k > kMaxSeqlen) {
+    return make_status(StatusCode::kUnsupported, "seqlen_q (%lld) and seqlen_k (%lld) must be <= %lld",
+                       static_cast<long long>(p.seqlen_q), static_cast<long long>(p.seqlen_k),
+                       static_cast<long long>(kMaxSeqlen));
+  }
+  if (p.batch > kMaxGridYZ || p.heads_q > kMaxGridYZ) {
+    return make_status(StatusCode::kUnsupported, "batch (%lld) and heads_q (%lld) must be <= %lld",
+                       static_cast<long long>(p.batch), static_cast<long long>(p.heads_q),
+                       static_cast<long long>(kMaxGridYZ));
+  }
+
+  // Empty work touches no memory: a successful no-op, whatever the pointers.
+  if (p.batch == 0 || p.seqlen_q == 0) return Status{};
+
+  const TensorView q{"q", p.q, {p.batch, p.seqlen_q, p.heads_q}, {p.q_batch_stride, p.q_seq_stride, p.q_head_stride},
+                     p.head_dim, 2};
+  const TensorView k{"k", p.k, {p.batch, p.seqlen_k, p.heads_kv}, {p.k_batch_stride, p.k_seq_stride, p.k_head_stride},
+                     p.head_dim, 2};
+  const TensorView v{"v", p.v, {p.batch, p.seqlen_k, p.heads_kv}, {p.v_batch_stride, p.v_seq_stride, p.v_head_stride},
+                     p.head_dim, 2};
+  const TensorView o{"o", p.o, {p.batch, p.seqlen_q, p.heads_q}, {p.o_batch_stride, p.o_seq_stride, p.o_head_stride},
+                     p.head_dim, 2};
+  for (const TensorView* t : {&q, &k, &v, &o}) {
+    if (t->ptr == nullptr) {
+      return make_status(StatusCode::kInvalidArgument, "%s is null; Q, K, V and O must point to device memory",
+                         t->name);
+    }
+    if (reinterpret_cast<uintptr_t>(t->ptr) % 16 != 0) {
+      return make_status(StatusCode::kInvalidArgument, "%s (%p) is not 16-byte aligned; all tensors must be",
+                         t->name, t->ptr);
+    }
+    const Status s = check_strides(*t);
+    if (!s.ok()) return s;
+  }
+  if (reinterpret_cast<uintptr_t>(p.lse) % alignof(float) != 0) {
+    return make_status(StatusCode::kInvalidArgument, "lse (%p) is not 4-byte aligned", static_cast<void*>(p.lse));
+  }
+  {
+    const Status s = check_no_self_alias(o);
+    if (!s.ok()) return s;
+  }
+  int64_t lse_elems = 0;
+  if (__builtin_mul_overflow(p.batch * p.heads_q, p.seqlen_q, &lse_elems)) {
+    return make_status(StatusCode::kInvalidArgument, "lse: batch * heads_q * seqlen_q overflows int64");
+  }
+  const int64_t o_bytes = o.span_elements() * 2;
+  for (const TensorView* t : {&q, &k, &v}) {
+    if (byte_ranges_overlap(p.o, o_bytes, t->ptr, t->span_elements() * 2)) {
+      return make_status(StatusCode::kInvalidArgument, "o overlaps %s; the output must not alias an input",
+                         t->name);
+    }
+  }
+  if (p.lse != nullptr) {
+    const int64_t lse_bytes = lse_elems * static_cast<int64_t>(sizeof(float));
+    for (const TensorView* t : {&q, &k, &v, &o}) {
+      if (byte_ranges_overlap(p.lse, lse_bytes, t->ptr, t->span_elements() * 2)) {
+        return make_status(StatusCode::kInvalidArgument, "lse overlaps %s; outputs must not alias other tensors",
+                           t->name);
+      }
+    }
+  }
+  return Status{};
+}
+
+}  // namespace flash

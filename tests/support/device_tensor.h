@@ -1,0 +1,27 @@
+// Small helpers shared by tests, benchmark and examples' checks: device
+// buffers, random fills, dtype conversion on the host.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "flash/flash.hpp"
+
+namespace flash::ref {
+
+// Fills `count` elements of `dtype` at `dst` with uniform values in
+// [-scale, scale) drawn from a counter-based hash of (seed, index): fresh
+// data for every seed, never zeros. Asynchronous on `stream`.
+cudaError_t fill_uniform(void* dst, DType dtype, size_t count, uint64_t seed, float scale, cudaStream_t stream);
+
+// Sets `bytes` bytes at `dst` to 0xFF: a NaN pattern in fp16 and bf16, so an
+// unwritten output element is caught.
+cudaError_t poison(void* dst, size_t bytes, cudaStream_t stream);
+
+// Host conversions of one element.
+float to_float(uint16_t bits, DType dtype);
+uint16_t from_float(float value, DType dtype);
+
+}  // namespace flash::ref
