@@ -7,6 +7,9 @@
 #include "flash/flash.hpp"
 #include "kernels/params.h"
 #include "kernels/sm80/api.h"
+#if FLASH_HAS_SM90
+#include "kernels/sm90/api.h"
+#endif
 #include "status.h"
 
 #ifndef FLASH_VERSION_STRING
@@ -83,6 +86,50 @@ Status dispatch_sm80(const AttentionParams& p, const detail::FwdParams& f, cudaS
   }
 }
 
+#if FLASH_HAS_SM90
+template <int kHeadDim>
+cudaError_t run_sm90_head_dim(DType dtype, const detail::FwdParams& f, bool causal, cudaStream_t stream) {
+  return dtype == DType::kFloat16 ? sm90::run_fwd<DType::kFloat16, kHeadDim>(f, causal, stream)
+                                  : sm90::run_fwd<DType::kBFloat16, kHeadDim>(f, causal, stream);
+}
+#endif
+
+// The Hopper kernel's dispatch. Returns false when it does not cover this
+// head dim in this build; otherwise *launch_error is the result (with
+// cudaErrorNotSupported meaning TMA could not describe the tensors).
+bool dispatch_sm90(const AttentionParams& p, const detail::FwdParams& f, cudaStream_t stream,
+                   cudaError_t* launch_error) {
+#if FLASH_HAS_SM90
+  switch (p.head_dim) {
+#if FLASH_HAS_HEAD_DIM_64
+    case 64: *launch_error = run_sm90_head_dim<64>(p.dtype, f, p.causal, stream); return true;
+#endif
+#if FLASH_HAS_HEAD_DIM_128
+    case 128: *launch_error = run_sm90_head_dim<128>(p.dtype, f, p.causal, stream); return true;
+#endif
+#if FLASH_HAS_HEAD_DIM_256
+    case 256: *launch_error = run_sm90_head_dim<256>(p.dtype, f, p.causal, stream); return true;
+#endif
+    default: return false;
+  }
+#else
+  (void)p, (void)f, (void)stream, (void)launch_error;
+  return false;
+#endif
+}
+
+Status launch_status(cudaError_t launch_error, int major, int minor) {
+  if (launch_error == cudaErrorNoKernelImageForDevice || launch_error == cudaErrorInvalidDeviceFunction) {
+    return make_status(StatusCode::kUnsupported,
+                       "this build has no kernel image for sm_%d%d (%s); add it to CMAKE_CUDA_ARCHITECTURES", major,
+                       minor, cudaGetErrorString(launch_error));
+  }
+  if (launch_error != cudaSuccess) {
+    return make_status(StatusCode::kCudaError, "kernel launch failed: %s", cudaGetErrorString(launch_error));
+  }
+  return Status{};
+}
+
 }  // namespace
 
 const char* version() noexcept { return FLASH_VERSION_STRING; }
@@ -109,17 +156,28 @@ Status attention_forward(const AttentionParams& params, CUstream_st* stream) noe
 
   const detail::FwdParams f = make_fwd_params(params);
   cudaError_t launch_error = cudaSuccess;
+  if (params.backend == Backend::kSm90 || (params.backend == Backend::kAuto && major == 9)) {
+    if (params.backend == Backend::kSm90 && major != 9) {
+      return make_status(StatusCode::kUnsupported, "Backend::kSm90 needs an sm_90 GPU; device %d is sm_%d%d", device,
+                         major, minor);
+    }
+    if (dispatch_sm90(params, f, stream, &launch_error)) {
+      if (launch_error != cudaErrorNotSupported) return launch_status(launch_error, major, minor);
+      if (params.backend == Backend::kSm90) {
+        return make_status(StatusCode::kUnsupported,
+                           "Backend::kSm90 cannot describe these tensors to TMA (a zero stride, or seqlen_k == 0); "
+                           "use Backend::kAuto or kSm80");
+      }
+    } else if (params.backend == Backend::kSm90) {
+      return make_status(StatusCode::kUnsupported,
+                         "Backend::kSm90 does not cover head_dim %lld in this build (it has 64, 128, 256 when they "
+                         "are in FLASH_HEAD_DIMS and 90a is in CMAKE_CUDA_ARCHITECTURES)",
+                         static_cast<long long>(params.head_dim));
+    }
+  }
   status = dispatch_sm80(params, f, stream, &launch_error);
   if (!status.ok()) return status;
-  if (launch_error == cudaErrorNoKernelImageForDevice || launch_error == cudaErrorInvalidDeviceFunction) {
-    return make_status(StatusCode::kUnsupported,
-                       "this build has no kernel image for sm_%d%d (%s); add it to CMAKE_CUDA_ARCHITECTURES", major,
-                       minor, cudaGetErrorString(launch_error));
-  }
-  if (launch_error != cudaSuccess) {
-    return make_status(StatusCode::kCudaError, "kernel launch failed: %s", cudaGetErrorString(launch_error));
-  }
-  return status;
+  return launch_status(launch_error, major, minor);
 }
 
 }  // namespace flash

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <iterator>
 
 #include "flash/flash.hpp"
 #include "status.h"
@@ -127,6 +128,10 @@ Status validate(const AttentionParams& p) noexcept {
   if (p.dtype != DType::kFloat16 && p.dtype != DType::kBFloat16) {
     return invalid("dtype %lld is not supported; supported: DType::kFloat16 (0), DType::kBFloat16 (1)",
                    static_cast<int64_t>(p.dtype));
+  }
+  if (p.backend != Backend::kAuto && p.backend != Backend::kSm80 && p.backend != Backend::kSm90) {
+    return invalid("backend %lld is not valid; use Backend::kAuto (0), kSm80 (1) or kSm90 (2)",
+                   static_cast<int64_t>(p.backend));
   }
   const struct {
     const char* name;

@@ -21,6 +21,13 @@ enum class DType : int32_t {
   kBFloat16 = 1,
 };
 
+// Which kernel family runs a call.
+enum class Backend : int32_t {
+  kAuto = 0,  // the Hopper kernel on sm_90 where it supports the shape, else the sm80 kernel
+  kSm80 = 1,  // the FlashAttention-2 mma.sync kernel (sm_80 and newer)
+  kSm90 = 2,  // the Hopper wgmma/TMA kernel (sm_90 with an sm_90a build; head_dim 64, 128, 256)
+};
+
 enum class StatusCode : int32_t {
   kSuccess = 0,
   kInvalidArgument = 1,  // the call was rejected; nothing was launched or written
@@ -85,6 +92,9 @@ struct AttentionParams {
   bool causal = false;
   // Multiplies Q K^T before the softmax; 0 means 1 / sqrt(head_dim).
   float softmax_scale = 0.0f;
+  // Kernel family; leave at kAuto unless testing or comparing paths. A forced
+  // backend that cannot run the call returns kUnsupported.
+  Backend backend = Backend::kAuto;
 
   // Fill all strides for densely packed [batch, seq, heads, head_dim] tensors.
   void set_contiguous_bnhd() noexcept;

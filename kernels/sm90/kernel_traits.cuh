@@ -1,0 +1,61 @@
+// Compile-time shape of the sm90 (wgmma + TMA + warp specialisation)
+// forward kernel. Everything is derived from four choices and asserted.
+#pragma once
+
+namespace flash::sm90 {
+
+template <int kHeadDim_, int kBlockM_, int kBlockN_, int kStages_, typename Element_>
+struct FwdTraits {
+  using Element = Element_;
+  static constexpr int kHeadDim = kHeadDim_;  // D
+  static constexpr int kBlockM = kBlockM_;    // query rows per CTA; 64 per consumer warpgroup
+  static constexpr int kBlockN = kBlockN_;    // key rows per K_j / V_j block (the N of S's wgmma)
+  static constexpr int kStages = kStages_;    // depth of the K and V shared-memory rings
+
+  // Warpgroup 0 is the producer (one thread issues every TMA load); the
+  // others are consumers, each owning 64 query rows of the block.
+  static constexpr int kConsumerWarpgroups = kBlockM / 64;
+  static constexpr int kConsumerWarps = 4 * kConsumerWarpgroups;
+  static constexpr int kNThreads = 128 * (kConsumerWarpgroups + 1);
+  // setmaxnreg: the producer gives registers back so the consumers, which
+  // hold S and O in registers, can have more. 128*24 + 128*kCWG*kConsumerRegs <= 65536.
+  static constexpr int kProducerRegs = 24;
+  static constexpr int kConsumerRegs = kConsumerWarpgroups == 2 ? 240 : 160;
+
+  // Tiles live in shared memory as TMA's SWIZZLE_128B writes them: column
+  // blocks of 64 elements (128 bytes a row), each rows x 128 B, 1024-byte aligned.
+  static constexpr int kColBlocks = kHeadDim / 64;
+  static constexpr int kQBytes = kBlockM * kHeadDim * 2;
+  static constexpr int kKVBytes = kBlockN * kHeadDim * 2;  // one K or one V block
+  static constexpr int kQOffset = 0;
+  static constexpr int kKOffset = kQOffset + kQBytes;
+  static constexpr int kVOffset = kKOffset + kStages * kKVBytes;
+  static constexpr int kBarrierOffset = kVOffset + kStages * kKVBytes;
+  static constexpr int kNumBarriers = 1 + 4 * kStages;  // Q full; K/V full and empty per stage
+  // +1024: the dynamic shared memory base is rounded up to a 1024-byte boundary.
+  static constexpr int kSmemBytes = kBarrierOffset + 8 * kNumBarriers + 1024;
+
+  static_assert(sizeof(Element) == 2, "Element must be a 16-bit type (fp16 or bf16)");
+  static_assert(kHeadDim % 64 == 0 && kHeadDim <= 256, "sm90 kernel: head_dim must be 64, 128, 192 or 256");
+  static_assert(kBlockM % 64 == 0 && (kConsumerWarpgroups == 2 || kConsumerWarpgroups == 3),
+                "sm90 kernel: two or three consumer warpgroups of 64 query rows");
+  static_assert(kBlockN % 16 == 0 && kBlockN <= 256, "kBlockN must be a multiple of 16, at most 256 (wgmma N)");
+  static_assert(kBlockN % 8 == 0 && kBlockM <= 256, "TMA boxes are at most 256 rows");
+  static_assert(kStages >= 2, "the K/V rings need two stages to overlap loads with compute");
+  static_assert(128 * kProducerRegs + 128 * kConsumerWarpgroups * kConsumerRegs <= 65536,
+                "register split exceeds the register file");
+  static_assert(kSmemBytes <= 227 * 1024, "tiles do not fit in shared memory");
+};
+
+// The sm90 tile heuristic: one shape per head dim.
+template <int kHeadDim>
+struct DefaultTile;
+template <> struct DefaultTile<64>  { static constexpr int kBlockM = 192, kBlockN = 128, kStages = 2; };
+template <> struct DefaultTile<128> { static constexpr int kBlockM = 128, kBlockN = 128, kStages = 2; };
+template <> struct DefaultTile<256> { static constexpr int kBlockM = 128, kBlockN = 64,  kStages = 2; };
+
+template <int kHeadDim, typename Element>
+using DefaultFwdTraits = FwdTraits<kHeadDim, DefaultTile<kHeadDim>::kBlockM, DefaultTile<kHeadDim>::kBlockN,
+                                   DefaultTile<kHeadDim>::kStages, Element>;
+
+}  // namespace flash::sm90

@@ -1,0 +1,53 @@
+// Definition of flash::sm90::run_fwd, included by the instantiation files.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include "api.h"
+#include "fwd_kernel.cuh"
+#include "tensor_map.h"
+
+namespace flash::sm90 {
+
+template <DType kDType>
+struct ElementOf;
+template <> struct ElementOf<DType::kFloat16> { using type = __half; };
+template <> struct ElementOf<DType::kBFloat16> { using type = __nv_bfloat16; };
+
+template <typename Traits, bool kIsCausal>
+cudaError_t launch_fwd(const FwdParams& params, cudaStream_t stream) {
+  auto* kernel = &fwd_kernel<Traits, kIsCausal>;
+  constexpr int kSmemBytes = Traits::kSmemBytes;
+  const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
+  if (err != cudaSuccess) return err;
+  const detail::FwdParams& p = params.common;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3((p.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM, p.heads_q, p.batch);
+  config.blockDim = dim3(Traits::kNThreads);
+  config.dynamicSmemBytes = kSmemBytes;
+  config.stream = stream;
+  return cudaLaunchKernelEx(&config, kernel, params);
+}
+
+template <DType kDType, int kHeadDim>
+cudaError_t run_fwd(const detail::FwdParams& p, bool causal, cudaStream_t stream) {
+  using Traits = DefaultFwdTraits<kHeadDim, typename ElementOf<kDType>::type>;
+  constexpr bool kIsBf16 = kDType == DType::kBFloat16;
+  FwdParams params;
+  params.common = p;
+  const bool ok =
+      make_tensor_map(&params.tma_q, p.q, kIsBf16, kHeadDim, p.seqlen_q, p.heads_q, p.batch, p.q_seq_stride,
+                      p.q_head_stride, p.q_batch_stride, Traits::kBlockM) &&
+      make_tensor_map(&params.tma_k, p.k, kIsBf16, kHeadDim, p.seqlen_k, p.heads_kv, p.batch, p.k_seq_stride,
+                      p.k_head_stride, p.k_batch_stride, Traits::kBlockN) &&
+      make_tensor_map(&params.tma_v, p.v, kIsBf16, kHeadDim, p.seqlen_k, p.heads_kv, p.batch, p.v_seq_stride,
+                      p.v_head_stride, p.v_batch_stride, Traits::kBlockN) &&
+      make_tensor_map(&params.tma_o, p.o, kIsBf16, kHeadDim, p.seqlen_q, p.heads_q, p.batch, p.o_seq_stride,
+                      p.o_head_stride, p.o_batch_stride, 64);
+  if (!ok) return cudaErrorNotSupported;
+  return causal ? launch_fwd<Traits, true>(params, stream) : launch_fwd<Traits, false>(params, stream);
+}
+
+}  // namespace flash::sm90

@@ -1,0 +1,19 @@
+// Kernel arguments of the sm90 forward kernel: the common parameters plus
+// the four TMA tensor maps, built on the host for each call.
+#pragma once
+
+#include <cuda.h>
+
+#include "../params.h"
+
+namespace flash::sm90 {
+
+struct FwdParams {
+  CUtensorMap tma_q;  // Q as (head_dim, seqlen_q, heads_q, batch), box (64, kBlockM).
+  CUtensorMap tma_k;  // K as (head_dim, seqlen_k, heads_kv, batch), box (64, kBlockN).
+  CUtensorMap tma_v;  // V as (head_dim, seqlen_k, heads_kv, batch), box (64, kBlockN).
+  CUtensorMap tma_o;  // O as (head_dim, seqlen_q, heads_q, batch), box (64, 64): one consumer warpgroup's rows.
+  detail::FwdParams common;
+};
+
+}  // namespace flash::sm90

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Build, test and benchmark flash on a GPU machine in one go.
+#
+#   scripts/gpu-check.sh [phases...]     phases: build sass test sanitize bench quickbench
+#                                        (default: build sass test sanitize bench)
+#
+# Full logs go to $OUT (or ./gpu-check-out when OUT is unset); the last thing
+# printed is a short summary table. Environment: BUILD_DIR (default
+# build/gpu-check), CUDA_ARCHS (default 90a), HEAD_DIMS (default all),
+# BENCH_ARGS (extra flash_bench flags), TEST_FILTER (gtest filter).
+set -uo pipefail
+
+OUT=${OUT:-$PWD/gpu-check-out}
+mkdir -p "$OUT"
+BUILD_DIR=${BUILD_DIR:-build/gpu-check}
+CUDA_ARCHS=${CUDA_ARCHS:-90a}
+HEAD_DIMS=${HEAD_DIMS:-32;64;96;128;256}
+TEST_FILTER=${TEST_FILTER:-*}
+PHASES=${*:-build sass test sanitize bench}
+SUMMARY="$OUT/summary.txt"
+: >"$SUMMARY"
+note() { echo "$*" | tee -a "$SUMMARY"; }
+has_phase() { [[ " $PHASES " == *" $1 "* ]]; }
+
+note "== $(date -u +%Y-%m-%dT%H:%MZ) $(nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader 2>/dev/null | head -1)"
+
+if has_phase build; then
+  t0=$(date +%s)
+  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$CUDA_ARCHS" \
+    -DFLASH_HEAD_DIMS="$HEAD_DIMS" >"$OUT/configure.log" 2>&1 || { note "configure FAILED"; tail -30 "$OUT/configure.log"; exit 1; }
+  cmake --build "$BUILD_DIR" -j "$(nproc)" >"$OUT/build.log" 2>&1 || { note "build FAILED"; grep -E "error|Error" -A3 "$OUT/build.log" | head -60; exit 1; }
+  note "build: ok in $(( $(date +%s) - t0 ))s; spill warnings: $(grep -c 'spill' "$OUT/build.log")"
+fi
+
+if has_phase sass; then
+  lib="$BUILD_DIR/libflash.a"
+  cuobjdump --dump-sass "$lib" >"$OUT/sass.txt" 2>&1
+  # Per kernel: tensor-core MMAs, ldmatrix, local-memory traffic.
+  awk '/Function :/ {name=$3} /HMMA/ {h[name]++} /HGMMA/ {g[name]++} /LDSM/ {l[name]++} /LDL|STL/ {s[name]++}
+       END {for (n in h) printf "%-90s HMMA=%d HGMMA=%d LDSM=%d LDL/STL=%d\n", substr(n,1,90), h[n], g[n], l[n], s[n]}' \
+    "$OUT/sass.txt" | sort >"$OUT/sass_summary.txt"
+  note "sass: $(wc -l <"$OUT/sass_summary.txt") kernels; with LDL/STL: $(grep -vc 'LDL/STL=0$' "$OUT/sass_summary.txt")"
+fi
+
+if has_phase test; then
+  "$BUILD_DIR/tests/flash_host_tests" >"$OUT/host_tests.log" 2>&1
+  note "host tests: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$OUT/host_tests.log" | tr '\n' ' ')"
+  t0=$(date +%s)
+  "$BUILD_DIR/tests/flash_gpu_tests" --gtest_filter="$TEST_FILTER" >"$OUT/gpu_tests.log" 2>&1
+  note "gpu tests ($(( $(date +%s) - t0 ))s): $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$OUT/gpu_tests.log" | tr '\n' ' ')"
+  grep -E '^\[  FAILED  \]' "$OUT/gpu_tests.log" | head -20 | tee -a "$SUMMARY"
+fi
+
+if has_phase sanitize; then
+  for tool in memcheck racecheck; do
+    compute-sanitizer --tool "$tool" --error-exitcode 1 "$BUILD_DIR/tests/flash_gpu_tests" \
+      --gtest_filter="${SANITIZE_FILTER:-*Sanitizer*}" >"$OUT/$tool.log" 2>&1
+    note "$tool: exit $? ; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/$tool.log" | tail -1) ; $(grep -E '^\[  PASSED' "$OUT/$tool.log")"
+  done
+fi
+
+if has_phase bench || has_phase quickbench; then
+  args=()
+  has_phase quickbench && args+=(--dtypes=bf16 --seqlens=2048,16384 --no-standard)
+  "$BUILD_DIR/bench/flash_bench" "${args[@]}" ${BENCH_ARGS:-} --benchmark_out="$OUT/bench.json" \
+    --benchmark_out_format=json >"$OUT/bench.log" 2>&1
+  note "bench: exit $?"
+  sed -n '/^| dtype/,$p' "$OUT/bench.log" >>"$SUMMARY"
+fi
+
+echo
+cat "$SUMMARY"
