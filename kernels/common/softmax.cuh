@@ -41,12 +41,14 @@ struct OnlineSoftmax {
   }
 
   // Turns the scores s into unnormalised probabilities in place, updates m
-  // and l, and rescales the output accumulator o by exp2((m_old - m_new) *
-  // scale_log2). A row whose scores are all -inf keeps m = -inf and gets
-  // zeros, not NaN: the subtracted max is taken as 0 for such a row.
-  template <int kNTiles, int kNTilesO>
-  __device__ __forceinline__ void update(float (&s)[kMTiles][kNTiles][4], float (&o)[kMTiles][kNTilesO][4],
-                                         float scale_log2) {
+  // and l, and returns in `correction` the factor exp2((m_old - m_new) *
+  // scale_log2) by which the output accumulator must be rescaled (see
+  // rescale(); kept separate so a kernel can defer it while O is still being
+  // accumulated asynchronously). A row whose scores are all -inf keeps
+  // m = -inf and gets zeros, not NaN: its subtracted max is taken as 0.
+  template <int kNTiles>
+  __device__ __forceinline__ void update(float (&s)[kMTiles][kNTiles][4], float scale_log2,
+                                         float (&correction)[kRows]) {
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
@@ -59,7 +61,7 @@ struct OnlineSoftmax {
         }
         const float m_new = quad_max(block_max);
         const float m_scaled = m_new == -INFINITY ? 0.f : m_new * scale_log2;
-        const float correction = ptx::exp2_approx(m[r] * scale_log2 - m_scaled);
+        correction[r] = ptx::exp2_approx(m[r] * scale_log2 - m_scaled);
         m[r] = m_new;
         float sum = 0.f;
 #pragma unroll
@@ -71,12 +73,20 @@ struct OnlineSoftmax {
             sum += p;
           }
         }
-        l[r] = fmaf(l[r], correction, sum);
+        l[r] = fmaf(l[r], correction[r], sum);
+      }
+    }
+  }
+
+  // O *= correction, row by row.
+  template <int kNTilesO>
+  __device__ __forceinline__ static void rescale(float (&o)[kMTiles][kNTilesO][4], const float (&correction)[kRows]) {
 #pragma unroll
-        for (int nt = 0; nt < kNTilesO; ++nt) {
-          o[mt][nt][2 * hi] *= correction;
-          o[mt][nt][2 * hi + 1] *= correction;
-        }
+    for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+      for (int nt = 0; nt < kNTilesO; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) o[mt][nt][e] *= correction[2 * mt + e / 2];
       }
     }
   }

@@ -226,7 +226,9 @@ __global__ void __launch_bounds__(Traits::kNThreads)
       }
     }
 
-    softmax.update(s, acc_o, p.softmax_scale_log2);
+    float correction[2 * kMTiles];
+    softmax.update(s, p.softmax_scale_log2, correction);
+    softmax.rescale(acc_o, correction);
 
     // O += P V_j, with P taken straight from the S accumulators: the m16n8
     // C fragment of two adjacent n8 tiles is the m16k16 A fragment.

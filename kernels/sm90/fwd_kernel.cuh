@@ -128,18 +128,9 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
   // accumulator fragments side by side: the layout OnlineSoftmax expects.
   auto& o_frag = *reinterpret_cast<float(*)[1][kHeadDim / 8][4]>(&o);
 
-  if (n_blocks > 0) mbarrier_wait(bar_q_full, 0);
-
-  for (int i = 0; i < n_blocks; ++i) {
-    const int n_block = n_blocks - 1 - i;
-    const int stage = i % kStages;
-    const uint32_t full_parity = (i / kStages) & 1;
-
-    // S = Q_i K_j^T: both operands K-major; step K by 16 elements (32 bytes)
-    // inside a 128-byte swizzle row, then to the next column block.
-    float s[kBlockN / 2];
-    mbarrier_wait(bar_k_full(stage), full_parity);
-    wgmma_fence();
+  // S = Q_i K_j^T: both operands K-major; K advances 16 elements (32 bytes)
+  // inside a 128-byte swizzle row, then to the next column block.
+  auto issue_qk = [&](int stage, float (&s)[kBlockN / 2]) {
 #pragma unroll
     for (int kk = 0; kk < kHeadDim / 16; ++kk) {
       const uint64_t desc_q = smem_descriptor(smem_q_wg + (kk / 4) * kBlockM * 128 + (kk % 4) * 32, 0);
@@ -147,10 +138,19 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
       wgmma_ss<kBlockN, 0, Element>(s, desc_q, desc_k, kk > 0 ? 1 : 0);
     }
     wgmma_commit();
-    wgmma_wait<0>();
-    fence_registers(s);
-    if (lane == 0) mbarrier_arrive(bar_k_empty(stage));
-
+  };
+  // O += P V_j: V is N-major for this GEMM (keys are rows, head_dim is
+  // contiguous); 16 keys are 16 swizzled rows, 2048 bytes.
+  auto issue_pv = [&](int stage, const uint32_t (&pa)[kBlockN / 16][4]) {
+#pragma unroll
+    for (int kk = 0; kk < kBlockN / 16; ++kk) {
+      const uint64_t desc_v = smem_descriptor(smem_v(stage) + kk * 16 * 128, kBlockN * 128);
+      wgmma_rs<kHeadDim, 1, Element>(o, pa[kk], desc_v, 1);
+    }
+    wgmma_commit();
+  };
+  // Mask (only blocks that need it), then the online softmax on S.
+  auto softmax_step = [&](float (&s)[kBlockN / 2], int n_block, float (&correction)[2]) {
     auto& s_frag = *reinterpret_cast<float(*)[1][kBlockN / 8][4]>(&s);
     if (n_block >= n_unmasked) {
 #pragma unroll
@@ -166,31 +166,81 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
         }
       }
     }
-    softmax.update(s_frag, o_frag, p.softmax_scale_log2);
+    softmax.update(s_frag, p.softmax_scale_log2, correction);
+  };
+  // P as the register A operand: per 16 keys, two adjacent n8 fragments.
+  auto convert_p = [&](const float (&s)[kBlockN / 2], uint32_t (&pa)[kBlockN / 16][4]) {
+#pragma unroll
+    for (int kk = 0; kk < kBlockN / 16; ++kk) {
+#pragma unroll
+      for (int r = 0; r < 4; ++r) pa[kk][r] = ptx::pack2<Element>(s[8 * kk + 2 * r], s[8 * kk + 2 * r + 1]);
+    }
+  };
 
-    // P as the register A operand: per 16 keys, two adjacent n8 fragments.
+  // Pingpong: consumer warpgroups take turns issuing their GEMMs, so one's
+  // softmax runs while the tensor cores work on another's. Turn w is named
+  // barrier kTurnBarrier + w, completed by warpgroup w (sync) and its
+  // predecessor (arrive). The last warpgroup opens the first turn and skips
+  // its final arrive, so every barrier sees matched counts.
+  constexpr int kTurnBarrier = 4;
+  constexpr int kCWG = Traits::kConsumerWarpgroups;
+  auto turn_begin = [&] { named_barrier_sync(kTurnBarrier + wg, 256); };
+  auto turn_end = [&](bool last) {
+    if (!(last && wg == kCWG - 1)) named_barrier_arrive(kTurnBarrier + (wg + 1) % kCWG, 256);
+  };
+
+  if (n_blocks > 0) {
+    mbarrier_wait(bar_q_full, 0);
+    if (wg == kCWG - 1) named_barrier_arrive(kTurnBarrier, 256);
+
+    // Block 0 of the walk: S only.
+    float s[kBlockN / 2];
+    float correction[2];
     uint32_t pa[kBlockN / 16][4];
-#pragma unroll
-    for (int kk = 0; kk < kBlockN / 16; ++kk) {
-      pa[kk][0] = ptx::pack2<Element>(s_frag[0][2 * kk][0], s_frag[0][2 * kk][1]);
-      pa[kk][1] = ptx::pack2<Element>(s_frag[0][2 * kk][2], s_frag[0][2 * kk][3]);
-      pa[kk][2] = ptx::pack2<Element>(s_frag[0][2 * kk + 1][0], s_frag[0][2 * kk + 1][1]);
-      pa[kk][3] = ptx::pack2<Element>(s_frag[0][2 * kk + 1][2], s_frag[0][2 * kk + 1][3]);
+    mbarrier_wait(bar_k_full(0), 0);
+    turn_begin();
+    wgmma_fence();
+    issue_qk(0, s);
+    turn_end(n_blocks == 1);
+    wgmma_wait<0>();
+    fence_registers(s);
+    if (lane == 0) mbarrier_arrive(bar_k_empty(0));
+    softmax_step(s, n_blocks - 1, correction);
+    convert_p(s, pa);
+
+    // Steady state: issue S_i = Q K_i^T and O += P_{i-1} V_{i-1} together,
+    // then run S_i's softmax while the P V product is still on the tensor cores.
+    for (int i = 1; i < n_blocks; ++i) {
+      const int stage = i % kStages;
+      const int prev = (i - 1) % kStages;
+      mbarrier_wait(bar_k_full(stage), (i / kStages) & 1);
+      turn_begin();
+      wgmma_fence();
+      issue_qk(stage, s);
+      mbarrier_wait(bar_v_full(prev), ((i - 1) / kStages) & 1);
+      OnlineSoftmax<1>::rescale(o_frag, correction);
+      wgmma_fence();
+      issue_pv(prev, pa);
+      turn_end(i == n_blocks - 1);
+      wgmma_wait<1>();
+      fence_registers(s);
+      if (lane == 0) mbarrier_arrive(bar_k_empty(stage));
+      softmax_step(s, n_blocks - 1 - i, correction);
+      wgmma_wait<0>();
+      fence_registers(o);
+      if (lane == 0) mbarrier_arrive(bar_v_empty(prev));
+      convert_p(s, pa);
     }
 
-    // O += P V_j: V is N-major for this GEMM (keys are rows, head_dim is
-    // contiguous); 16 keys are 16 swizzled rows, 2048 bytes.
-    mbarrier_wait(bar_v_full(stage), full_parity);
+    // The last block's P V.
+    const int last = (n_blocks - 1) % kStages;
+    mbarrier_wait(bar_v_full(last), ((n_blocks - 1) / kStages) & 1);
+    OnlineSoftmax<1>::rescale(o_frag, correction);
     wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < kBlockN / 16; ++kk) {
-      const uint64_t desc_v = smem_descriptor(smem_v(stage) + kk * 16 * 128, kBlockN * 128);
-      wgmma_rs<kHeadDim, 1, Element>(o, pa[kk], desc_v, 1);
-    }
-    wgmma_commit();
+    issue_pv(last, pa);
     wgmma_wait<0>();
     fence_registers(o);
-    if (lane == 0) mbarrier_arrive(bar_v_empty(stage));
+    if (lane == 0) mbarrier_arrive(bar_v_empty(last));
   }
 
   // ------------------------------------------------------------------ epilogue
