@@ -44,10 +44,10 @@ fi
 
 if has_phase test; then
   "$BUILD_DIR/tests/flash_host_tests" >"$OUT/host_tests.log" 2>&1
-  note "host tests: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$OUT/host_tests.log" | tr '\n' ' ')"
+  note "host tests: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ tests?' "$OUT/host_tests.log" | tr '\n' ' ')"
   t0=$(date +%s)
   "$BUILD_DIR/tests/flash_gpu_tests" --gtest_filter="$TEST_FILTER" >"$OUT/gpu_tests.log" 2>&1
-  note "gpu tests ($(( $(date +%s) - t0 ))s): $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$OUT/gpu_tests.log" | tr '\n' ' ')"
+  note "gpu tests ($(( $(date +%s) - t0 ))s): $(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ tests?' "$OUT/gpu_tests.log" | tr '\n' ' ')"
   grep -E '^\[  FAILED  \]' "$OUT/gpu_tests.log" | head -20 | tee -a "$SUMMARY"
 fi
 

@@ -161,9 +161,11 @@ Status validate(const AttentionParams& p) noexcept {
                        static_cast<long long>(p.q_dim_stride), static_cast<long long>(p.k_dim_stride),
                        static_cast<long long>(p.v_dim_stride), static_cast<long long>(p.o_dim_stride));
   }
-  if (!std::isfinite(p.softmax_scale)) {
+  // The online softmax tracks the running max of raw scores, which is the
+  // max of the scaled ones only for a positive scale.
+  if (!std::isfinite(p.softmax_scale) || p.softmax_scale < 0.f) {
     return make_status(StatusCode::kInvalidArgument,
-                       "softmax_scale is %g; it must be finite (0 selects 1/sqrt(head_dim))",
+                       "softmax_scale is %g; it must be finite and >= 0 (0 selects 1/sqrt(head_dim))",
                        static_cast<double>(p.softmax_scale));
   }
   if (p.seqlen_q > kMaxSeqlen || p.seqlen_k > kMaxSeqlen) {

@@ -90,7 +90,7 @@ struct AttentionParams {
   // Causal mask aligned to the bottom-right corner: query row i sees key j
   // iff j <= i + seqlen_k - seqlen_q. A row that sees no key outputs zeros.
   bool causal = false;
-  // Multiplies Q K^T before the softmax; 0 means 1 / sqrt(head_dim).
+  // Multiplies Q K^T before the softmax; must be >= 0, and 0 means 1 / sqrt(head_dim).
   float softmax_scale = 0.0f;
   // Kernel family; leave at kAuto unless testing or comparing paths. A forced
   // backend that cannot run the call returns kUnsupported.

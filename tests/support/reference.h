@@ -25,7 +25,11 @@ size_t standard_attention_workspace_bytes(const AttentionParams& p);
 // conventions as flash::attention_forward). Writes p.o in p.dtype and, when
 // non-null, p.lse. When o_f32 is non-null it also receives O in float32,
 // densely packed [batch, seqlen_q, heads_q, head_dim] (no output rounding:
-// this is what tests compare against). Asynchronous on `stream`.
+// this is what tests compare against). Asynchronous on `stream`; sets
+// `handle`'s stream to `stream` and its pointer mode to host. Accepts what
+// flash::validate() accepts (it returns validate's status otherwise),
+// kInvalidArgument for a too-small workspace, kCudaError for CUDA or cuBLAS
+// failures.
 Status standard_attention(const AttentionParams& p, float* o_f32, void* workspace, size_t workspace_bytes,
                           cublasHandle_t handle, cudaStream_t stream);
 

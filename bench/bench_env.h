@@ -1,0 +1,77 @@
+// What every benchmark row shares: the options, the device, one stream, one
+// cuBLAS handle bound to it, the L2 flusher, the event timer and the GEMM
+// ceiling. main() builds one BenchEnv and hands a pointer to every row.
+#pragma once
+
+#include <benchmark/benchmark.h>
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <string>
+#include <vector>
+
+#include "bench_util.h"
+#include "options.h"
+
+namespace flash_bench {
+
+struct BenchEnv {
+  Options options;
+  int device = 0;
+  std::string gpu_name;
+  cudaStream_t stream = nullptr;
+  cublasHandle_t cublas = nullptr;
+  L2Flusher flusher;
+  LaunchTimer timer;
+  double ceiling_tflops = 0.0;  // cuBLAS bf16 GEMM 8192^3, measured by main() before any row
+
+  BenchEnv() = default;
+  BenchEnv(const BenchEnv&) = delete;
+  BenchEnv& operator=(const BenchEnv&) = delete;
+  ~BenchEnv();
+
+  // Picks the current device, creates the stream, handle, flush buffer and
+  // events. "" on success.
+  std::string init();
+};
+
+// The timing loop of one row: `warmup` untimed launches and a sync, then one
+// L2-flushed, event-timed launch per benchmark iteration, reported through
+// SetIterationTime and appended to *ms. On any error it calls
+// SkipWithError with the message and returns false.
+template <typename Launch>
+bool run_timed_loop(benchmark::State& state, BenchEnv& env, int warmup, Launch&& launch, std::vector<double>* ms) {
+  for (int i = 0; i < warmup; ++i) {
+    const std::string err = launch();
+    if (!err.empty()) {
+      state.SkipWithError(("warm-up: " + err).c_str());
+      return false;
+    }
+  }
+  const std::string sync_err = cuda_error("cudaStreamSynchronize(after warm-up)", cudaStreamSynchronize(env.stream));
+  if (!sync_err.empty()) {
+    state.SkipWithError(sync_err.c_str());
+    return false;
+  }
+  ms->clear();
+  ms->reserve(static_cast<size_t>(state.max_iterations));
+  for (auto _ : state) {
+    double elapsed_ms = 0.0;
+    const std::string err = env.timer.time(env.flusher, env.stream, launch, &elapsed_ms);
+    if (!err.empty()) {
+      state.SkipWithError(err.c_str());
+      return false;
+    }
+    state.SetIterationTime(elapsed_ms * 1e-3);
+    ms->push_back(elapsed_ms);
+  }
+  return !ms->empty();
+}
+
+// Sets the row's counters from its per-iteration times: median_ms, TFLOP/s
+// (from the median) and frac_ceiling (over env.ceiling_tflops). Returns the
+// median in milliseconds; *out_tflops receives the TFLOP/s.
+double set_counters(benchmark::State& state, const BenchEnv& env, const std::vector<double>& ms, double flops,
+                    double* out_tflops);
+
+}  // namespace flash_bench

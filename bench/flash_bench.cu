@@ -1,0 +1,217 @@
+// flash_bench: the seed's attention sweep, flash::attention_forward against
+// standard (cuBLAS) attention, every figure also a fraction of a cuBLAS bf16
+// GEMM measured in the same run.
+//
+//   Sweep: batch * seqlen = 16384 tokens, heads * head_dim = 2048,
+//   seqlen in {512, ..., 16384}, head_dim in {64, 128, 256}, causal and not,
+//   bf16 and fp16, layout [B, N, H, D], heads_kv = heads_q.
+//
+//   Rows: "gemm_bf16_8192", then per shape "flash/<dtype>/hd<D>/<causal|
+//   noncausal>/N<seqlen>" and "standard/...". Each row allocates its own
+//   tensors, fills them with uniform random values, runs untimed warm-ups,
+//   then a fixed number of timed launches (L2 flushed before each, CUDA
+//   events around each; the Time column is the mean, the counters use the
+//   median). Counters: median_ms, TFLOP/s, frac_ceiling.
+//
+//   FLOPs = 4 * batch * heads * head_dim * visible (query, key) pairs, with
+//   causal square counted as N^2 / 2 (FlashAttention's convention): see
+//   visible_pairs() in bench_util.h.
+//
+// Usage:
+//   flash_bench                                   # the full sweep
+//   flash_bench --dtypes=bf16 --head_dims=128 --seqlens=2048,16384 --no-standard
+//   flash_bench --backend=sm80 --no-standard             # the sm80 kernel on a Hopper GPU
+//   flash_bench --benchmark_filter='flash/bf16/hd128/.*' --benchmark_out=run.json --benchmark_out_format=json
+// --help lists flash_bench's flags, then Google Benchmark's. With no CUDA
+// device it prints "no CUDA device" and exits with 77 (the "skipped" code).
+#include <benchmark/benchmark.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "bench_env.h"
+#include "bench_util.h"
+#include "device_tensor.h"
+#include "flash/flash.hpp"
+#include "gemm_ceiling.h"
+#include "options.h"
+#include "reference.h"
+#include "results.h"
+
+namespace flash_bench {
+namespace {
+
+constexpr int64_t kTokens = 16384;       // batch * seqlen of the sweep
+constexpr int64_t kModelWidth = 2048;    // heads * head_dim of the sweep
+constexpr float kInputScale = 1.0f;      // inputs are uniform in [-1, 1)
+constexpr int kExitNoDevice = 77;
+
+const char* impl_name(Impl impl) { return impl == Impl::kFlash ? "flash" : "standard"; }
+
+std::string row_name(Impl impl, const ShapeKey& key) {
+  return std::string(impl_name(impl)) + "/" + dtype_name(key.dtype) + "/hd" + std::to_string(key.head_dim) + "/" +
+         (key.causal ? "causal" : "noncausal") + "/N" + std::to_string(key.seqlen);
+}
+
+// Dense [B, N, H, D] self-attention parameters of one sweep shape (pointers
+// left null).
+flash::AttentionParams sweep_params(const ShapeKey& key, flash::Backend backend) {
+  flash::AttentionParams p;
+  p.dtype = key.dtype;
+  p.batch = std::max<int64_t>(1, kTokens / key.seqlen);
+  p.seqlen_q = p.seqlen_k = key.seqlen;
+  p.heads_q = p.heads_kv = kModelWidth / key.head_dim;
+  p.head_dim = key.head_dim;
+  p.causal = key.causal;
+  p.set_contiguous_bnhd();
+  // Standard attention ignores the backend; the flash rows run the one chosen by --backend.
+  p.backend = backend;
+  return p;
+}
+
+// Q, K, V, O (and standard attention's scratch) of one row.
+struct AttentionBuffers {
+  DeviceBuffer q, k, v, o, workspace;
+
+  std::string setup(BenchEnv& env, flash::AttentionParams* p, Impl impl) {
+    const size_t q_elems = static_cast<size_t>(p->batch * p->seqlen_q * p->heads_q * p->head_dim);
+    const size_t kv_elems = static_cast<size_t>(p->batch * p->seqlen_k * p->heads_kv * p->head_dim);
+    std::string err = q.allocate(q_elems * 2, "cudaMalloc(Q)");
+    if (err.empty()) err = k.allocate(kv_elems * 2, "cudaMalloc(K)");
+    if (err.empty()) err = v.allocate(kv_elems * 2, "cudaMalloc(V)");
+    if (err.empty()) err = o.allocate(q_elems * 2, "cudaMalloc(O)");
+    if (err.empty() && impl == Impl::kStandard) {
+      err = workspace.allocate(flash::ref::standard_attention_workspace_bytes(*p),
+                               "cudaMalloc(standard attention workspace)");
+    }
+    if (!err.empty()) return err;
+    // Fixed seeds: the same data every run, different per tensor; uniform
+    // values are never all zero.
+    const struct {
+      const char* what;
+      void* ptr;
+      size_t elems;
+      uint64_t seed;
+    } fills[] = {{"fill_uniform(Q)", q.get(), q_elems, 1}, {"fill_uniform(K)", k.get(), kv_elems, 2},
+                 {"fill_uniform(V)", v.get(), kv_elems, 3}};
+    for (const auto& f : fills) {
+      if (err.empty()) {
+        err = cuda_error(f.what, flash::ref::fill_uniform(f.ptr, p->dtype, f.elems, f.seed, kInputScale, env.stream));
+      }
+    }
+    if (err.empty()) err = cuda_error("cudaStreamSynchronize(fill)", cudaStreamSynchronize(env.stream));
+    p->q = q.get();
+    p->k = k.get();
+    p->v = v.get();
+    p->o = o.get();
+    p->lse = nullptr;
+    return err;
+  }
+};
+
+std::string status_error(const char* what, const flash::Status& s) {
+  if (s.ok()) return {};
+  return std::string(what) + ": " + s.message;
+}
+
+void bench_attention(benchmark::State& state, BenchEnv* env, ShapeKey key, Impl impl) {
+  flash::AttentionParams p = sweep_params(key, env->options.backend);
+  AttentionBuffers buffers;
+  const std::string err = buffers.setup(*env, &p, impl);
+  if (!err.empty()) {
+    state.SkipWithError(err.c_str());
+    return;
+  }
+
+  auto launch = [&]() -> std::string {
+    if (impl == Impl::kFlash) return status_error("flash::attention_forward", flash::attention_forward(p, env->stream));
+    return status_error("flash::ref::standard_attention",
+                        flash::ref::standard_attention(p, /*o_f32=*/nullptr, buffers.workspace.get(),
+                                                       buffers.workspace.bytes(), env->cublas, env->stream));
+  };
+  const int warmup = impl == Impl::kFlash ? env->options.flash_warmup : env->options.standard_warmup;
+  std::vector<double> ms;
+  if (!run_timed_loop(state, *env, warmup, launch, &ms)) return;
+
+  const double flops = attention_flops(p.batch, p.heads_q, p.head_dim, p.seqlen_q, p.seqlen_k, p.causal);
+  double rate = 0.0;
+  const double median_ms = set_counters(state, *env, ms, flops, &rate);
+  record_attention(key, impl, median_ms, rate);
+}
+
+void register_benchmarks(BenchEnv* env) {
+  const Options& o = env->options;
+  benchmark::RegisterBenchmark("gemm_bf16_8192", bench_gemm, env)
+      ->UseManualTime()
+      ->Iterations(o.gemm_iters)
+      ->Unit(benchmark::kMillisecond);
+  for (flash::DType dtype : o.dtypes) {
+    for (int64_t head_dim : o.head_dims) {
+      for (bool causal : {false, true}) {
+        for (int64_t seqlen : o.seqlens) {
+          const ShapeKey key{dtype, head_dim, causal, seqlen};
+          for (Impl impl : {Impl::kFlash, Impl::kStandard}) {
+            if (impl == Impl::kStandard && !o.run_standard) continue;
+            benchmark::RegisterBenchmark(row_name(impl, key).c_str(), bench_attention, env, key, impl)
+                ->UseManualTime()
+                ->Iterations(impl == Impl::kFlash ? o.flash_iters : o.standard_iters)
+                ->Unit(benchmark::kMillisecond);
+          }
+        }
+      }
+    }
+  }
+}
+
+int run(int argc, char** argv) {
+  BenchEnv env;
+  bool help = false;
+  const std::string opt_err = parse_options(&argc, argv, &env.options, &help);
+  if (!opt_err.empty()) {
+    std::fprintf(stderr, "flash_bench: %s\n\n%s", opt_err.c_str(), usage());
+    return 2;
+  }
+  if (help) std::printf("%s\n", usage());
+  register_benchmarks(&env);
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
+
+  if (env.options.list_only) {
+    benchmark::RunSpecifiedBenchmarks();
+    return 0;
+  }
+
+  int device_count = 0;
+  if (cudaGetDeviceCount(&device_count) != cudaSuccess || device_count == 0) {
+    (void)cudaGetLastError();
+    std::fprintf(stderr, "flash_bench: no CUDA device\n");
+    return kExitNoDevice;
+  }
+  std::string err = env.init();
+  if (err.empty()) err = measure_gemm_ceiling(env, &env.ceiling_tflops);
+  if (!err.empty()) {
+    std::fprintf(stderr, "flash_bench: setup failed: %s\n", err.c_str());
+    return 1;
+  }
+  benchmark::AddCustomContext("gpu", env.gpu_name);
+  benchmark::AddCustomContext("flash_version", flash::version());
+  benchmark::AddCustomContext("flash_backend", backend_name(env.options.backend));
+  benchmark::AddCustomContext("gemm_bf16_8192_tflops", std::to_string(env.ceiling_tflops));
+  std::printf("GPU: %s; ceiling (cuBLAS bf16 GEMM 8192^3): %.1f TFLOP/s\n", env.gpu_name.c_str(),
+              env.ceiling_tflops);
+  std::fflush(stdout);
+
+  benchmark::RunSpecifiedBenchmarks();
+  print_summary(stdout, env.gpu_name, backend_name(env.options.backend), env.ceiling_tflops);
+  benchmark::Shutdown();
+  return 0;
+}
+
+}  // namespace
+}  // namespace flash_bench
+
+int main(int argc, char** argv) { return flash_bench::run(argc, argv); }

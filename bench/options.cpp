@@ -1,0 +1,171 @@
+#include "options.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+namespace flash_bench {
+namespace {
+
+// Value of `--name=value` when `arg` is that flag, else nullptr.
+const char* flag_value(const char* arg, const char* name) {
+  const size_t n = std::strlen(name);
+  if (std::strncmp(arg, name, n) != 0 || arg[n] != '=') return nullptr;
+  return arg + n + 1;
+}
+
+std::vector<std::string> split_commas(const std::string& list) {
+  std::vector<std::string> items;
+  size_t begin = 0;
+  while (begin <= list.size()) {
+    const size_t end = std::min(list.find(',', begin), list.size());
+    if (end > begin) items.push_back(list.substr(begin, end - begin));
+    begin = end + 1;
+  }
+  return items;
+}
+
+bool parse_int(const std::string& text, int64_t min_value, int64_t* out) {
+  if (text.empty()) return false;
+  errno = 0;
+  char* end = nullptr;
+  const long long value = std::strtoll(text.c_str(), &end, 10);
+  if (errno != 0 || *end != '\0' || value < min_value) return false;
+  *out = value;
+  return true;
+}
+
+std::string parse_int_list(const char* flag, const char* value, int64_t min_value, std::vector<int64_t>* out) {
+  out->clear();
+  for (const std::string& item : split_commas(value)) {
+    int64_t v = 0;
+    if (!parse_int(item, min_value, &v)) {
+      return std::string(flag) + ": '" + item + "' is not an integer >= " + std::to_string(min_value);
+    }
+    out->push_back(v);
+  }
+  if (out->empty()) return std::string(flag) + ": the list is empty";
+  return {};
+}
+
+std::string parse_count(const char* flag, const char* value, int64_t min_value, int* out) {
+  int64_t v = 0;
+  if (!parse_int(value, min_value, &v) || v > 1000000) {
+    return std::string(flag) + ": '" + value + "' is not an integer in [" + std::to_string(min_value) + ", 1000000]";
+  }
+  *out = static_cast<int>(v);
+  return {};
+}
+
+std::string parse_dtypes(const char* value, std::vector<flash::DType>* out) {
+  out->clear();
+  for (const std::string& item : split_commas(value)) {
+    if (item == "bf16") {
+      out->push_back(flash::DType::kBFloat16);
+    } else if (item == "fp16") {
+      out->push_back(flash::DType::kFloat16);
+    } else {
+      return "--dtypes: '" + item + "' is not a dtype; use bf16 and/or fp16";
+    }
+  }
+  if (out->empty()) return "--dtypes: the list is empty";
+  return {};
+}
+
+std::string parse_backend(const char* value, flash::Backend* out) {
+  const std::string v = value;
+  if (v == "auto") {
+    *out = flash::Backend::kAuto;
+  } else if (v == "sm80") {
+    *out = flash::Backend::kSm80;
+  } else if (v == "sm90") {
+    *out = flash::Backend::kSm90;
+  } else {
+    return "--backend: '" + v + "' is not a backend; use auto, sm80 or sm90";
+  }
+  return {};
+}
+
+// The sweep keeps heads * head_dim = 2048, so a head dim must divide it.
+std::string check_head_dims(const std::vector<int64_t>& head_dims) {
+  for (int64_t hd : head_dims) {
+    if (2048 % hd != 0) {
+      return "--head_dims: " + std::to_string(hd) +
+             " does not divide 2048 (the sweep keeps heads * head_dim = 2048); use 32, 64, 128 or 256";
+    }
+  }
+  return {};
+}
+
+// Google Benchmark's --benchmark_list_tests[=true]: it lists the rows and
+// runs nothing, so neither should main().
+bool is_list_tests(const char* arg) {
+  if (std::strcmp(arg, "--benchmark_list_tests") == 0) return true;
+  const char* v = flag_value(arg, "--benchmark_list_tests");
+  return v != nullptr && std::strcmp(v, "false") != 0 && std::strcmp(v, "0") != 0;
+}
+
+}  // namespace
+
+const char* dtype_name(flash::DType dtype) { return dtype == flash::DType::kFloat16 ? "fp16" : "bf16"; }
+
+const char* backend_name(flash::Backend backend) {
+  switch (backend) {
+    case flash::Backend::kSm80: return "sm80";
+    case flash::Backend::kSm90: return "sm90";
+    default: return "auto";
+  }
+}
+
+const char* usage() {
+  return "flash_bench flags (Google Benchmark's --benchmark_* flags also apply):\n"
+         "  --dtypes=bf16,fp16          element types to sweep (default: both)\n"
+         "  --head_dims=64,128,256      head dims to sweep; each must divide 2048 (default: 64,128,256)\n"
+         "  --seqlens=512,...,16384     sequence lengths; batch = max(1, 16384 / N)\n"
+         "                              (default: 512,1024,2048,4096,8192,16384)\n"
+         "  --no-standard               skip the standard (cuBLAS) attention rows\n"
+         "  --backend=auto|sm80|sm90    kernel family of the flash rows (default auto: sm90 on Hopper)\n"
+         "  --flash_iters=N             timed launches per flash row (default 30, after 5 warm-up)\n"
+         "  --standard_iters=N          timed launches per standard row (default 3, after 1 warm-up)\n"
+         "  --gemm_iters=N              timed GEMMs for the ceiling and its row (default 20, after 20 warm-up)\n";
+}
+
+std::string parse_options(int* argc, char** argv, Options* options, bool* help) {
+  *help = false;
+  int kept = 1;
+  for (int i = 1; i < *argc; ++i) {
+    const char* arg = argv[i];
+    std::string err;
+    bool consumed = true;
+    if (const char* v = flag_value(arg, "--dtypes")) {
+      err = parse_dtypes(v, &options->dtypes);
+    } else if (const char* v = flag_value(arg, "--head_dims")) {
+      err = parse_int_list("--head_dims", v, 1, &options->head_dims);
+      if (err.empty()) err = check_head_dims(options->head_dims);
+    } else if (const char* v = flag_value(arg, "--seqlens")) {
+      err = parse_int_list("--seqlens", v, 1, &options->seqlens);
+    } else if (const char* v = flag_value(arg, "--backend")) {
+      err = parse_backend(v, &options->backend);
+    } else if (std::strcmp(arg, "--no-standard") == 0) {
+      options->run_standard = false;
+    } else if (const char* v = flag_value(arg, "--flash_iters")) {
+      err = parse_count("--flash_iters", v, 1, &options->flash_iters);
+    } else if (const char* v = flag_value(arg, "--standard_iters")) {
+      err = parse_count("--standard_iters", v, 1, &options->standard_iters);
+    } else if (const char* v = flag_value(arg, "--gemm_iters")) {
+      err = parse_count("--gemm_iters", v, 1, &options->gemm_iters);
+    } else {
+      consumed = false;
+      if (std::strcmp(arg, "--help") == 0 || std::strcmp(arg, "-h") == 0) *help = true;
+      if (is_list_tests(arg)) options->list_only = true;
+    }
+    if (!err.empty()) return err;
+    if (!consumed) argv[kept++] = argv[i];
+  }
+  *argc = kept;
+  argv[kept] = nullptr;
+  return {};
+}
+
+}  // namespace flash_bench

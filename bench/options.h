@@ -1,0 +1,44 @@
+// flash_bench's own command-line flags. They are parsed, and removed from
+// argv, before benchmark::Initialize sees the rest, so Google Benchmark's
+// flags (--benchmark_filter, --benchmark_out, ...) keep working.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "flash/flash.hpp"
+
+namespace flash_bench {
+
+struct Options {
+  std::vector<flash::DType> dtypes = {flash::DType::kBFloat16, flash::DType::kFloat16};
+  std::vector<int64_t> head_dims = {64, 128, 256};
+  std::vector<int64_t> seqlens = {512, 1024, 2048, 4096, 8192, 16384};
+  bool run_standard = true;  // --no-standard clears it
+  flash::Backend backend = flash::Backend::kAuto;  // kernel family of the flash rows
+  int flash_iters = 30;      // timed launches per flash row
+  int flash_warmup = 5;      // untimed launches before them
+  int standard_iters = 3;    // timed launches per standard-attention row
+  int standard_warmup = 1;
+  int gemm_iters = 20;       // timed GEMMs for the ceiling and its row
+  int gemm_warmup = 20;
+  bool list_only = false;    // --benchmark_list_tests was given: touch no GPU
+};
+
+// Removes the flags it knows from argv (updating *argc) and fills *options.
+// Returns "" or a message naming the bad flag. Sets *help when --help was
+// given (the usage is then printed by the caller, and argv keeps --help so
+// Google Benchmark prints its own flags too).
+std::string parse_options(int* argc, char** argv, Options* options, bool* help);
+
+// One paragraph per flag, for --help.
+const char* usage();
+
+// "bf16" / "fp16".
+const char* dtype_name(flash::DType dtype);
+
+// "auto" / "sm80" / "sm90".
+const char* backend_name(flash::Backend backend);
+
+}  // namespace flash_bench

@@ -1,0 +1,151 @@
+// The environment of the GPU tests: names, seeds, what this build and this
+// GPU have, and the skip-without-GPU fixture. See gpu_case.h.
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gpu_case.h"
+
+namespace flash::test {
+namespace {
+
+const char* dtype_name(DType dtype) { return dtype == DType::kFloat16 ? "fp16" : "bf16"; }
+
+int device_major() {
+  int device = 0, major = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return 0;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) return 0;
+  return major;
+}
+
+}  // namespace
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+const char* layout_name(Layout layout) {
+  switch (layout) {
+    case Layout::kBNHD: return "bnhd";
+    case Layout::kBHND: return "bhnd";
+    case Layout::kPacked: return "packed";
+    case Layout::kPadded: return "padded";
+    case Layout::kBroadcastKV: return "broadcast_kv";
+  }
+  return "?";
+}
+
+const char* backend_name(Backend backend) {
+  switch (backend) {
+    case Backend::kAuto: return "backend auto";
+    case Backend::kSm80: return "backend sm80";
+    case Backend::kSm90: return "backend sm90";
+  }
+  return "backend ?";
+}
+
+std::string CaseConfig::name() const {
+  char text[256];
+  std::snprintf(text, sizeof(text), "%s hd%" PRId64 " %s q%" PRId64 " k%" PRId64 " h%" PRId64 "/%" PRId64
+                " b%" PRId64 " %s", dtype_name(dtype), head_dim, causal ? "causal" : "full", seqlen_q, seqlen_k,
+                heads_q, heads_kv, batch, layout_name(layout));
+  std::string name = text;
+  if (softmax_scale != 0.f) name += " scale " + std::to_string(softmax_scale);
+  if (input_scale != 1.f) name += " inputs x" + std::to_string(input_scale);
+  if (!with_lse) name += " no-lse";
+  return name;
+}
+
+uint64_t run_seed() {
+  static const uint64_t seed = [] {
+    uint64_t s = 0;
+    if (const char* env = std::getenv("FLASH_TEST_SEED")) {
+      s = std::strtoull(env, nullptr, 0);
+    } else {
+      std::random_device device;
+      s = (static_cast<uint64_t>(device()) << 32) ^ device();
+    }
+    std::printf("[flash tests] per-run seed %" PRIu64 " (FLASH_TEST_SEED=%" PRIu64 " repeats this run)\n", s, s);
+    return s;
+  }();
+  return seed;
+}
+
+uint64_t case_seed(uint64_t index) { return splitmix64(run_seed() ^ splitmix64(index)); }
+
+bool head_dim_compiled(int64_t head_dim) {
+  switch (head_dim) {
+#ifdef FLASH_TEST_HAS_HEAD_DIM_32
+    case 32: return true;
+#endif
+#ifdef FLASH_TEST_HAS_HEAD_DIM_64
+    case 64: return true;
+#endif
+#ifdef FLASH_TEST_HAS_HEAD_DIM_96
+    case 96: return true;
+#endif
+#ifdef FLASH_TEST_HAS_HEAD_DIM_128
+    case 128: return true;
+#endif
+#ifdef FLASH_TEST_HAS_HEAD_DIM_256
+    case 256: return true;
+#endif
+    default: return false;
+  }
+}
+
+std::vector<Backend> backends_for(const CaseConfig& cfg) {
+  std::vector<Backend> backends{Backend::kSm80};
+  const bool sm90_head_dim = cfg.head_dim == 64 || cfg.head_dim == 128 || cfg.head_dim == 256;
+  if (FLASH_TEST_HAS_SM90 && sm90_head_dim && device_major() == 9) backends.push_back(Backend::kSm90);
+  return backends;
+}
+
+bool tma_describable(const AttentionParams& p) {
+  if (p.seqlen_k == 0) return false;
+  const int64_t sizes[4][3] = {{p.batch, p.seqlen_q, p.heads_q},
+                               {p.batch, p.seqlen_k, p.heads_kv},
+                               {p.batch, p.seqlen_k, p.heads_kv},
+                               {p.batch, p.seqlen_q, p.heads_q}};
+  const int64_t strides[4][3] = {{p.q_batch_stride, p.q_seq_stride, p.q_head_stride},
+                                 {p.k_batch_stride, p.k_seq_stride, p.k_head_stride},
+                                 {p.v_batch_stride, p.v_seq_stride, p.v_head_stride},
+                                 {p.o_batch_stride, p.o_seq_stride, p.o_head_stride}};
+  for (int t = 0; t < 4; ++t) {
+    for (int d = 0; d < 3; ++d) {
+      if (strides[t][d] == 0 && sizes[t][d] > 1) return false;
+    }
+  }
+  return true;
+}
+
+// ---------------------------------------------------------------- GpuTest
+
+void GpuTest::SetUp() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    cudaGetLastError();  // clear the error so it does not leak into later calls
+    GTEST_SKIP() << "no CUDA device";
+  }
+  if (device_major() < 8) GTEST_SKIP() << "flash needs an sm_80 or newer GPU";
+  run_seed();  // print it before the first case
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), cudaSuccess);
+  ASSERT_EQ(cublasCreate(&cublas_), CUBLAS_STATUS_SUCCESS);
+}
+
+void GpuTest::TearDown() {
+  if (stream_ == nullptr) return;
+  // An illegal address or a trap inside a kernel surfaces here at the latest.
+  const cudaError_t err = cudaDeviceSynchronize();
+  EXPECT_EQ(err, cudaSuccess) << "asynchronous CUDA error: " << cudaGetErrorString(err);
+  if (cublas_ != nullptr) cublasDestroy(cublas_);
+  cudaStreamDestroy(stream_);
+}
+
+}  // namespace flash::test

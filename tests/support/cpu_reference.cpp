@@ -1,0 +1,70 @@
+// float64 attention on the CPU: the slow, obviously-correct reference for
+// small shapes. Scores, softmax and the P V sum are all in double; the only
+// roundings are those of the fp16/bf16 inputs themselves.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "device_tensor.h"
+#include "reference.h"
+
+namespace flash::ref {
+
+void cpu_attention(const AttentionParams& p, const uint16_t* q, const uint16_t* k, const uint16_t* v,
+                   std::vector<double>* o, std::vector<double>* lse) {
+  const int64_t batch = p.batch, seqlen_q = p.seqlen_q, seqlen_k = p.seqlen_k;
+  const int64_t heads_q = p.heads_q, head_dim = p.head_dim;
+  const int64_t group = p.heads_q / p.heads_kv;
+  // The same float the library uses when softmax_scale is left at 0.
+  const double scale =
+      p.softmax_scale != 0.f ? p.softmax_scale : 1.0f / std::sqrt(static_cast<float>(head_dim));
+  constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+
+  o->assign(static_cast<size_t>(batch * seqlen_q * heads_q * head_dim), 0.0);
+  lse->assign(static_cast<size_t>(batch * heads_q * seqlen_q), kNegInf);
+
+  auto load = [&](const uint16_t* base, int64_t offset) {
+    return static_cast<double>(to_float(base[offset], p.dtype));
+  };
+  std::vector<double> q_row(static_cast<size_t>(head_dim));
+  std::vector<double> scores(static_cast<size_t>(seqlen_k));
+
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t h = 0; h < heads_q; ++h) {
+      const int64_t hk = h / group;
+      for (int64_t i = 0; i < seqlen_q; ++i) {
+        // Bottom-right aligned causal mask: row i sees keys j <= i + seqlen_k - seqlen_q.
+        const int64_t limit = p.causal ? std::min(seqlen_k, i + seqlen_k - seqlen_q + 1) : seqlen_k;
+        if (limit <= 0) continue;  // sees no key: O row 0, LSE -inf (already set)
+
+        const int64_t q_offset = b * p.q_batch_stride + i * p.q_seq_stride + h * p.q_head_stride;
+        for (int64_t d = 0; d < head_dim; ++d) q_row[d] = load(q, q_offset + d);
+
+        double max_score = kNegInf;
+        for (int64_t j = 0; j < limit; ++j) {
+          const int64_t k_offset = b * p.k_batch_stride + j * p.k_seq_stride + hk * p.k_head_stride;
+          double dot = 0.0;
+          for (int64_t d = 0; d < head_dim; ++d) dot += q_row[d] * load(k, k_offset + d);
+          scores[j] = scale * dot;
+          max_score = std::max(max_score, scores[j]);
+        }
+        double sum = 0.0;
+        for (int64_t j = 0; j < limit; ++j) {
+          scores[j] = std::exp(scores[j] - max_score);
+          sum += scores[j];
+        }
+
+        double* o_row = o->data() + ((b * seqlen_q + i) * heads_q + h) * head_dim;
+        for (int64_t j = 0; j < limit; ++j) {
+          const double weight = scores[j] / sum;
+          const int64_t v_offset = b * p.v_batch_stride + j * p.v_seq_stride + hk * p.v_head_stride;
+          for (int64_t d = 0; d < head_dim; ++d) o_row[d] += weight * load(v, v_offset + d);
+        }
+        (*lse)[static_cast<size_t>((b * heads_q + h) * seqlen_q + i)] = max_score + std::log(sum);
+      }
+    }
+  }
+}
+
+}  // namespace flash::ref

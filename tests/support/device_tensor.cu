@@ -1,0 +1,89 @@
+// Random fills, poison and host dtype conversion for tests and benchmarks.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstring>
+
+#include "device_tensor.h"
+
+namespace flash::ref {
+namespace {
+
+// splitmix64 finaliser: a counter-based generator, so element i of a fill
+// depends only on (seed, i) and any grid shape gives the same tensor.
+__device__ __forceinline__ uint64_t splitmix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+template <typename T>
+__device__ __forceinline__ T to_element(float x);
+template <>
+__device__ __forceinline__ __half to_element<__half>(float x) {
+  return __float2half_rn(x);
+}
+template <>
+__device__ __forceinline__ __nv_bfloat16 to_element<__nv_bfloat16>(float x) {
+  return __float2bfloat16_rn(x);
+}
+
+template <typename T>
+__global__ void fill_uniform_kernel(T* dst, size_t count, uint64_t seed, float scale) {
+  // The top 24 bits of the hash give k in [0, 2^24); (2k + 1 - 2^24) / 2^24
+  // is uniform in (-1, 1), symmetric, and never zero: the numerator is an
+  // odd integer of magnitude below 2^24, so exact in float.
+  constexpr float kInv2p24 = 1.0f / 16777216.0f;
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) {
+    const uint64_t h = splitmix64(seed ^ splitmix64(i));
+    const int32_t numerator = 2 * static_cast<int32_t>(h >> 40) + 1 - (1 << 24);
+    dst[i] = to_element<T>(static_cast<float>(numerator) * kInv2p24 * scale);
+  }
+}
+
+}  // namespace
+
+cudaError_t fill_uniform(void* dst, DType dtype, size_t count, uint64_t seed, float scale, cudaStream_t stream) {
+  if (count == 0) return cudaSuccess;
+  constexpr int kThreads = 256;
+  constexpr size_t kMaxBlocks = 4096;  // grid-stride beyond this
+  const size_t blocks_needed = (count + kThreads - 1) / kThreads;
+  const unsigned blocks = static_cast<unsigned>(blocks_needed < kMaxBlocks ? blocks_needed : kMaxBlocks);
+  if (dtype == DType::kFloat16) {
+    fill_uniform_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<__half*>(dst), count, seed, scale);
+  } else if (dtype == DType::kBFloat16) {
+    fill_uniform_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<__nv_bfloat16*>(dst), count, seed, scale);
+  } else {
+    return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t poison(void* dst, size_t bytes, cudaStream_t stream) { return cudaMemsetAsync(dst, 0xFF, bytes, stream); }
+
+float to_float(uint16_t bits, DType dtype) {
+  if (dtype == DType::kFloat16) {
+    __half_raw raw;
+    raw.x = bits;
+    return __half2float(__half(raw));
+  }
+  // bf16 is the top half of a float32.
+  const uint32_t wide = static_cast<uint32_t>(bits) << 16;
+  float value;
+  std::memcpy(&value, &wide, sizeof(value));
+  return value;
+}
+
+uint16_t from_float(float value, DType dtype) {
+  if (dtype == DType::kFloat16) {
+    const __half_raw raw = __float2half_rn(value);
+    return raw.x;
+  }
+  const __nv_bfloat16_raw raw = __float2bfloat16_rn(value);
+  return raw.x;
+}
+
+}  // namespace flash::ref

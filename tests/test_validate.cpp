@@ -1,0 +1,373 @@
+// Argument checks of flash::validate and flash::attention_forward. Pure host:
+// the pointers are fake (16-byte aligned, 1 TiB apart, never dereferenced), so
+// these run on machines without a GPU. Every rejection must come back from
+// both entry points with the right code and a message naming the field.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <initializer_list>
+#include <limits>
+#include <string>
+
+#include "flash/flash.hpp"
+
+namespace {
+
+using flash::AttentionParams;
+using flash::Backend;
+using flash::DType;
+using flash::Status;
+using flash::StatusCode;
+
+// A fake device address: region `index` starts at (index + 1) TiB.
+void* fake_ptr(int index, int64_t byte_offset = 0) {
+  return reinterpret_cast<void*>((uintptr_t{1} << 40) * static_cast<uintptr_t>(index + 1) +
+                                 static_cast<uintptr_t>(byte_offset));
+}
+
+// A valid GQA call on fake pointers: Q, K, V, O, LSE each in its own region.
+AttentionParams valid_params() {
+  AttentionParams p;
+  p.q = fake_ptr(0);
+  p.k = fake_ptr(1);
+  p.v = fake_ptr(2);
+  p.o = fake_ptr(3);
+  p.lse = static_cast<float*>(fake_ptr(4));
+  p.dtype = DType::kBFloat16;
+  p.batch = 2;
+  p.seqlen_q = 100;
+  p.seqlen_k = 200;
+  p.heads_q = 8;
+  p.heads_kv = 2;
+  p.head_dim = 128;
+  p.set_contiguous_bnhd();
+  return p;
+}
+
+const char* code_name(StatusCode code) {
+  switch (code) {
+    case StatusCode::kSuccess: return "kSuccess";
+    case StatusCode::kInvalidArgument: return "kInvalidArgument";
+    case StatusCode::kUnsupported: return "kUnsupported";
+    case StatusCode::kCudaError: return "kCudaError";
+  }
+  return "unknown";
+}
+
+::testing::AssertionResult has(const char* entry, const Status& s, StatusCode code,
+                               std::initializer_list<const char*> words) {
+  if (s.code != code) {
+    return ::testing::AssertionFailure() << entry << " returned " << code_name(s.code) << " (\"" << s.message
+                                         << "\"), expected " << code_name(code);
+  }
+  for (const char* word : words) {
+    if (std::string(s.message).find(word) == std::string::npos) {
+      return ::testing::AssertionFailure() << entry << " message \"" << s.message << "\" does not name \"" << word
+                                           << "\"";
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// Both entry points reject `p` with `code`, naming every word. (A rejected
+// attention_forward touches no GPU, so this is safe without one.)
+::testing::AssertionResult rejected(const AttentionParams& p, StatusCode code,
+                                    std::initializer_list<const char*> words) {
+  const auto v = has("validate", flash::validate(p), code, words);
+  if (!v) return v;
+  return has("attention_forward", flash::attention_forward(p, nullptr), code, words);
+}
+
+::testing::AssertionResult invalid(const AttentionParams& p, std::initializer_list<const char*> words) {
+  return rejected(p, StatusCode::kInvalidArgument, words);
+}
+
+TEST(Validate, AcceptsValidCalls) {
+  AttentionParams p = valid_params();
+  EXPECT_TRUE(flash::validate(p).ok()) << flash::validate(p).message;
+  EXPECT_EQ(flash::validate(p).message[0], '\0');
+
+  p.set_contiguous_bhnd();
+  EXPECT_TRUE(flash::validate(p).ok()) << flash::validate(p).message;
+
+  p = valid_params();
+  p.lse = nullptr;  // LSE is optional
+  EXPECT_TRUE(flash::validate(p).ok()) << flash::validate(p).message;
+
+  p = valid_params();
+  p.heads_kv = 1;  // MQA
+  p.set_contiguous_bnhd();
+  EXPECT_TRUE(flash::validate(p).ok()) << flash::validate(p).message;
+
+  for (int64_t head_dim : {32, 64, 96, 128, 256}) {
+    p = valid_params();
+    p.head_dim = head_dim;
+    p.set_contiguous_bnhd();
+    EXPECT_TRUE(flash::validate(p).ok()) << "head_dim " << head_dim << ": " << flash::validate(p).message;
+  }
+  for (Backend backend : {Backend::kAuto, Backend::kSm80, Backend::kSm90}) {
+    p = valid_params();
+    p.backend = backend;
+    EXPECT_TRUE(flash::validate(p).ok()) << flash::validate(p).message;
+  }
+  p = valid_params();
+  p.seqlen_k = 0;  // valid: every row sees no key
+  p.set_contiguous_bnhd();
+  EXPECT_TRUE(flash::validate(p).ok()) << flash::validate(p).message;
+  p = valid_params();
+  p.softmax_scale = 0.25f;
+  EXPECT_TRUE(flash::validate(p).ok()) << flash::validate(p).message;
+}
+
+TEST(Validate, AcceptsOverlappingAndBroadcastInputs) {
+  // Q, K and V as views of one packed [B, N, Hq + 2 Hkv, D] buffer.
+  AttentionParams p = valid_params();
+  p.seqlen_k = p.seqlen_q;
+  const int64_t row = (p.heads_q + 2 * p.heads_kv) * p.head_dim;
+  p.q = fake_ptr(0);
+  p.k = fake_ptr(0, p.heads_q * p.head_dim * 2);
+  p.v = fake_ptr(0, (p.heads_q + p.heads_kv) * p.head_dim * 2);
+  p.q_seq_stride = p.k_seq_stride = p.v_seq_stride = row;
+  p.q_batch_stride = p.k_batch_stride = p.v_batch_stride = p.seqlen_q * row;
+  p.q_head_stride = p.k_head_stride = p.v_head_stride = p.head_dim;
+  EXPECT_TRUE(flash::validate(p).ok()) << flash::validate(p).message;
+
+  // Inputs may broadcast (zero strides); only O must not alias itself.
+  p = valid_params();
+  p.k_batch_stride = p.k_seq_stride = 0;
+  p.v_batch_stride = p.v_seq_stride = 0;
+  p.q_batch_stride = 0;
+  EXPECT_TRUE(flash::validate(p).ok()) << flash::validate(p).message;
+}
+
+TEST(Validate, RejectsNullTensors) {
+  for (const char* name : {"q", "k", "v", "o"}) {
+    AttentionParams p = valid_params();
+    if (name[0] == 'q') p.q = nullptr;
+    if (name[0] == 'k') p.k = nullptr;
+    if (name[0] == 'v') p.v = nullptr;
+    if (name[0] == 'o') p.o = nullptr;
+    const std::string expected = std::string(name) + " is null";
+    EXPECT_TRUE(invalid(p, {expected.c_str()})) << name;
+  }
+}
+
+TEST(Validate, RejectsBadDtypeAndBackend) {
+  AttentionParams p = valid_params();
+  p.dtype = static_cast<DType>(7);
+  EXPECT_TRUE(invalid(p, {"dtype", "7"}));
+  p = valid_params();
+  p.backend = static_cast<Backend>(9);
+  EXPECT_TRUE(invalid(p, {"backend", "9"}));
+}
+
+TEST(Validate, RejectsUnsupportedHeadDim) {
+  for (int64_t head_dim : {80, 0, 16, 48, 160, 512}) {
+    AttentionParams p = valid_params();
+    p.head_dim = head_dim;
+    p.set_contiguous_bnhd();
+    const std::string value = std::to_string(head_dim);
+    EXPECT_TRUE(invalid(p, {"head_dim", value.c_str(), "32, 64, 96, 128, 256"})) << "head_dim " << head_dim;
+  }
+}
+
+TEST(Validate, RejectsHeadCounts) {
+  AttentionParams p = valid_params();
+  p.heads_q = 6;
+  p.heads_kv = 4;
+  p.set_contiguous_bnhd();
+  EXPECT_TRUE(invalid(p, {"heads_q", "heads_kv", "multiple"}));
+
+  p = valid_params();
+  p.heads_q = 0;
+  p.set_contiguous_bnhd();
+  EXPECT_TRUE(invalid(p, {"heads_q"}));
+  p = valid_params();
+  p.heads_kv = 0;
+  p.set_contiguous_bnhd();
+  EXPECT_TRUE(invalid(p, {"heads_kv"}));
+}
+
+TEST(Validate, RejectsEachNegativeSize) {
+  const struct {
+    const char* name;
+    int64_t AttentionParams::*field;
+  } sizes[] = {{"batch", &AttentionParams::batch},       {"seqlen_q", &AttentionParams::seqlen_q},
+               {"seqlen_k", &AttentionParams::seqlen_k}, {"heads_q", &AttentionParams::heads_q},
+               {"heads_kv", &AttentionParams::heads_kv}, {"head_dim", &AttentionParams::head_dim}};
+  for (const auto& size : sizes) {
+    AttentionParams p = valid_params();
+    p.*size.field = -1;
+    const std::string expected = std::string(size.name) + " is -1";
+    EXPECT_TRUE(invalid(p, {expected.c_str()})) << size.name;
+  }
+}
+
+TEST(Validate, RejectsNonContiguousLastDim) {
+  int64_t AttentionParams::*const dim_strides[] = {&AttentionParams::q_dim_stride, &AttentionParams::k_dim_stride,
+                                                   &AttentionParams::v_dim_stride, &AttentionParams::o_dim_stride};
+  for (auto field : dim_strides) {
+    for (int64_t stride : {0, 2, -1}) {
+      AttentionParams p = valid_params();
+      p.*field = stride;
+      EXPECT_TRUE(invalid(p, {"dim_stride", "must be 1"})) << "stride " << stride;
+    }
+  }
+}
+
+TEST(Validate, RejectsMisalignedPointers) {
+  // One element (2 bytes) past a 16-byte boundary.
+  for (const char* name : {"q", "k", "v", "o"}) {
+    AttentionParams p = valid_params();
+    if (name[0] == 'q') p.q = fake_ptr(0, 2);
+    if (name[0] == 'k') p.k = fake_ptr(1, 2);
+    if (name[0] == 'v') p.v = fake_ptr(2, 2);
+    if (name[0] == 'o') p.o = fake_ptr(3, 2);
+    const std::string expected = std::string(name) + " (";
+    EXPECT_TRUE(invalid(p, {expected.c_str(), "16-byte aligned"})) << name;
+  }
+  AttentionParams p = valid_params();
+  p.lse = static_cast<float*>(fake_ptr(4, 2));
+  EXPECT_TRUE(invalid(p, {"lse", "4-byte aligned"}));
+}
+
+struct StrideField {
+  const char* name;
+  int64_t AttentionParams::*field;
+};
+const StrideField kStrides[] = {
+    {"q_batch_stride", &AttentionParams::q_batch_stride}, {"q_seq_stride", &AttentionParams::q_seq_stride},
+    {"q_head_stride", &AttentionParams::q_head_stride},   {"k_batch_stride", &AttentionParams::k_batch_stride},
+    {"k_seq_stride", &AttentionParams::k_seq_stride},     {"k_head_stride", &AttentionParams::k_head_stride},
+    {"v_batch_stride", &AttentionParams::v_batch_stride}, {"v_seq_stride", &AttentionParams::v_seq_stride},
+    {"v_head_stride", &AttentionParams::v_head_stride},   {"o_batch_stride", &AttentionParams::o_batch_stride},
+    {"o_seq_stride", &AttentionParams::o_seq_stride},     {"o_head_stride", &AttentionParams::o_head_stride},
+};
+
+TEST(Validate, RejectsStridesNotMultipleOf8) {
+  for (const auto& s : kStrides) {
+    AttentionParams p = valid_params();
+    p.*s.field += 4;
+    const std::string value = std::to_string(p.*s.field);
+    EXPECT_TRUE(invalid(p, {s.name, value.c_str(), "multiples of 8"})) << s.name;
+  }
+}
+
+TEST(Validate, RejectsNegativeStrides) {
+  for (const auto& s : kStrides) {
+    AttentionParams p = valid_params();
+    p.*s.field = -(p.*s.field);
+    EXPECT_TRUE(invalid(p, {s.name, ">= 0"})) << s.name;
+  }
+}
+
+TEST(Validate, RejectsOffsetsOverflowingInt64) {
+  const int64_t huge = std::numeric_limits<int64_t>::max() / 16 * 8;  // a multiple of 8, ~2^62
+  for (const auto& s : kStrides) {
+    AttentionParams p = valid_params();
+    p.*s.field = huge;
+    const std::string tensor = std::string(1, s.name[0]) + ":";
+    EXPECT_TRUE(invalid(p, {tensor.c_str(), "overflow"})) << s.name;
+  }
+  // Each product fits, the sum does not.
+  AttentionParams p = valid_params();
+  p.batch = 3;
+  p.k_batch_stride = int64_t{1} << 61;
+  p.k_seq_stride = int64_t{1} << 55;
+  EXPECT_TRUE(invalid(p, {"k:", "overflow"}));
+}
+
+TEST(Validate, RejectsOutputOverlappingInputs) {
+  AttentionParams p = valid_params();
+  p.o = fake_ptr(0, 1024 * 2);  // inside Q
+  EXPECT_TRUE(invalid(p, {"o overlaps q"}));
+  p = valid_params();
+  p.o = const_cast<void*>(p.k);
+  EXPECT_TRUE(invalid(p, {"o overlaps k"}));
+  p = valid_params();
+  p.o = fake_ptr(2, -16);  // O's first rows fine, its tail runs into V
+  EXPECT_TRUE(invalid(p, {"o overlaps v"}));
+}
+
+TEST(Validate, RejectsLseOverlappingTensors) {
+  AttentionParams p = valid_params();
+  p.lse = static_cast<float*>(p.o);
+  EXPECT_TRUE(invalid(p, {"lse overlaps o"}));
+  p = valid_params();
+  p.lse = static_cast<float*>(fake_ptr(1, 4096));
+  EXPECT_TRUE(invalid(p, {"lse overlaps k"}));
+  p = valid_params();
+  p.lse = static_cast<float*>(fake_ptr(3, -4));  // last LSE element is O's first
+  EXPECT_TRUE(invalid(p, {"lse overlaps o"}));
+}
+
+// A negative scale is rejected: the online softmax's running max of raw
+// scores is the max of the scaled ones only for a positive scale.
+TEST(Validate, RejectsNonFiniteOrNegativeSoftmaxScale) {
+  for (float scale : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                      -std::numeric_limits<float>::infinity(), -0.125f, -std::numeric_limits<float>::min()}) {
+    AttentionParams p = valid_params();
+    p.softmax_scale = scale;
+    EXPECT_TRUE(invalid(p, {"softmax_scale"})) << scale;
+  }
+}
+
+TEST(Validate, RejectsOutputRowsThatAlias) {
+  AttentionParams p = valid_params();
+  p.o_seq_stride = 0;  // every query row onto the first
+  EXPECT_TRUE(invalid(p, {"o strides", "overlap"}));
+  p = valid_params();
+  p.o_head_stride = p.head_dim / 2;  // heads overlap by half a row
+  EXPECT_TRUE(invalid(p, {"o strides", "overlap"}));
+  p = valid_params();
+  p.o_batch_stride = p.o_seq_stride;  // batch b, row i+1 == batch b+1, row i
+  EXPECT_TRUE(invalid(p, {"o strides", "overlap"}));
+  // A zero stride over a size-1 dimension aliases nothing.
+  p = valid_params();
+  p.batch = 1;
+  p.o_batch_stride = 0;
+  EXPECT_TRUE(flash::validate(p).ok()) << flash::validate(p).message;
+}
+
+TEST(Validate, ReportsUnsupportedLimits) {
+  AttentionParams p = valid_params();
+  p.seqlen_q = (int64_t{1} << 30) + 1;
+  p.set_contiguous_bnhd();
+  EXPECT_TRUE(rejected(p, StatusCode::kUnsupported, {"seqlen_q"}));
+  p = valid_params();
+  p.seqlen_k = (int64_t{1} << 30) + 1;
+  p.set_contiguous_bnhd();
+  EXPECT_TRUE(rejected(p, StatusCode::kUnsupported, {"seqlen_k"}));
+  p = valid_params();
+  p.batch = 70000;
+  p.set_contiguous_bnhd();
+  EXPECT_TRUE(rejected(p, StatusCode::kUnsupported, {"batch"}));
+  p = valid_params();
+  p.heads_q = 70000;
+  p.heads_kv = 1;
+  p.set_contiguous_bnhd();
+  EXPECT_TRUE(rejected(p, StatusCode::kUnsupported, {"heads_q"}));
+}
+
+// Empty work touches no memory and needs no GPU: success even with null pointers.
+TEST(Validate, EmptyWorkSucceedsWithoutGpu) {
+  AttentionParams p = valid_params();
+  p.batch = 0;
+  p.q = p.k = p.v = nullptr;
+  p.o = nullptr;
+  p.lse = nullptr;
+  EXPECT_TRUE(flash::validate(p).ok()) << flash::validate(p).message;
+  Status s = flash::attention_forward(p, nullptr);
+  EXPECT_TRUE(s.ok()) << s.message;
+
+  p = valid_params();
+  p.seqlen_q = 0;
+  p.set_contiguous_bnhd();
+  p.q = p.o = nullptr;
+  EXPECT_TRUE(flash::validate(p).ok()) << flash::validate(p).message;
+  s = flash::attention_forward(p, nullptr);
+  EXPECT_TRUE(s.ok()) << s.message;
+}
+
+}  // namespace
