@@ -7,7 +7,8 @@
 # Full logs go to $OUT (or ./gpu-check-out when OUT is unset); the last thing
 # printed is a short summary table. Environment: BUILD_DIR (default
 # build/gpu-check), CUDA_ARCHS (default 90a), HEAD_DIMS (default all),
-# BENCH_ARGS (extra flash_bench flags), TEST_FILTER (gtest filter).
+# BENCH_ARGS (extra flash_bench flags), BENCH_BACKENDS (default auto; e.g.
+# "auto sm80"), TEST_FILTER (gtest filter), SANITIZE_FILTER.
 set -uo pipefail
 
 OUT=${OUT:-$PWD/gpu-check-out}
@@ -61,12 +62,24 @@ fi
 
 if has_phase bench || has_phase quickbench; then
   args=()
-  has_phase quickbench && args+=(--dtypes=bf16 --seqlens=2048,16384 --no-standard)
-  "$BUILD_DIR/bench/flash_bench" "${args[@]}" ${BENCH_ARGS:-} --benchmark_out="$OUT/bench.json" \
-    --benchmark_out_format=json >"$OUT/bench.log" 2>&1
-  note "bench: exit $?"
-  sed -n '/^| dtype/,$p' "$OUT/bench.log" >>"$SUMMARY"
+  has_phase quickbench && args+=(--dtypes=bf16 --seqlens=2048,16384 --no-standard --flash_iters=20)
+  # Entries are backend[:extra,flags], e.g. "auto sm80:--no-standard".
+  for entry in ${BENCH_BACKENDS:-auto}; do
+    backend=${entry%%:*}
+    extra=()
+    [[ "$entry" == *:* ]] && IFS=',' read -r -a extra <<<"${entry#*:}"
+    "$BUILD_DIR/bench/flash_bench" --backend="$backend" "${args[@]}" "${extra[@]}" ${BENCH_ARGS:-} \
+      --benchmark_out="$OUT/bench_$backend.json" --benchmark_out_format=json >"$OUT/bench_$backend.log" 2>&1
+    note "bench --backend=$backend: exit $?"
+    sed -n '/^| dtype/,$p' "$OUT/bench_$backend.log" >>"$SUMMARY"
+    grep -iE "ceiling|gpu" "$OUT/bench_$backend.log" | tail -3 >>"$SUMMARY"
+  done
 fi
+
+# The device tool returns at most 8 files: keep the summary and the bench
+# JSON loose, everything else in one archive.
+tar czf "$OUT/logs.tgz" -C "$OUT" --exclude=logs.tgz --exclude='*.json' --exclude=summary.txt . 2>/dev/null &&
+  find "$OUT" -maxdepth 1 -type f ! -name logs.tgz ! -name '*.json' ! -name summary.txt -delete
 
 echo
 cat "$SUMMARY"
