@@ -84,10 +84,6 @@ struct AttentionBuffers {
     if (err.empty()) err = k.allocate(kv_elems * 2, "cudaMalloc(K)");
     if (err.empty()) err = v.allocate(kv_elems * 2, "cudaMalloc(V)");
     if (err.empty()) err = o.allocate(q_elems * 2, "cudaMalloc(O)");
-    if (err.empty() && impl == Impl::kStandard) {
-      err = workspace.allocate(flash::ref::standard_attention_workspace_bytes(*p),
-                               "cudaMalloc(standard attention workspace)");
-    }
     if (!err.empty()) return err;
     // Fixed seeds: the same data every run, different per tensor; uniform
     // values are never all zero.
@@ -109,6 +105,11 @@ struct AttentionBuffers {
     p->v = v.get();
     p->o = o.get();
     p->lse = nullptr;
+    // Sized once the tensors exist: the plan depends on the real strides.
+    if (err.empty() && impl == Impl::kStandard) {
+      err = workspace.allocate(flash::ref::standard_attention_workspace_bytes(*p),
+                               "cudaMalloc(standard attention workspace)");
+    }
     return err;
   }
 };

@@ -78,8 +78,9 @@ fi
 
 # The device tool returns at most 8 files: keep the summary and the bench
 # JSON loose, everything else in one archive.
-tar czf "$OUT/logs.tgz" -C "$OUT" --exclude=logs.tgz --exclude='*.json' --exclude=summary.txt . 2>/dev/null &&
-  find "$OUT" -maxdepth 1 -type f ! -name logs.tgz ! -name '*.json' ! -name summary.txt -delete
+bundle=$(mktemp -d)/logs.tgz
+(cd "$OUT" && find . -maxdepth 1 -type f ! -name '*.json' ! -name summary.txt -printf '%P\n' | tar czf "$bundle" -T -) &&
+  find "$OUT" -maxdepth 1 -type f ! -name '*.json' ! -name summary.txt -delete && mv "$bundle" "$OUT/logs.tgz"
 
 echo
 cat "$SUMMARY"

@@ -1,18 +1,24 @@
-// FlashAttention forward for Hopper (sm_90a): warp-specialised, TMA-fed,
-// wgmma-computed.
+// FlashAttention forward for Hopper (sm_90a): persistent, warp-specialised,
+// TMA-fed, wgmma-computed.
 //
-// One CTA owns kBlockM query rows of one (batch, head). Warpgroup 0 is the
-// producer: one thread loads Q_i once and streams K_j and V_j through
-// kStages-deep shared-memory rings with the bulk tensor copy engine, each
-// load completing on a "full" mbarrier. Every other warpgroup is a consumer
-// owning 64 query rows: S = Q_i K_j^T by wgmma from shared memory, the
-// online softmax on the fp32 accumulators in registers, then O += P V_j by
-// wgmma with P straight from registers; after each GEMM a consumer warp
-// arrives on the stage's "empty" mbarrier so the producer may refill it.
-// Blocks are visited from the last visible one down (masked blocks first,
-// then unmasked ones); blocks wholly hidden by the causal mask are never
-// loaded. The epilogue stages O through the consumer's own rows of the Q
-// tile and writes it with a TMA store, which clips the ragged tail.
+// The grid holds at most one CTA per SM; each CTA walks a static list of
+// tiles (one tile = kBlockM query rows of one (batch, head)), heaviest
+// causal tiles first. Warpgroup 0 is the producer: one thread loads each
+// tile's Q_i and streams its K_j/V_j blocks through kStages-deep
+// shared-memory rings with the bulk tensor copy engine, each load
+// completing on a "full" mbarrier; the rings run on across tiles, so the
+// next tile's first blocks load while this tile finishes. Every other
+// warpgroup is a consumer owning 64 query rows: S = Q_i K_j^T by wgmma
+// from shared memory, the online softmax on the fp32 accumulators in
+// registers, then O += P V_j by wgmma with P straight from registers; a
+// consumer warp arrives on a stage's "empty" mbarrier once its GEMM has read
+// it. S_{j+1} is issued together with P_j V_j so the softmax of one block
+// runs under the other's tensor-core work, and the consumer warpgroups take
+// turns issuing (pingpong) so one's softmax also overlaps the other's GEMMs.
+// Blocks are visited from the last visible one down (masked first); blocks
+// wholly hidden by the causal mask are never loaded. The epilogue stages O
+// through shared memory and writes it with a TMA store, which clips the
+// ragged tail.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +32,56 @@
 #include "wgmma_ops.cuh"
 
 namespace flash::sm90 {
+
+// One tile of work: kBlockM query rows of one (batch, head).
+struct Tile {
+  int m_block, head, batch;
+  int row_begin;   // first query row
+  int n_blocks;    // K/V blocks any row of the tile sees (0: all rows see nothing)
+  int n_unmasked;  // leading blocks every row sees in full
+};
+
+// Static persistent schedule. CTA c takes units c, c + gridDim.x, ...; a
+// unit is one tile, or under a causal mask a pair of tiles of one (batch,
+// head): query block M-1-j (long) then block j (short), whose K/V counts
+// add up to about the same for every j, so equal unit counts mean equal
+// work. Units of one (batch, head) are consecutive, so the CTAs running at
+// any moment share few K/V heads and mostly hit in L2.
+template <bool kIsCausal>
+struct TileScheduler {
+  int num_m_blocks;
+  int units_per_head;
+
+  __device__ __forceinline__ explicit TileScheduler(int num_m_blocks_)
+      : num_m_blocks(num_m_blocks_), units_per_head(kIsCausal ? (num_m_blocks_ + 1) / 2 : num_m_blocks_) {}
+
+  __host__ __device__ static int units(int num_m_blocks, int heads_x_batch) {
+    return (kIsCausal ? (num_m_blocks + 1) / 2 : num_m_blocks) * heads_x_batch;
+  }
+  __device__ __forceinline__ int tiles_in_unit(int u) const {
+    if constexpr (kIsCausal) {
+      const int j = u % units_per_head;
+      return num_m_blocks - 1 - j != j ? 2 : 1;
+    } else {
+      return 1;
+    }
+  }
+  template <int kBlockM, int kBlockN>
+  __device__ __forceinline__ Tile tile(int u, int k, const detail::FwdParams& p,
+                                       const CausalTailMask<kIsCausal>& mask) const {
+    Tile t;
+    const int j = u % units_per_head;
+    const int bh = u / units_per_head;
+    t.m_block = kIsCausal ? (k == 0 ? num_m_blocks - 1 - j : j) : num_m_blocks - 1 - j;
+    t.head = bh % p.heads_q;
+    t.batch = bh / p.heads_q;
+    t.row_begin = t.m_block * kBlockM;
+    const int row_end = min(t.row_begin + kBlockM, p.seqlen_q);
+    t.n_blocks = mask.template num_visible_blocks<kBlockN>(t.row_begin, row_end);
+    t.n_unmasked = min(t.n_blocks, mask.template num_unmasked_blocks<kBlockN>(t.row_begin, row_end));
+    return t;
+  }
+};
 
 template <typename Traits, bool kIsCausal>
 __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_constant__ FwdParams params) {
@@ -41,31 +97,30 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
   const uint32_t smem_base = (ptx::smem_addr(smem_raw) + 1023u) & ~1023u;
   unsigned char* const smem_ptr = smem_raw + (smem_base - ptx::smem_addr(smem_raw));
   const uint32_t smem_q = smem_base + Traits::kQOffset;
+  const uint32_t smem_o = smem_base + Traits::kOOffset;
   auto smem_k = [&](int stage) { return smem_base + Traits::kKOffset + stage * Traits::kKVBytes; };
   auto smem_v = [&](int stage) { return smem_base + Traits::kVOffset + stage * Traits::kKVBytes; };
   const uint32_t bar_q_full = smem_base + Traits::kBarrierOffset;
-  auto bar_k_full = [&](int stage) { return bar_q_full + 8 * (1 + stage); };
-  auto bar_v_full = [&](int stage) { return bar_q_full + 8 * (1 + kStages + stage); };
-  auto bar_k_empty = [&](int stage) { return bar_q_full + 8 * (1 + 2 * kStages + stage); };
-  auto bar_v_empty = [&](int stage) { return bar_q_full + 8 * (1 + 3 * kStages + stage); };
+  const uint32_t bar_q_empty = bar_q_full + 8;
+  auto bar_k_full = [&](int stage) { return bar_q_full + 8 * (2 + stage); };
+  auto bar_v_full = [&](int stage) { return bar_q_full + 8 * (2 + kStages + stage); };
+  auto bar_k_empty = [&](int stage) { return bar_q_full + 8 * (2 + 2 * kStages + stage); };
+  auto bar_v_empty = [&](int stage) { return bar_q_full + 8 * (2 + 3 * kStages + stage); };
+  // The j-th K/V block a CTA handles (counted across its tiles) sits in
+  // stage j % kStages, in that stage's (j / kStages)-th use.
+  auto stage_of = [](int j) { return j % kStages; };
+  auto parity_of = [](int j) { return static_cast<uint32_t>((j / kStages) & 1); };
 
   const int warpgroup = threadIdx.x / 128;
   const int lane = threadIdx.x % 32;
 
-  // Longest (causal: bottom) query blocks first, so short ones fill the tail.
-  const int m_block = gridDim.x - 1 - blockIdx.x;
-  const int head = blockIdx.y;
-  const int batch = blockIdx.z;
-  const int head_kv = head / p.q_per_kv;
-  const int row_begin = m_block * kBlockM;
-  const int row_end = min(row_begin + kBlockM, p.seqlen_q);
-
   const CausalTailMask<kIsCausal> mask(p.seqlen_q, p.seqlen_k);
-  const int n_blocks = mask.template num_visible_blocks<kBlockN>(row_begin, row_end);
-  const int n_unmasked = min(n_blocks, mask.template num_unmasked_blocks<kBlockN>(row_begin, row_end));
+  const TileScheduler<kIsCausal> scheduler((p.seqlen_q + kBlockM - 1) / kBlockM);
+  const int num_units = TileScheduler<kIsCausal>::units(scheduler.num_m_blocks, p.heads_q * p.batch);
 
   if (threadIdx.x == 0) {
     mbarrier_init(bar_q_full, 1);
+    mbarrier_init(bar_q_empty, Traits::kConsumerWarps);
 #pragma unroll
     for (int s = 0; s < kStages; ++s) {
       mbarrier_init(bar_k_full(s), 1);
@@ -80,34 +135,47 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
   if (warpgroup == 0) {
     // ---------------------------------------------------------------- producer
     setmaxnreg_dec<Traits::kProducerRegs>();
-    if (threadIdx.x == 0 && n_blocks > 0) {
+    if (threadIdx.x == 0) {
       prefetch_tensormap(&params.tma_q);
       prefetch_tensormap(&params.tma_k);
       prefetch_tensormap(&params.tma_v);
-      mbarrier_arrive_expect_tx(bar_q_full, Traits::kQBytes);
-#pragma unroll
-      for (int cb = 0; cb < Traits::kColBlocks; ++cb) {
-        tma_load_4d(smem_q + cb * kBlockM * 128, &params.tma_q, bar_q_full, cb * 64, row_begin, head, batch);
-      }
-      for (int i = 0; i < n_blocks; ++i) {
-        const int n_block = n_blocks - 1 - i;
-        const int stage = i % kStages;
-        // Parity of the previous use of this stage; the first round passes at once.
-        const uint32_t empty_parity = ((i / kStages) & 1) ^ 1;
-        mbarrier_wait(bar_k_empty(stage), empty_parity);
-        mbarrier_arrive_expect_tx(bar_k_full(stage), Traits::kKVBytes);
-#pragma unroll
-        for (int cb = 0; cb < Traits::kColBlocks; ++cb) {
-          tma_load_4d(smem_k(stage) + cb * kBlockN * 128, &params.tma_k, bar_k_full(stage), cb * 64,
-                      n_block * kBlockN, head_kv, batch);
-        }
-        mbarrier_wait(bar_v_empty(stage), empty_parity);
-        mbarrier_arrive_expect_tx(bar_v_full(stage), Traits::kKVBytes);
+      int kv_count = 0;
+      int q_count = 0;
+      for (int u = blockIdx.x; u < num_units; u += gridDim.x) {
+       for (int k = 0; k < scheduler.tiles_in_unit(u); ++k) {
+        const Tile tile = scheduler.template tile<kBlockM, kBlockN>(u, k, p, mask);
+        if (tile.n_blocks == 0) continue;
+        const int head_kv = tile.head / p.q_per_kv;
+        // Wait until the consumers are done with the previous tile's Q.
+        mbarrier_wait(bar_q_empty, (q_count & 1) ^ 1);
+        ++q_count;
+        mbarrier_arrive_expect_tx(bar_q_full, Traits::kQBytes);
 #pragma unroll
         for (int cb = 0; cb < Traits::kColBlocks; ++cb) {
-          tma_load_4d(smem_v(stage) + cb * kBlockN * 128, &params.tma_v, bar_v_full(stage), cb * 64,
-                      n_block * kBlockN, head_kv, batch);
+          tma_load_4d(smem_q + cb * kBlockM * 128, &params.tma_q, bar_q_full, cb * 64, tile.row_begin, tile.head,
+                      tile.batch);
         }
+        for (int i = 0; i < tile.n_blocks; ++i, ++kv_count) {
+          const int n_block = tile.n_blocks - 1 - i;
+          const int stage = stage_of(kv_count);
+          // Parity of the stage's previous use; a stage's first use passes at once.
+          const uint32_t empty_parity = parity_of(kv_count) ^ 1;
+          mbarrier_wait(bar_k_empty(stage), empty_parity);
+          mbarrier_arrive_expect_tx(bar_k_full(stage), Traits::kKVBytes);
+#pragma unroll
+          for (int cb = 0; cb < Traits::kColBlocks; ++cb) {
+            tma_load_4d(smem_k(stage) + cb * kBlockN * 128, &params.tma_k, bar_k_full(stage), cb * 64,
+                        n_block * kBlockN, head_kv, tile.batch);
+          }
+          mbarrier_wait(bar_v_empty(stage), empty_parity);
+          mbarrier_arrive_expect_tx(bar_v_full(stage), Traits::kKVBytes);
+#pragma unroll
+          for (int cb = 0; cb < Traits::kColBlocks; ++cb) {
+            tma_load_4d(smem_v(stage) + cb * kBlockN * 128, &params.tma_v, bar_v_full(stage), cb * 64,
+                        n_block * kBlockN, head_kv, tile.batch);
+          }
+        }
+       }
       }
     }
     return;
@@ -115,18 +183,18 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
 
   // ------------------------------------------------------------------ consumers
   setmaxnreg_inc<Traits::kConsumerRegs>();
-  const int wg = warpgroup - 1;                   // consumer index: rows [64 wg, 64 wg + 64) of the block
+  constexpr int kCWG = Traits::kConsumerWarpgroups;
+  const int wg = warpgroup - 1;                   // consumer index: rows [64 wg, 64 wg + 64) of a tile
   const int warp_in_wg = (threadIdx.x / 32) % 4;  // 16 rows each
   const int wg_thread = threadIdx.x % 128;
   const uint32_t smem_q_wg = smem_q + wg * 64 * 128;
+  const uint32_t smem_o_wg = smem_o + wg * 64 * 128;
 
   float o[kHeadDim / 2];
-#pragma unroll
-  for (int i = 0; i < kHeadDim / 2; ++i) o[i] = 0.f;
-  OnlineSoftmax<1> softmax;
   // The wgmma accumulator of an m64nN tile, seen per warp, is N/8 m16n8
   // accumulator fragments side by side: the layout OnlineSoftmax expects.
   auto& o_frag = *reinterpret_cast<float(*)[1][kHeadDim / 8][4]>(&o);
+  OnlineSoftmax<1> softmax;
 
   // S = Q_i K_j^T: both operands K-major; K advances 16 elements (32 bytes)
   // inside a 128-byte swizzle row, then to the next column block.
@@ -149,13 +217,13 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
     }
     wgmma_commit();
   };
-  // Mask (only blocks that need it), then the online softmax on S.
-  auto softmax_step = [&](float (&s)[kBlockN / 2], int n_block, float (&correction)[2]) {
+  // Mask (only the blocks that need it), then the online softmax on S.
+  auto softmax_step = [&](const Tile& tile, float (&s)[kBlockN / 2], int n_block, float (&correction)[2]) {
     auto& s_frag = *reinterpret_cast<float(*)[1][kBlockN / 8][4]>(&s);
-    if (n_block >= n_unmasked) {
+    if (n_block >= tile.n_unmasked) {
 #pragma unroll
       for (int hi = 0; hi < 2; ++hi) {
-        const int row = row_begin + wg * 64 + warp_in_wg * 16 + lane / 4 + hi * 8;
+        const int row = tile.row_begin + wg * 64 + warp_in_wg * 16 + lane / 4 + hi * 8;
         const int limit = mask.col_limit(row) - n_block * kBlockN;
 #pragma unroll
         for (int nt = 0; nt < kBlockN / 8; ++nt) {
@@ -176,111 +244,158 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
       for (int r = 0; r < 4; ++r) pa[kk][r] = ptx::pack2<Element>(s[8 * kk + 2 * r], s[8 * kk + 2 * r + 1]);
     }
   };
+  // With O staged in its own buffer, Q is free once the tile's last S is done.
+  auto release_q = [&] {
+    if (lane == 0) mbarrier_arrive(bar_q_empty);
+  };
 
-  // Pingpong: consumer warpgroups take turns issuing their GEMMs, so one's
-  // softmax runs while the tensor cores work on another's. Turn w is named
-  // barrier kTurnBarrier + w, completed by warpgroup w (sync) and its
-  // predecessor (arrive). The last warpgroup opens the first turn and skips
-  // its final arrive, so every barrier sees matched counts.
+  // Pingpong: consumer warpgroups take turns issuing their GEMMs. Turn w is
+  // named barrier kTurnBarrier + w, completed by warpgroup w (sync) and its
+  // predecessor (arrive). Per tile, the last warpgroup opens the first turn
+  // and skips its final arrive, so every barrier sees matched counts.
   constexpr int kTurnBarrier = 4;
-  constexpr int kCWG = Traits::kConsumerWarpgroups;
   auto turn_begin = [&] { named_barrier_sync(kTurnBarrier + wg, 256); };
   auto turn_end = [&](bool last) {
     if (!(last && wg == kCWG - 1)) named_barrier_arrive(kTurnBarrier + (wg + 1) % kCWG, 256);
   };
 
-  if (n_blocks > 0) {
-    mbarrier_wait(bar_q_full, 0);
-    if (wg == kCWG - 1) named_barrier_arrive(kTurnBarrier, 256);
+  int kv_count = 0;
+  int q_count = 0;
+  for (int u = blockIdx.x; u < num_units; u += gridDim.x) {
+   for (int k = 0; k < scheduler.tiles_in_unit(u); ++k) {
+    const Tile tile = scheduler.template tile<kBlockM, kBlockN>(u, k, p, mask);
+#pragma unroll
+    for (int i = 0; i < kHeadDim / 2; ++i) o[i] = 0.f;
+    softmax = OnlineSoftmax<1>();
 
-    // Block 0 of the walk: S only.
-    float s[kBlockN / 2];
-    float correction[2];
-    uint32_t pa[kBlockN / 16][4];
-    mbarrier_wait(bar_k_full(0), 0);
-    turn_begin();
-    wgmma_fence();
-    issue_qk(0, s);
-    turn_end(n_blocks == 1);
-    wgmma_wait<0>();
-    fence_registers(s);
-    if (lane == 0) mbarrier_arrive(bar_k_empty(0));
-    softmax_step(s, n_blocks - 1, correction);
-    convert_p(s, pa);
+    if (tile.n_blocks > 0) {
+      const int n = tile.n_blocks;
+      mbarrier_wait(bar_q_full, q_count & 1);
+      ++q_count;
+      if (wg == kCWG - 1) named_barrier_arrive(kTurnBarrier, 256);
 
-    // Steady state: issue S_i = Q K_i^T and O += P_{i-1} V_{i-1} together,
-    // then run S_i's softmax while the P V product is still on the tensor cores.
-    for (int i = 1; i < n_blocks; ++i) {
-      const int stage = i % kStages;
-      const int prev = (i - 1) % kStages;
-      mbarrier_wait(bar_k_full(stage), (i / kStages) & 1);
+      // The tile's first block: S only.
+      float s[kBlockN / 2];
+      float correction[2];
+      uint32_t pa[kBlockN / 16][4];
+      mbarrier_wait(bar_k_full(stage_of(kv_count)), parity_of(kv_count));
       turn_begin();
       wgmma_fence();
-      issue_qk(stage, s);
-      mbarrier_wait(bar_v_full(prev), ((i - 1) / kStages) & 1);
+      issue_qk(stage_of(kv_count), s);
+      turn_end(n == 1);
+      wgmma_wait<0>();
+      fence_registers(s);
+      if (lane == 0) mbarrier_arrive(bar_k_empty(stage_of(kv_count)));
+      if (Traits::kSeparateO && n == 1) release_q();
+      softmax_step(tile, s, n - 1, correction);
+      convert_p(s, pa);
+
+      // Steady state: issue S_i = Q K_i^T and O += P_{i-1} V_{i-1} together,
+      // then run S_i's softmax while P V is still on the tensor cores.
+      for (int i = 1; i < n; ++i) {
+        const int cur = kv_count + i;
+        const int prev = cur - 1;
+        mbarrier_wait(bar_k_full(stage_of(cur)), parity_of(cur));
+        turn_begin();
+        wgmma_fence();
+        issue_qk(stage_of(cur), s);
+        mbarrier_wait(bar_v_full(stage_of(prev)), parity_of(prev));
+        OnlineSoftmax<1>::rescale(o_frag, correction);
+        wgmma_fence();
+        issue_pv(stage_of(prev), pa);
+        turn_end(i == n - 1);
+        wgmma_wait<1>();
+        fence_registers(s);
+        if (lane == 0) mbarrier_arrive(bar_k_empty(stage_of(cur)));
+        if (Traits::kSeparateO && i == n - 1) release_q();
+        softmax_step(tile, s, n - 1 - i, correction);
+        wgmma_wait<0>();
+        fence_registers(o);
+        if (lane == 0) mbarrier_arrive(bar_v_empty(stage_of(prev)));
+        convert_p(s, pa);
+      }
+
+      // The last block's P V.
+      const int last = kv_count + n - 1;
+      mbarrier_wait(bar_v_full(stage_of(last)), parity_of(last));
       OnlineSoftmax<1>::rescale(o_frag, correction);
       wgmma_fence();
-      issue_pv(prev, pa);
-      turn_end(i == n_blocks - 1);
-      wgmma_wait<1>();
-      fence_registers(s);
-      if (lane == 0) mbarrier_arrive(bar_k_empty(stage));
-      softmax_step(s, n_blocks - 1 - i, correction);
+      issue_pv(stage_of(last), pa);
       wgmma_wait<0>();
       fence_registers(o);
-      if (lane == 0) mbarrier_arrive(bar_v_empty(prev));
-      convert_p(s, pa);
+      if (lane == 0) mbarrier_arrive(bar_v_empty(stage_of(last)));
+      kv_count += n;
     }
 
-    // The last block's P V.
-    const int last = (n_blocks - 1) % kStages;
-    mbarrier_wait(bar_v_full(last), ((n_blocks - 1) / kStages) & 1);
-    OnlineSoftmax<1>::rescale(o_frag, correction);
-    wgmma_fence();
-    issue_pv(last, pa);
-    wgmma_wait<0>();
-    fence_registers(o);
-    if (lane == 0) mbarrier_arrive(bar_v_empty(last));
-  }
+    // ---------------------------------------------------------------- epilogue
+    float inv_l[2];
+    float lse[2];
+    softmax.finalize(p.softmax_scale, inv_l, lse);
 
-  // ------------------------------------------------------------------ epilogue
-  float inv_l[2];
-  float lse[2];
-  softmax.finalize(p.softmax_scale, inv_l, lse);
+    if (tile.n_blocks == 0) {
+      // No row of the tile sees a key: zeros, written directly (no shared
+      // memory is touched, so nothing here can race a Q load in flight).
+#pragma unroll
+      for (int hi = 0; hi < 2; ++hi) {
+        const int row = tile.row_begin + wg * 64 + warp_in_wg * 16 + lane / 4 + hi * 8;
+        if (row >= p.seqlen_q) continue;
+        Element* o_row = static_cast<Element*>(p.o) + tile.batch * p.o_batch_stride + tile.head * p.o_head_stride +
+                         row * p.o_seq_stride;
+#pragma unroll
+        for (int nt = 0; nt < kHeadDim / 8; ++nt) {
+          *reinterpret_cast<uint32_t*>(o_row + nt * 8 + (lane % 4) * 2) = 0u;
+        }
+      }
+    } else {
+      if constexpr (Traits::kSeparateO) {
+        // This warpgroup's previous TMA store must be done reading its staging rows.
+        if (wg_thread == 0) tma_store_wait_read();
+        named_barrier_sync(1 + wg, 128);
+      }
+      // Rounded O into the staging rows, in the swizzled layout of the O tensor map.
+#pragma unroll
+      for (int hi = 0; hi < 2; ++hi) {
+        const int row = wg * 64 + warp_in_wg * 16 + lane / 4 + hi * 8;
+#pragma unroll
+        for (int nt = 0; nt < kHeadDim / 8; ++nt) {
+          const int cb = nt / 8;
+          const int chunk = (nt % 8) ^ (row % 8);
+          const uint32_t packed =
+              ptx::pack2<Element>(o_frag[0][nt][2 * hi] * inv_l[hi], o_frag[0][nt][2 * hi + 1] * inv_l[hi]);
+          *reinterpret_cast<uint32_t*>(smem_ptr + Traits::kOOffset + cb * kBlockM * 128 + row * 128 + chunk * 16 +
+                                       (lane % 4) * 4) = packed;
+        }
+      }
+      fence_proxy_async_smem();
+      named_barrier_sync(1 + wg, 128);
+      if (wg_thread == 0) {
+#pragma unroll
+        for (int cb = 0; cb < Traits::kColBlocks; ++cb) {
+          tma_store_4d(&params.tma_o, smem_o_wg + cb * kBlockM * 128, cb * 64, tile.row_begin + wg * 64, tile.head,
+                       tile.batch);
+        }
+        tma_store_commit();
+      }
+      if constexpr (!Traits::kSeparateO) {
+        // O was staged in the Q tile: hand Q back only once the store has read it.
+        if (wg_thread == 0) tma_store_wait_read();
+        named_barrier_sync(1 + wg, 128);
+        release_q();
+      }
+    }
 
-  // This warpgroup's rows of the Q tile are free: its last S wgmma has
-  // completed. Write O there in the swizzled layout the O tensor map expects.
+    if (p.lse != nullptr && lane % 4 == 0) {
+      float* lse_row = p.lse + (static_cast<int64_t>(tile.batch) * p.heads_q + tile.head) * p.seqlen_q;
 #pragma unroll
-  for (int hi = 0; hi < 2; ++hi) {
-    const int row = wg * 64 + warp_in_wg * 16 + lane / 4 + hi * 8;
-#pragma unroll
-    for (int nt = 0; nt < kHeadDim / 8; ++nt) {
-      const int cb = nt / 8;
-      const int chunk = (nt % 8) ^ (row % 8);
-      const uint32_t packed = ptx::pack2<Element>(o_frag[0][nt][2 * hi] * inv_l[hi], o_frag[0][nt][2 * hi + 1] * inv_l[hi]);
-      *reinterpret_cast<uint32_t*>(smem_ptr + Traits::kQOffset + cb * kBlockM * 128 + row * 128 + chunk * 16 +
-                                   (lane % 4) * 4) = packed;
+      for (int hi = 0; hi < 2; ++hi) {
+        const int row = tile.row_begin + wg * 64 + warp_in_wg * 16 + lane / 4 + hi * 8;
+        if (row < p.seqlen_q) lse_row[row] = lse[hi];
+      }
     }
+   }
   }
-  fence_proxy_async_smem();
-  named_barrier_sync(1 + wg, 128);
-  if (wg_thread == 0) {
-#pragma unroll
-    for (int cb = 0; cb < Traits::kColBlocks; ++cb) {
-      tma_store_4d(&params.tma_o, smem_q_wg + cb * kBlockM * 128, cb * 64, row_begin + wg * 64, head, batch);
-    }
-    tma_store_commit();
-    tma_store_wait_read();
-  }
-
-  if (p.lse != nullptr && lane % 4 == 0) {
-    float* lse_row = p.lse + (static_cast<int64_t>(batch) * p.heads_q + head) * p.seqlen_q;
-#pragma unroll
-    for (int hi = 0; hi < 2; ++hi) {
-      const int row = row_begin + wg * 64 + warp_in_wg * 16 + lane / 4 + hi * 8;
-      if (row < p.seqlen_q) lse_row[row] = lse[hi];
-    }
-  }
+  // Outstanding TMA stores must finish before the CTA's shared memory goes away.
+  if (wg_thread == 0) tma_store_wait_all();
 }
 
 }  // namespace flash::sm90

@@ -18,8 +18,8 @@ struct FwdTraits {
   static constexpr int kConsumerWarps = 4 * kConsumerWarpgroups;
   static constexpr int kNThreads = 128 * (kConsumerWarpgroups + 1);
   // setmaxnreg: the producer gives registers back so the consumers, which
-  // hold S and O in registers, can have more. 128*24 + 128*kCWG*kConsumerRegs <= 65536.
-  static constexpr int kProducerRegs = 24;
+  // hold S and O in registers, can have more. 128*P + 128*kCWG*C <= 65536.
+  static constexpr int kProducerRegs = kConsumerWarpgroups == 2 ? 24 : 32;
   static constexpr int kConsumerRegs = kConsumerWarpgroups == 2 ? 240 : 160;
 
   // Tiles live in shared memory as TMA's SWIZZLE_128B writes them: column
@@ -27,13 +27,19 @@ struct FwdTraits {
   static constexpr int kColBlocks = kHeadDim / 64;
   static constexpr int kQBytes = kBlockM * kHeadDim * 2;
   static constexpr int kKVBytes = kBlockN * kHeadDim * 2;  // one K or one V block
+  static constexpr int kNumBarriers = 2 + 4 * kStages;     // Q full/empty; K/V full/empty per stage
+  // +1024: the dynamic shared memory base is rounded up to a 1024-byte boundary.
+  static constexpr int kSmemWithoutO = kQBytes + 2 * kStages * kKVBytes + 8 * kNumBarriers + 1024;
+  // The epilogue stages O through shared memory for its TMA store. With room
+  // for a buffer of its own, the next tile's Q load overlaps this tile's
+  // epilogue; otherwise O reuses the Q tile and the two are serialised.
+  static constexpr bool kSeparateO = kSmemWithoutO + kQBytes <= 227 * 1024;
   static constexpr int kQOffset = 0;
   static constexpr int kKOffset = kQOffset + kQBytes;
   static constexpr int kVOffset = kKOffset + kStages * kKVBytes;
-  static constexpr int kBarrierOffset = kVOffset + kStages * kKVBytes;
-  static constexpr int kNumBarriers = 1 + 4 * kStages;  // Q full; K/V full and empty per stage
-  // +1024: the dynamic shared memory base is rounded up to a 1024-byte boundary.
-  static constexpr int kSmemBytes = kBarrierOffset + 8 * kNumBarriers + 1024;
+  static constexpr int kOOffset = kSeparateO ? kVOffset + kStages * kKVBytes : kQOffset;
+  static constexpr int kBarrierOffset = kVOffset + kStages * kKVBytes + (kSeparateO ? kQBytes : 0);
+  static constexpr int kSmemBytes = kSmemWithoutO + (kSeparateO ? kQBytes : 0);
 
   static_assert(sizeof(Element) == 2, "Element must be a 16-bit type (fp16 or bf16)");
   static_assert(kHeadDim % 64 == 0 && kHeadDim <= 256, "sm90 kernel: head_dim must be 64, 128, 192 or 256");

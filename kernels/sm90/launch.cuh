@@ -5,6 +5,8 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <cstdint>
+
 #include "api.h"
 #include "fwd_kernel.cuh"
 #include "tensor_map.h"
@@ -23,8 +25,18 @@ cudaError_t launch_fwd(const FwdParams& params, cudaStream_t stream) {
   const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
   if (err != cudaSuccess) return err;
   const detail::FwdParams& p = params.common;
+  // Persistent: at most one CTA per SM, each walking tiles with a stride of the grid size.
+  int device = 0;
+  int num_sms = 0;
+  cudaError_t query = cudaGetDevice(&device);
+  if (query == cudaSuccess) query = cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device);
+  if (query != cudaSuccess) return query;
+  const int64_t num_m_blocks = (p.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM;
+  if (num_m_blocks * p.heads_q * p.batch > INT32_MAX) return cudaErrorNotSupported;
+  const int num_units =
+      TileScheduler<kIsCausal>::units(static_cast<int>(num_m_blocks), p.heads_q * p.batch);
   cudaLaunchConfig_t config = {};
-  config.gridDim = dim3((p.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM, p.heads_q, p.batch);
+  config.gridDim = dim3(static_cast<unsigned>(num_units < num_sms ? num_units : num_sms));
   config.blockDim = dim3(Traits::kNThreads);
   config.dynamicSmemBytes = kSmemBytes;
   config.stream = stream;
