@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Compares sm90 tile shapes on a GPU in one go: each variant is the source
+# tree with one sed expression applied to kernels/sm90/kernel_traits.cuh,
+# built (only the head dims given) into its own folder; then every variant's
+# flash_bench runs ROUNDS times, interleaved, so clock drift hits all alike.
+#
+#   HEAD_DIMS="64" BENCH_ARGS="--head_dims=64 --dtypes=bf16 --seqlens=2048,16384" \
+#     scripts/tile-sweep.sh 'base:' 'm128:s/<64>  { static constexpr int kBlockM = 192/<64>  { static constexpr int kBlockM = 128/'
+#
+# Prints one table per variant and round; logs go to $OUT.
+set -uo pipefail
+OUT=${OUT:-$PWD/tile-sweep-out}
+mkdir -p "$OUT"
+HEAD_DIMS=${HEAD_DIMS:-64;128;256}
+ROUNDS=${ROUNDS:-2}
+src=$PWD
+names=()
+for spec in "$@"; do
+  name=${spec%%:*}
+  expr=${spec#*:}
+  dir=/tmp/variant-$name
+  rm -rf "$dir" && mkdir -p "$dir"
+  tar -C "$src" --exclude=./build --exclude=./.git -cf - . | tar -C "$dir" -xf -
+  [[ -n "$expr" ]] && sed -i "$expr" "$dir/kernels/sm90/kernel_traits.cuh"
+  grep -n "struct DefaultTile<" "$dir/kernels/sm90/kernel_traits.cuh" | sed "s/^/[$name] /" >>"$OUT/variants.txt"
+  (cmake -S "$dir" -B "$dir/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a \
+     -DFLASH_HEAD_DIMS="$HEAD_DIMS" -DFLASH_BUILD_TESTS=OFF -DFLASH_BUILD_EXAMPLES=OFF &&
+   cmake --build "$dir/build" -j "$(nproc)") >"$OUT/build-$name.log" 2>&1 || { echo "[$name] build FAILED"; tail -20 "$OUT/build-$name.log"; continue; }
+  names+=("$name")
+done
+cat "$OUT/variants.txt"
+for round in $(seq "$ROUNDS"); do
+  for name in "${names[@]}"; do
+    /tmp/variant-$name/build/bench/flash_bench --no-standard ${BENCH_ARGS:-} >"$OUT/bench-$name-$round.log" 2>&1
+    echo "## $name round $round ($(grep -o 'median: [0-9.]* TFLOP/s' "$OUT/bench-$name-$round.log"))"
+    sed -n '/^| dtype/,/^$/p' "$OUT/bench-$name-$round.log" | sed '1,2d' | cut -d'|' -f2-7
+  done
+done
