@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Compares sm90 tile shapes on a GPU in one go: each variant is the source
-# tree with one sed expression applied to kernels/sm90/kernel_traits.cuh,
-# built (only the head dims given) into its own folder; then every variant's
-# flash_bench runs ROUNDS times, interleaved, so clock drift hits all alike.
+# Compares variants of the sm90 kernel on a GPU in one go: each variant is
+# the source tree with one sed expression applied to one file (default
+# kernels/sm90/kernel_traits.cuh), built (only the head dims given) into its
+# own folder; then every variant's flash_bench runs ROUNDS times,
+# interleaved, so clock drift hits all alike.
 #
 #   HEAD_DIMS="64" BENCH_ARGS="--head_dims=64 --dtypes=bf16 --seqlens=2048,16384" \
-#     scripts/tile-sweep.sh 'base:' 'm128:s/<64>  { static constexpr int kBlockM = 192/<64>  { static constexpr int kBlockM = 128/'
+#     scripts/tile-sweep.sh 'base:' 'm128:s/kBlockM = 192/kBlockM = 128/' \
+#                           'other:kernels/sm90/fwd_kernel.cuh:s/foo/bar/'
 #
 # Prints one table per variant and round; logs go to $OUT.
 set -uo pipefail
@@ -18,10 +20,15 @@ names=()
 for spec in "$@"; do
   name=${spec%%:*}
   expr=${spec#*:}
+  file=kernels/sm90/kernel_traits.cuh
+  if [[ "$expr" == kernels/*:* ]]; then
+    file=${expr%%:*}
+    expr=${expr#*:}
+  fi
   dir=/tmp/variant-$name
   rm -rf "$dir" && mkdir -p "$dir"
   tar -C "$src" --exclude=./build --exclude=./.git -cf - . | tar -C "$dir" -xf -
-  [[ -n "$expr" ]] && sed -i "$expr" "$dir/kernels/sm90/kernel_traits.cuh"
+  [[ -n "$expr" ]] && sed -i "$expr" "$dir/$file"
   grep -n "struct DefaultTile<" "$dir/kernels/sm90/kernel_traits.cuh" | sed "s/^/[$name] /" >>"$OUT/variants.txt"
   (cmake -S "$dir" -B "$dir/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a \
      -DFLASH_HEAD_DIMS="$HEAD_DIMS" -DFLASH_BUILD_TESTS=OFF -DFLASH_BUILD_EXAMPLES=OFF &&

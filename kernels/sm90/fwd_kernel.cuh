@@ -251,13 +251,28 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
 
   // Pingpong: consumer warpgroups take turns issuing their GEMMs. Turn w is
   // named barrier kTurnBarrier + w, completed by warpgroup w (sync) and its
-  // predecessor (arrive). Per tile, the last warpgroup opens the first turn
-  // and skips its final arrive, so every barrier sees matched counts.
+  // predecessor (arrive). The rotation runs on across this CTA's tiles, so a
+  // warpgroup starts its next tile without waiting for the others to finish
+  // their epilogues: the last warpgroup opens the very first turn and skips
+  // only its very last arrive, so every barrier sees matched counts.
   constexpr int kTurnBarrier = 4;
   auto turn_begin = [&] { named_barrier_sync(kTurnBarrier + wg, 256); };
-  auto turn_end = [&](bool last) {
-    if (!(last && wg == kCWG - 1)) named_barrier_arrive(kTurnBarrier + (wg + 1) % kCWG, 256);
+  auto turn_end = [&](bool last_of_cta) {
+    if (!(last_of_cta && wg == kCWG - 1)) named_barrier_arrive(kTurnBarrier + (wg + 1) % kCWG, 256);
   };
+  // Whether any tile after (u, k) in this CTA's walk has work.
+  auto work_after = [&](int u, int k) {
+    for (int k2 = k + 1; k2 < scheduler.tiles_in_unit(u); ++k2) {
+      if (scheduler.template tile<kBlockM, kBlockN>(u, k2, p, mask).n_blocks > 0) return true;
+    }
+    for (int u2 = u + gridDim.x; u2 < num_units; u2 += gridDim.x) {
+      for (int k2 = 0; k2 < scheduler.tiles_in_unit(u2); ++k2) {
+        if (scheduler.template tile<kBlockM, kBlockN>(u2, k2, p, mask).n_blocks > 0) return true;
+      }
+    }
+    return false;
+  };
+  bool opened = false;
 
   int kv_count = 0;
   int q_count = 0;
@@ -272,7 +287,9 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
       const int n = tile.n_blocks;
       mbarrier_wait(bar_q_full, q_count & 1);
       ++q_count;
-      if (wg == kCWG - 1) named_barrier_arrive(kTurnBarrier, 256);
+      if (!opened && wg == kCWG - 1) named_barrier_arrive(kTurnBarrier, 256);
+      opened = true;
+      const bool last_tile = !work_after(u, k);
 
       // The tile's first block: S only.
       float s[kBlockN / 2];
@@ -282,7 +299,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
       turn_begin();
       wgmma_fence();
       issue_qk(stage_of(kv_count), s);
-      turn_end(n == 1);
+      turn_end(last_tile && n == 1);
       wgmma_wait<0>();
       fence_registers(s);
       if (lane == 0) mbarrier_arrive(bar_k_empty(stage_of(kv_count)));
@@ -303,7 +320,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
         OnlineSoftmax<1>::rescale(o_frag, correction);
         wgmma_fence();
         issue_pv(stage_of(prev), pa);
-        turn_end(i == n - 1);
+        turn_end(last_tile && i == n - 1);
         wgmma_wait<1>();
         fence_registers(s);
         if (lane == 0) mbarrier_arrive(bar_k_empty(stage_of(cur)));

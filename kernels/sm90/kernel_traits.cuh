@@ -53,15 +53,21 @@ struct FwdTraits {
   static_assert(kSmemBytes <= 227 * 1024, "tiles do not fit in shared memory");
 };
 
-// The sm90 tile heuristic: one shape per head dim.
-template <int kHeadDim>
+// The sm90 tile heuristic: one shape per head dim and mask, chosen by
+// measurement on an H200 (bench/NOTES.md, "sm90 tile shapes"). Longer key
+// blocks amortise the per-block softmax and barrier work; under a causal
+// mask at head_dim 128 they also waste more of the diagonal block, and
+// 128 x 128 wins there.
+template <int kHeadDim, bool kIsCausal>
 struct DefaultTile;
-template <> struct DefaultTile<64>  { static constexpr int kBlockM = 192, kBlockN = 128, kStages = 2; };
-template <> struct DefaultTile<128> { static constexpr int kBlockM = 128, kBlockN = 128, kStages = 2; };
-template <> struct DefaultTile<256> { static constexpr int kBlockM = 128, kBlockN = 64,  kStages = 2; };
+template <bool kIsCausal> struct DefaultTile<64, kIsCausal>  { static constexpr int kBlockM = 192, kBlockN = 128, kStages = 2; };
+template <> struct DefaultTile<128, false> { static constexpr int kBlockM = 128, kBlockN = 176, kStages = 2; };
+template <> struct DefaultTile<128, true>  { static constexpr int kBlockM = 128, kBlockN = 128, kStages = 2; };
+template <bool kIsCausal> struct DefaultTile<256, kIsCausal> { static constexpr int kBlockM = 128, kBlockN = 80, kStages = 2; };
 
-template <int kHeadDim, typename Element>
-using DefaultFwdTraits = FwdTraits<kHeadDim, DefaultTile<kHeadDim>::kBlockM, DefaultTile<kHeadDim>::kBlockN,
-                                   DefaultTile<kHeadDim>::kStages, Element>;
+template <int kHeadDim, bool kIsCausal, typename Element>
+using DefaultFwdTraits =
+    FwdTraits<kHeadDim, DefaultTile<kHeadDim, kIsCausal>::kBlockM, DefaultTile<kHeadDim, kIsCausal>::kBlockN,
+              DefaultTile<kHeadDim, kIsCausal>::kStages, Element>;
 
 }  // namespace flash::sm90

@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "api.h"
 #include "fwd_kernel.cuh"
@@ -43,10 +44,22 @@ cudaError_t launch_fwd(const FwdParams& params, cudaStream_t stream) {
   return cudaLaunchKernelEx(&config, kernel, params);
 }
 
+// Builds the four tensor maps for Traits' boxes and launches; returns
+// cudaErrorNotSupported, having launched nothing, if TMA cannot describe a tensor.
+template <typename Traits, bool kIsCausal>
+cudaError_t run_with_traits(const detail::FwdParams& p, cudaStream_t stream);
+
 template <DType kDType, int kHeadDim>
 cudaError_t run_fwd(const detail::FwdParams& p, bool causal, cudaStream_t stream) {
-  using Traits = DefaultFwdTraits<kHeadDim, typename ElementOf<kDType>::type>;
-  constexpr bool kIsBf16 = kDType == DType::kBFloat16;
+  using Element = typename ElementOf<kDType>::type;
+  return causal ? run_with_traits<DefaultFwdTraits<kHeadDim, true, Element>, true>(p, stream)
+                : run_with_traits<DefaultFwdTraits<kHeadDim, false, Element>, false>(p, stream);
+}
+
+template <typename Traits, bool kIsCausal>
+cudaError_t run_with_traits(const detail::FwdParams& p, cudaStream_t stream) {
+  constexpr bool kIsBf16 = std::is_same_v<typename Traits::Element, __nv_bfloat16>;
+  constexpr int kHeadDim = Traits::kHeadDim;
   FwdParams params;
   params.common = p;
   const bool ok =
@@ -59,7 +72,7 @@ cudaError_t run_fwd(const detail::FwdParams& p, bool causal, cudaStream_t stream
       make_tensor_map(&params.tma_o, p.o, kIsBf16, kHeadDim, p.seqlen_q, p.heads_q, p.batch, p.o_seq_stride,
                       p.o_head_stride, p.o_batch_stride, 64);
   if (!ok) return cudaErrorNotSupported;
-  return causal ? launch_fwd<Traits, true>(params, stream) : launch_fwd<Traits, false>(params, stream);
+  return launch_fwd<Traits, kIsCausal>(params, stream);
 }
 
 }  // namespace flash::sm90
