@@ -326,5 +326,22 @@ TEST_F(Sanitizer, SmallRaggedCases) {
   }
 }
 
+// Enough tiles that every CTA of the persistent sm90 grid walks several, so
+// the checkers see shared memory (Q, the O staging buffer, the K/V rings)
+// reused across tiles, and the causal walk includes empty tiles
+// (seqlen_q > seqlen_k leaves the top rows with no key).
+TEST_F(Sanitizer, ManyTilesPerCta) {
+  uint64_t index = kEdgeSeedBase + 1400;
+  for (int64_t d : compiled_head_dims()) {
+    for (bool causal : {false, true}) {
+      CaseConfig cfg = make_case(DType::kBFloat16, d, causal, 400, causal ? 200 : 400, 64, 16, Layout::kBNHD,
+                                 ++index);
+      cfg.batch = 3;
+      expect_matches_reference(cfg, cublas_, stream_);
+      if (HasFatalFailure()) return;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace flash::test
