@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build, test and benchmark flash on a GPU machine in one go.
 #
-#   scripts/gpu-check.sh [phases...]     phases: build sass test sanitize bench quickbench
+#   scripts/gpu-check.sh [phases...]     phases: build sass test sanitize ncu bench quickbench
 #                                        (default: build sass test sanitize bench)
 #
 # Full logs go to $OUT (or ./gpu-check-out when OUT is unset); the last thing
@@ -53,10 +53,24 @@ if has_phase test; then
 fi
 
 if has_phase sanitize; then
+  # Only flash's kernels are checked: the references run cuBLAS, whose own
+  # sm90 GEMM kernels racecheck flags (seen 2026-11-29, nvjet_sm90_tss_*).
   for tool in memcheck racecheck; do
-    compute-sanitizer --tool "$tool" --error-exitcode 1 "$BUILD_DIR/tests/flash_gpu_tests" \
+    compute-sanitizer --tool "$tool" --kernel-name kns=fwd_kernel --error-exitcode 1 \
+      "$BUILD_DIR/tests/flash_gpu_tests" \
       --gtest_filter="${SANITIZE_FILTER:-*Sanitizer*}" >"$OUT/$tool.log" 2>&1
     note "$tool: exit $? ; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/$tool.log" | tail -1) ; $(grep -E '^\[  PASSED' "$OUT/$tool.log")"
+  done
+fi
+
+if has_phase ncu; then
+  # Hardware counters of one sm90 launch per head dim (bf16, N = 2048, non-causal).
+  for hd in ${NCU_HEAD_DIMS:-64 128}; do
+    ncu --clock-control none -k fwd_kernel --launch-skip 3 --launch-count 1 --section SpeedOfLight \
+      --section WarpStateStats --section ComputeWorkloadAnalysis --section SchedulerStats --section Occupancy \
+      "$BUILD_DIR/bench/flash_bench" --dtypes=bf16 --head_dims="$hd" --seqlens="${NCU_SEQLEN:-2048}" --no-standard \
+      --flash_iters=2 --gemm_iters=1 --benchmark_filter="flash/bf16/hd$hd/noncausal" >"$OUT/ncu_hd$hd.txt" 2>&1
+    note "ncu hd$hd: $(grep -cE 'Section:' "$OUT/ncu_hd$hd.txt") sections"
   done
 fi
 
@@ -79,8 +93,8 @@ fi
 # The device tool returns at most 8 files: keep the summary and the bench
 # JSON loose, everything else in one archive.
 bundle=$(mktemp -d)/logs.tgz
-(cd "$OUT" && find . -maxdepth 1 -type f ! -name '*.json' ! -name summary.txt -printf '%P\n' | tar czf "$bundle" -T -) &&
-  find "$OUT" -maxdepth 1 -type f ! -name '*.json' ! -name summary.txt -delete && mv "$bundle" "$OUT/logs.tgz"
+(cd "$OUT" && find . -maxdepth 1 -type f ! -name '*.json' ! -name summary.txt ! -name 'ncu_*' -printf '%P\n' | tar czf "$bundle" -T -) &&
+  find "$OUT" -maxdepth 1 -type f ! -name '*.json' ! -name summary.txt ! -name 'ncu_*' -delete && mv "$bundle" "$OUT/logs.tgz"
 
 echo
 cat "$SUMMARY"
