@@ -328,19 +328,42 @@ TEST_F(Sanitizer, SmallRaggedCases) {
 
 // Enough tiles that every CTA of the persistent sm90 grid walks several, so
 // the checkers see shared memory (Q, the O staging buffer, the K/V rings)
-// reused across tiles, and the causal walk includes empty tiles
-// (seqlen_q > seqlen_k leaves the top rows with no key).
+// reused across tiles, and causal walks that include empty tiles
+// (seqlen_q > seqlen_k leaves the top rows with no key). The reference is
+// the sm80 kernel (itself checked against cuBLAS by the matrix): cuBLAS's own
+// sm90 GEMMs trip racecheck ("failed to handle a hardware exception",
+// 2026-11-29), so this test, which exists to run under the sanitizers,
+// keeps cuBLAS out.
 TEST_F(Sanitizer, ManyTilesPerCta) {
   uint64_t index = kEdgeSeedBase + 1400;
-  for (int64_t d : compiled_head_dims()) {
+  int ran = 0;
+  for (int64_t d : {64, 128, 256}) {
+    if (!head_dim_compiled(d)) continue;
     for (bool causal : {false, true}) {
-      CaseConfig cfg = make_case(DType::kBFloat16, d, causal, 400, causal ? 200 : 400, 64, 16, Layout::kBNHD,
-                                 ++index);
+      CaseConfig cfg = make_case(DType::kBFloat16, d, causal, causal ? 640 : 384, causal ? 300 : 384, 32, 8,
+                                 Layout::kBNHD, ++index);
       cfg.batch = 3;
-      expect_matches_reference(cfg, cublas_, stream_);
-      if (HasFatalFailure()) return;
+      const std::vector<Backend> backends = backends_for(cfg);
+      if (std::find(backends.begin(), backends.end(), Backend::kSm90) == backends.end()) continue;
+      ++ran;
+      SCOPED_TRACE(cfg.name());
+      AttentionCase c(cfg, stream_);
+      ASSERT_TRUE(c.init());
+      ASSERT_TRUE(c.run_flash(Backend::kSm80).ok());
+      std::vector<float> o80, lse80;
+      ASSERT_TRUE(c.read_output(&o80, &lse80));
+      const Status s = c.run_flash(Backend::kSm90);
+      ASSERT_TRUE(s.ok()) << s.message;
+      std::vector<float> o90, lse90;
+      ASSERT_TRUE(c.read_output(&o90, &lse90));
+      const std::vector<double> ref_o(o80.begin(), o80.end());
+      const std::vector<double> ref_lse(lse80.begin(), lse80.end());
+      Errors errors;
+      EXPECT_TRUE(check_attention(c.params(), o90, lse90, ref_o, ref_lse, &errors));
+      EXPECT_TRUE(c.padding_untouched());
     }
   }
+  if (ran == 0) GTEST_SKIP() << "no sm90 backend on this device/build";
 }
 
 }  // namespace
