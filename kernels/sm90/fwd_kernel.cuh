@@ -96,23 +96,20 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
   // SWIZZLE_128B tiles need 1024-byte alignment; kSmemBytes has the slack.
   const uint32_t smem_base = (ptx::smem_addr(smem_raw) + 1023u) & ~1023u;
   unsigned char* const smem_ptr = smem_raw + (smem_base - ptx::smem_addr(smem_raw));
-  auto smem_q = [&](int buf) { return smem_base + Traits::kQOffset + buf * Traits::kQBytes; };
+  const uint32_t smem_q = smem_base + Traits::kQOffset;
   const uint32_t smem_o = smem_base + Traits::kOOffset;
   auto smem_k = [&](int stage) { return smem_base + Traits::kKOffset + stage * Traits::kKVBytes; };
   auto smem_v = [&](int stage) { return smem_base + Traits::kVOffset + stage * Traits::kKVBytes; };
-  const uint32_t bar_base = smem_base + Traits::kBarrierOffset;
-  auto bar_q_full = [&](int buf) { return bar_base + 8 * buf; };
-  auto bar_q_empty = [&](int buf) { return bar_base + 8 * (2 + buf); };
-  auto bar_k_full = [&](int stage) { return bar_base + 8 * (4 + stage); };
-  auto bar_v_full = [&](int stage) { return bar_base + 8 * (4 + kStages + stage); };
-  auto bar_k_empty = [&](int stage) { return bar_base + 8 * (4 + 2 * kStages + stage); };
-  auto bar_v_empty = [&](int stage) { return bar_base + 8 * (4 + 3 * kStages + stage); };
+  const uint32_t bar_q_full = smem_base + Traits::kBarrierOffset;
+  const uint32_t bar_q_empty = bar_q_full + 8;
+  auto bar_k_full = [&](int stage) { return bar_q_full + 8 * (2 + stage); };
+  auto bar_v_full = [&](int stage) { return bar_q_full + 8 * (2 + kStages + stage); };
+  auto bar_k_empty = [&](int stage) { return bar_q_full + 8 * (2 + 2 * kStages + stage); };
+  auto bar_v_empty = [&](int stage) { return bar_q_full + 8 * (2 + 3 * kStages + stage); };
   // The j-th K/V block a CTA handles (counted across its tiles) sits in
   // stage j % kStages, in that stage's (j / kStages)-th use.
   auto stage_of = [](int j) { return j % kStages; };
   auto parity_of = [](int j) { return static_cast<uint32_t>((j / kStages) & 1); };
-  // Likewise the j-th Q tile sits in buffer j % kQStages.
-  constexpr int kQStages = Traits::kQStages;
 
   const int warpgroup = threadIdx.x / 128;
   const int lane = threadIdx.x % 32;
@@ -122,11 +119,8 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
   const int num_units = TileScheduler<kIsCausal>::units(scheduler.num_m_blocks, p.heads_q * p.batch);
 
   if (threadIdx.x == 0) {
-#pragma unroll
-    for (int b = 0; b < kQStages; ++b) {
-      mbarrier_init(bar_q_full(b), 1);
-      mbarrier_init(bar_q_empty(b), Traits::kConsumerWarps);
-    }
+    mbarrier_init(bar_q_full, 1);
+    mbarrier_init(bar_q_empty, Traits::kConsumerWarps);
 #pragma unroll
     for (int s = 0; s < kStages; ++s) {
       mbarrier_init(bar_k_full(s), 1);
@@ -152,15 +146,14 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
         const Tile tile = scheduler.template tile<kBlockM, kBlockN>(u, k, p, mask);
         if (tile.n_blocks == 0) continue;
         const int head_kv = tile.head / p.q_per_kv;
-        // Wait until the consumers are done with the Q this buffer held last.
-        const int qb = q_count % kQStages;
-        mbarrier_wait(bar_q_empty(qb), ((q_count / kQStages) & 1) ^ 1);
+        // Wait until the consumers are done with the previous tile's Q.
+        mbarrier_wait(bar_q_empty, (q_count & 1) ^ 1);
         ++q_count;
-        mbarrier_arrive_expect_tx(bar_q_full(qb), Traits::kQBytes);
+        mbarrier_arrive_expect_tx(bar_q_full, Traits::kQBytes);
 #pragma unroll
         for (int cb = 0; cb < Traits::kColBlocks; ++cb) {
-          tma_load_4d(smem_q(qb) + cb * kBlockM * 128, &params.tma_q, bar_q_full(qb), cb * 64, tile.row_begin,
-                      tile.head, tile.batch);
+          tma_load_4d(smem_q + cb * kBlockM * 128, &params.tma_q, bar_q_full, cb * 64, tile.row_begin, tile.head,
+                      tile.batch);
         }
         for (int i = 0; i < tile.n_blocks; ++i, ++kv_count) {
           const int n_block = tile.n_blocks - 1 - i;
@@ -194,8 +187,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
   const int wg = warpgroup - 1;                   // consumer index: rows [64 wg, 64 wg + 64) of a tile
   const int warp_in_wg = (threadIdx.x / 32) % 4;  // 16 rows each
   const int wg_thread = threadIdx.x % 128;
-  uint32_t smem_q_wg = smem_q(0) + wg * 64 * 128;  // this tile's Q rows of this warpgroup
-  int q_buf = 0;                                   // this tile's Q buffer
+  const uint32_t smem_q_wg = smem_q + wg * 64 * 128;
   const uint32_t smem_o_wg = smem_o + wg * 64 * 128;
 
   float o[kHeadDim / 2];
@@ -254,7 +246,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
   };
   // With O staged in its own buffer, Q is free once the tile's last S is done.
   auto release_q = [&] {
-    if (lane == 0) mbarrier_arrive(bar_q_empty(q_buf));
+    if (lane == 0) mbarrier_arrive(bar_q_empty);
   };
 
   // Pingpong: consumer warpgroups take turns issuing their GEMMs. Turn w is
@@ -293,9 +285,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
 
     if (tile.n_blocks > 0) {
       const int n = tile.n_blocks;
-      q_buf = q_count % kQStages;
-      smem_q_wg = smem_q(q_buf) + wg * 64 * 128;
-      mbarrier_wait(bar_q_full(q_buf), (q_count / kQStages) & 1);
+      mbarrier_wait(bar_q_full, q_count & 1);
       ++q_count;
       if (!opened && wg == kCWG - 1) named_barrier_arrive(kTurnBarrier, 256);
       opened = true;
