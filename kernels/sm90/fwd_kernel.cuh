@@ -142,40 +142,40 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
       int kv_count = 0;
       int q_count = 0;
       for (int u = blockIdx.x; u < num_units; u += gridDim.x) {
-       for (int k = 0; k < scheduler.tiles_in_unit(u); ++k) {
-        const Tile tile = scheduler.template tile<kBlockM, kBlockN>(u, k, p, mask);
-        if (tile.n_blocks == 0) continue;
-        const int head_kv = tile.head / p.q_per_kv;
-        // Wait until the consumers are done with the previous tile's Q.
-        mbarrier_wait(bar_q_empty, (q_count & 1) ^ 1);
-        ++q_count;
-        mbarrier_arrive_expect_tx(bar_q_full, Traits::kQBytes);
-#pragma unroll
-        for (int cb = 0; cb < Traits::kColBlocks; ++cb) {
-          tma_load_4d(smem_q + cb * kBlockM * 128, &params.tma_q, bar_q_full, cb * 64, tile.row_begin, tile.head,
-                      tile.batch);
-        }
-        for (int i = 0; i < tile.n_blocks; ++i, ++kv_count) {
-          const int n_block = tile.n_blocks - 1 - i;
-          const int stage = stage_of(kv_count);
-          // Parity of the stage's previous use; a stage's first use passes at once.
-          const uint32_t empty_parity = parity_of(kv_count) ^ 1;
-          mbarrier_wait(bar_k_empty(stage), empty_parity);
-          mbarrier_arrive_expect_tx(bar_k_full(stage), Traits::kKVBytes);
+        for (int k = 0; k < scheduler.tiles_in_unit(u); ++k) {
+          const Tile tile = scheduler.template tile<kBlockM, kBlockN>(u, k, p, mask);
+          if (tile.n_blocks == 0) continue;
+          const int head_kv = tile.head / p.q_per_kv;
+          // Wait until the consumers are done with the previous tile's Q.
+          mbarrier_wait(bar_q_empty, (q_count & 1) ^ 1);
+          ++q_count;
+          mbarrier_arrive_expect_tx(bar_q_full, Traits::kQBytes);
 #pragma unroll
           for (int cb = 0; cb < Traits::kColBlocks; ++cb) {
-            tma_load_4d(smem_k(stage) + cb * kBlockN * 128, &params.tma_k, bar_k_full(stage), cb * 64,
-                        n_block * kBlockN, head_kv, tile.batch);
+            tma_load_4d(smem_q + cb * kBlockM * 128, &params.tma_q, bar_q_full, cb * 64, tile.row_begin, tile.head,
+                        tile.batch);
           }
-          mbarrier_wait(bar_v_empty(stage), empty_parity);
-          mbarrier_arrive_expect_tx(bar_v_full(stage), Traits::kKVBytes);
+          for (int i = 0; i < tile.n_blocks; ++i, ++kv_count) {
+            const int n_block = tile.n_blocks - 1 - i;
+            const int stage = stage_of(kv_count);
+            // Parity of the stage's previous use; a stage's first use passes at once.
+            const uint32_t empty_parity = parity_of(kv_count) ^ 1;
+            mbarrier_wait(bar_k_empty(stage), empty_parity);
+            mbarrier_arrive_expect_tx(bar_k_full(stage), Traits::kKVBytes);
 #pragma unroll
-          for (int cb = 0; cb < Traits::kColBlocks; ++cb) {
-            tma_load_4d(smem_v(stage) + cb * kBlockN * 128, &params.tma_v, bar_v_full(stage), cb * 64,
-                        n_block * kBlockN, head_kv, tile.batch);
+            for (int cb = 0; cb < Traits::kColBlocks; ++cb) {
+              tma_load_4d(smem_k(stage) + cb * kBlockN * 128, &params.tma_k, bar_k_full(stage), cb * 64,
+                          n_block * kBlockN, head_kv, tile.batch);
+            }
+            mbarrier_wait(bar_v_empty(stage), empty_parity);
+            mbarrier_arrive_expect_tx(bar_v_full(stage), Traits::kKVBytes);
+#pragma unroll
+            for (int cb = 0; cb < Traits::kColBlocks; ++cb) {
+              tma_load_4d(smem_v(stage) + cb * kBlockN * 128, &params.tma_v, bar_v_full(stage), cb * 64,
+                          n_block * kBlockN, head_kv, tile.batch);
+            }
           }
         }
-       }
       }
     }
     return;
@@ -198,7 +198,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
 
   // S = Q_i K_j^T: both operands K-major; K advances 16 elements (32 bytes)
   // inside a 128-byte swizzle row, then to the next column block.
-  auto issue_qk = [&](int stage, float (&s)[kBlockN / 2]) {
+  auto issue_qk = [&](int stage, float(&s)[kBlockN / 2]) {
 #pragma unroll
     for (int kk = 0; kk < kHeadDim / 16; ++kk) {
       const uint64_t desc_q = smem_descriptor(smem_q_wg + (kk / 4) * kBlockM * 128 + (kk % 4) * 32, 0);
@@ -209,7 +209,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
   };
   // O += P V_j: V is N-major for this GEMM (keys are rows, head_dim is
   // contiguous); 16 keys are 16 swizzled rows, 2048 bytes.
-  auto issue_pv = [&](int stage, const uint32_t (&pa)[kBlockN / 16][4]) {
+  auto issue_pv = [&](int stage, const uint32_t(&pa)[kBlockN / 16][4]) {
 #pragma unroll
     for (int kk = 0; kk < kBlockN / 16; ++kk) {
       const uint64_t desc_v = smem_descriptor(smem_v(stage) + kk * 16 * 128, kBlockN * 128);
@@ -218,7 +218,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
     wgmma_commit();
   };
   // Mask (only the blocks that need it), then the online softmax on S.
-  auto softmax_step = [&](const Tile& tile, float (&s)[kBlockN / 2], int n_block, float (&correction)[2]) {
+  auto softmax_step = [&](const Tile& tile, float(&s)[kBlockN / 2], int n_block, float(&correction)[2]) {
     auto& s_frag = *reinterpret_cast<float(*)[1][kBlockN / 8][4]>(&s);
     if (n_block >= tile.n_unmasked) {
 #pragma unroll
@@ -237,7 +237,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
     softmax.update(s_frag, p.softmax_scale_log2, correction);
   };
   // P as the register A operand: per 16 keys, two adjacent n8 fragments.
-  auto convert_p = [&](const float (&s)[kBlockN / 2], uint32_t (&pa)[kBlockN / 16][4]) {
+  auto convert_p = [&](const float(&s)[kBlockN / 2], uint32_t(&pa)[kBlockN / 16][4]) {
 #pragma unroll
     for (int kk = 0; kk < kBlockN / 16; ++kk) {
 #pragma unroll
@@ -277,139 +277,139 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
   int kv_count = 0;
   int q_count = 0;
   for (int u = blockIdx.x; u < num_units; u += gridDim.x) {
-   for (int k = 0; k < scheduler.tiles_in_unit(u); ++k) {
-    const Tile tile = scheduler.template tile<kBlockM, kBlockN>(u, k, p, mask);
+    for (int k = 0; k < scheduler.tiles_in_unit(u); ++k) {
+      const Tile tile = scheduler.template tile<kBlockM, kBlockN>(u, k, p, mask);
 #pragma unroll
-    for (int i = 0; i < kHeadDim / 2; ++i) o[i] = 0.f;
-    softmax = OnlineSoftmax<1>();
+      for (int i = 0; i < kHeadDim / 2; ++i) o[i] = 0.f;
+      softmax = OnlineSoftmax<1>();
 
-    if (tile.n_blocks > 0) {
-      const int n = tile.n_blocks;
-      mbarrier_wait(bar_q_full, q_count & 1);
-      ++q_count;
-      if (!opened && wg == kCWG - 1) named_barrier_arrive(kTurnBarrier, 256);
-      opened = true;
-      const bool last_tile = !work_after(u, k);
+      if (tile.n_blocks > 0) {
+        const int n = tile.n_blocks;
+        mbarrier_wait(bar_q_full, q_count & 1);
+        ++q_count;
+        if (!opened && wg == kCWG - 1) named_barrier_arrive(kTurnBarrier, 256);
+        opened = true;
+        const bool last_tile = !work_after(u, k);
 
-      // The tile's first block: S only.
-      float s[kBlockN / 2];
-      float correction[2];
-      uint32_t pa[kBlockN / 16][4];
-      mbarrier_wait(bar_k_full(stage_of(kv_count)), parity_of(kv_count));
-      turn_begin();
-      wgmma_fence();
-      issue_qk(stage_of(kv_count), s);
-      turn_end(last_tile && n == 1);
-      wgmma_wait<0>();
-      fence_registers(s);
-      if (lane == 0) mbarrier_arrive(bar_k_empty(stage_of(kv_count)));
-      if (Traits::kSeparateO && n == 1) release_q();
-      softmax_step(tile, s, n - 1, correction);
-      convert_p(s, pa);
-
-      // Steady state: issue S_i = Q K_i^T and O += P_{i-1} V_{i-1} together,
-      // then run S_i's softmax while P V is still on the tensor cores.
-      for (int i = 1; i < n; ++i) {
-        const int cur = kv_count + i;
-        const int prev = cur - 1;
-        mbarrier_wait(bar_k_full(stage_of(cur)), parity_of(cur));
+        // The tile's first block: S only.
+        float s[kBlockN / 2];
+        float correction[2];
+        uint32_t pa[kBlockN / 16][4];
+        mbarrier_wait(bar_k_full(stage_of(kv_count)), parity_of(kv_count));
         turn_begin();
         wgmma_fence();
-        issue_qk(stage_of(cur), s);
-        mbarrier_wait(bar_v_full(stage_of(prev)), parity_of(prev));
+        issue_qk(stage_of(kv_count), s);
+        turn_end(last_tile && n == 1);
+        wgmma_wait<0>();
+        fence_registers(s);
+        if (lane == 0) mbarrier_arrive(bar_k_empty(stage_of(kv_count)));
+        if (Traits::kSeparateO && n == 1) release_q();
+        softmax_step(tile, s, n - 1, correction);
+        convert_p(s, pa);
+
+        // Steady state: issue S_i = Q K_i^T and O += P_{i-1} V_{i-1} together,
+        // then run S_i's softmax while P V is still on the tensor cores.
+        for (int i = 1; i < n; ++i) {
+          const int cur = kv_count + i;
+          const int prev = cur - 1;
+          mbarrier_wait(bar_k_full(stage_of(cur)), parity_of(cur));
+          turn_begin();
+          wgmma_fence();
+          issue_qk(stage_of(cur), s);
+          mbarrier_wait(bar_v_full(stage_of(prev)), parity_of(prev));
+          OnlineSoftmax<1>::rescale(o_frag, correction);
+          wgmma_fence();
+          issue_pv(stage_of(prev), pa);
+          turn_end(last_tile && i == n - 1);
+          wgmma_wait<1>();
+          fence_registers(s);
+          if (lane == 0) mbarrier_arrive(bar_k_empty(stage_of(cur)));
+          if (Traits::kSeparateO && i == n - 1) release_q();
+          softmax_step(tile, s, n - 1 - i, correction);
+          wgmma_wait<0>();
+          fence_registers(o);
+          if (lane == 0) mbarrier_arrive(bar_v_empty(stage_of(prev)));
+          convert_p(s, pa);
+        }
+
+        // The last block's P V.
+        const int last = kv_count + n - 1;
+        mbarrier_wait(bar_v_full(stage_of(last)), parity_of(last));
         OnlineSoftmax<1>::rescale(o_frag, correction);
         wgmma_fence();
-        issue_pv(stage_of(prev), pa);
-        turn_end(last_tile && i == n - 1);
-        wgmma_wait<1>();
-        fence_registers(s);
-        if (lane == 0) mbarrier_arrive(bar_k_empty(stage_of(cur)));
-        if (Traits::kSeparateO && i == n - 1) release_q();
-        softmax_step(tile, s, n - 1 - i, correction);
+        issue_pv(stage_of(last), pa);
         wgmma_wait<0>();
         fence_registers(o);
-        if (lane == 0) mbarrier_arrive(bar_v_empty(stage_of(prev)));
-        convert_p(s, pa);
+        if (lane == 0) mbarrier_arrive(bar_v_empty(stage_of(last)));
+        kv_count += n;
       }
 
-      // The last block's P V.
-      const int last = kv_count + n - 1;
-      mbarrier_wait(bar_v_full(stage_of(last)), parity_of(last));
-      OnlineSoftmax<1>::rescale(o_frag, correction);
-      wgmma_fence();
-      issue_pv(stage_of(last), pa);
-      wgmma_wait<0>();
-      fence_registers(o);
-      if (lane == 0) mbarrier_arrive(bar_v_empty(stage_of(last)));
-      kv_count += n;
-    }
+      // ---------------------------------------------------------------- epilogue
+      float inv_l[2];
+      float lse[2];
+      softmax.finalize(p.softmax_scale, inv_l, lse);
 
-    // ---------------------------------------------------------------- epilogue
-    float inv_l[2];
-    float lse[2];
-    softmax.finalize(p.softmax_scale, inv_l, lse);
-
-    if (tile.n_blocks == 0) {
-      // No row of the tile sees a key: zeros, written directly (no shared
-      // memory is touched, so nothing here can race a Q load in flight).
+      if (tile.n_blocks == 0) {
+        // No row of the tile sees a key: zeros, written directly (no shared
+        // memory is touched, so nothing here can race a Q load in flight).
 #pragma unroll
-      for (int hi = 0; hi < 2; ++hi) {
-        const int row = tile.row_begin + wg * 64 + warp_in_wg * 16 + lane / 4 + hi * 8;
-        if (row >= p.seqlen_q) continue;
-        Element* o_row = static_cast<Element*>(p.o) + tile.batch * p.o_batch_stride + tile.head * p.o_head_stride +
-                         row * p.o_seq_stride;
+        for (int hi = 0; hi < 2; ++hi) {
+          const int row = tile.row_begin + wg * 64 + warp_in_wg * 16 + lane / 4 + hi * 8;
+          if (row >= p.seqlen_q) continue;
+          Element* o_row = static_cast<Element*>(p.o) + tile.batch * p.o_batch_stride + tile.head * p.o_head_stride +
+                           row * p.o_seq_stride;
 #pragma unroll
-        for (int nt = 0; nt < kHeadDim / 8; ++nt) {
-          *reinterpret_cast<uint32_t*>(o_row + nt * 8 + (lane % 4) * 2) = 0u;
+          for (int nt = 0; nt < kHeadDim / 8; ++nt) {
+            *reinterpret_cast<uint32_t*>(o_row + nt * 8 + (lane % 4) * 2) = 0u;
+          }
         }
-      }
-    } else {
-      if constexpr (Traits::kSeparateO) {
-        // This warpgroup's previous TMA store must be done reading its staging rows.
-        if (wg_thread == 0) tma_store_wait_read();
+      } else {
+        if constexpr (Traits::kSeparateO) {
+          // This warpgroup's previous TMA store must be done reading its staging rows.
+          if (wg_thread == 0) tma_store_wait_read();
+          named_barrier_sync(1 + wg, 128);
+        }
+        // Rounded O into the staging rows, in the swizzled layout of the O tensor map.
+#pragma unroll
+        for (int hi = 0; hi < 2; ++hi) {
+          const int row = wg * 64 + warp_in_wg * 16 + lane / 4 + hi * 8;
+#pragma unroll
+          for (int nt = 0; nt < kHeadDim / 8; ++nt) {
+            const int cb = nt / 8;
+            const int chunk = (nt % 8) ^ (row % 8);
+            const uint32_t packed =
+                ptx::pack2<Element>(o_frag[0][nt][2 * hi] * inv_l[hi], o_frag[0][nt][2 * hi + 1] * inv_l[hi]);
+            *reinterpret_cast<uint32_t*>(smem_ptr + Traits::kOOffset + cb * kBlockM * 128 + row * 128 + chunk * 16 +
+                                         (lane % 4) * 4) = packed;
+          }
+        }
+        fence_proxy_async_smem();
         named_barrier_sync(1 + wg, 128);
-      }
-      // Rounded O into the staging rows, in the swizzled layout of the O tensor map.
+        if (wg_thread == 0) {
 #pragma unroll
-      for (int hi = 0; hi < 2; ++hi) {
-        const int row = wg * 64 + warp_in_wg * 16 + lane / 4 + hi * 8;
-#pragma unroll
-        for (int nt = 0; nt < kHeadDim / 8; ++nt) {
-          const int cb = nt / 8;
-          const int chunk = (nt % 8) ^ (row % 8);
-          const uint32_t packed =
-              ptx::pack2<Element>(o_frag[0][nt][2 * hi] * inv_l[hi], o_frag[0][nt][2 * hi + 1] * inv_l[hi]);
-          *reinterpret_cast<uint32_t*>(smem_ptr + Traits::kOOffset + cb * kBlockM * 128 + row * 128 + chunk * 16 +
-                                       (lane % 4) * 4) = packed;
+          for (int cb = 0; cb < Traits::kColBlocks; ++cb) {
+            tma_store_4d(&params.tma_o, smem_o_wg + cb * kBlockM * 128, cb * 64, tile.row_begin + wg * 64, tile.head,
+                         tile.batch);
+          }
+          tma_store_commit();
+        }
+        if constexpr (!Traits::kSeparateO) {
+          // O was staged in the Q tile: hand Q back only once the store has read it.
+          if (wg_thread == 0) tma_store_wait_read();
+          named_barrier_sync(1 + wg, 128);
+          release_q();
         }
       }
-      fence_proxy_async_smem();
-      named_barrier_sync(1 + wg, 128);
-      if (wg_thread == 0) {
-#pragma unroll
-        for (int cb = 0; cb < Traits::kColBlocks; ++cb) {
-          tma_store_4d(&params.tma_o, smem_o_wg + cb * kBlockM * 128, cb * 64, tile.row_begin + wg * 64, tile.head,
-                       tile.batch);
-        }
-        tma_store_commit();
-      }
-      if constexpr (!Traits::kSeparateO) {
-        // O was staged in the Q tile: hand Q back only once the store has read it.
-        if (wg_thread == 0) tma_store_wait_read();
-        named_barrier_sync(1 + wg, 128);
-        release_q();
-      }
-    }
 
-    if (p.lse != nullptr && lane % 4 == 0) {
-      float* lse_row = p.lse + (static_cast<int64_t>(tile.batch) * p.heads_q + tile.head) * p.seqlen_q;
+      if (p.lse != nullptr && lane % 4 == 0) {
+        float* lse_row = p.lse + (static_cast<int64_t>(tile.batch) * p.heads_q + tile.head) * p.seqlen_q;
 #pragma unroll
-      for (int hi = 0; hi < 2; ++hi) {
-        const int row = tile.row_begin + wg * 64 + warp_in_wg * 16 + lane / 4 + hi * 8;
-        if (row < p.seqlen_q) lse_row[row] = lse[hi];
+        for (int hi = 0; hi < 2; ++hi) {
+          const int row = tile.row_begin + wg * 64 + warp_in_wg * 16 + lane / 4 + hi * 8;
+          if (row < p.seqlen_q) lse_row[row] = lse[hi];
+        }
       }
     }
-   }
   }
   // Outstanding TMA stores must finish before the CTA's shared memory goes away.
   if (wg_thread == 0) tma_store_wait_all();
