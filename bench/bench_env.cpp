@@ -1,5 +1,7 @@
 #include "bench_env.h"
 
+#include <string>
+
 namespace flash_bench {
 
 BenchEnv::~BenchEnv() {
@@ -13,6 +15,7 @@ std::string BenchEnv::init() {
   if (err.empty()) err = cuda_error("cudaGetDeviceProperties", cudaGetDeviceProperties(&prop, device));
   if (!err.empty()) return err;
   gpu_name = prop.name;
+  compute_capability = std::to_string(prop.major) + "." + std::to_string(prop.minor);
   err = cuda_error("cudaStreamCreateWithFlags", cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   if (err.empty()) err = cublas_error("cublasCreate", cublasCreate(&cublas));
   if (err.empty()) err = cublas_error("cublasSetStream", cublasSetStream(cublas, stream));

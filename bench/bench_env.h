@@ -19,6 +19,7 @@ struct BenchEnv {
   Options options;
   int device = 0;
   std::string gpu_name;
+  std::string compute_capability;  // "major.minor" of the device, e.g. "9.0"
   cudaStream_t stream = nullptr;
   cublasHandle_t cublas = nullptr;
   L2Flusher flusher;

@@ -199,6 +199,7 @@ int run(int argc, char** argv) {
     return 1;
   }
   benchmark::AddCustomContext("gpu", env.gpu_name);
+  benchmark::AddCustomContext("compute_capability", env.compute_capability);
   benchmark::AddCustomContext("flash_version", flash::version());
   benchmark::AddCustomContext("flash_backend", backend_name(env.options.backend));
   benchmark::AddCustomContext("gemm_bf16_8192_tflops", std::to_string(env.ceiling_tflops));

@@ -5,16 +5,13 @@
 #include <cmath>
 
 #include "flash/flash.hpp"
+#include "flash/version.h"
 #include "kernels/params.h"
 #include "kernels/sm80/api.h"
 #if FLASH_HAS_SM90
 #include "kernels/sm90/api.h"
 #endif
 #include "status.h"
-
-#ifndef FLASH_VERSION_STRING
-#error "FLASH_VERSION_STRING must be defined by the build"
-#endif
 
 namespace flash {
 namespace {

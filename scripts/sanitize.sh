@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Runs a representative subset of the GPU tests under compute-sanitizer's
+# four tools, one after the other:
+#   memcheck   out-of-bounds and misaligned global/shared/local accesses
+#   racecheck  shared-memory hazards between the threads of a CTA
+#   initcheck  reads of global memory that nothing wrote
+#   synccheck  invalid use of barriers (divergent bar.sync, mbarrier misuse)
+#
+#   scripts/sanitize.sh [tools...]     default: memcheck racecheck initcheck synccheck
+#
+# Environment: BUILD_DIR (default build/gpu-check, the build of
+# scripts/gpu-check.sh), OUT (default ./sanitize-out), SANITIZE_FILTER (gtest
+# filter, default *Sanitizer*:GraphsThreads.*: the small ragged/GQA cases,
+# many tiles per persistent CTA, CUDA graph replays and concurrent host
+# threads), SANITIZE_TIMEOUT (seconds per tool, default 150), COMPUTE_SANITIZER
+# (the binary, default compute-sanitizer on PATH or in /usr/local/cuda/bin).
+#
+# Only flash's kernels (names containing fwd_kernel: the sm80 and sm90
+# kernels) are checked. The tests' references run cuBLAS, whose own sm90 GEMM
+# kernels racecheck cannot follow ("failed to handle a hardware exception",
+# nvjet_sm90_tss_*, 2026-11-29) and whose internals initcheck may flag.
+#   memcheck, racecheck, synccheck: --kernel-name kns=fwd_kernel
+#   initcheck: flash's kernels and fill_uniform_kernel, the test kernel that
+#     writes Q, K and V. initcheck does not track writes made by kernels its
+#     filter leaves out, so with fwd_kernel alone every read of Q/K/V would be
+#     reported as uninitialised. --check-api-memory-access no for the same
+#     reason: the tests copy the cuBLAS reference's output (written by
+#     unchecked kernels) to the host.
+# Unchecked, then: cuBLAS and the reference's own kernels.
+#
+# Logs go to $OUT/sanitize-<tool>.log. The last lines printed (also in
+# $OUT/sanitize-summary.txt) are one per tool: its exit code, its summary
+# line and the gtest result. The exit code is 0 only if every tool ran to
+# its summary and found nothing.
+set -uo pipefail
+
+OUT=${OUT:-$PWD/sanitize-out}
+mkdir -p "$OUT"
+BUILD_DIR=${BUILD_DIR:-build/gpu-check}
+FILTER=${SANITIZE_FILTER:-*Sanitizer*:GraphsThreads.*}
+TIMEOUT=${SANITIZE_TIMEOUT:-150}
+TOOLS=${*:-memcheck racecheck initcheck synccheck}
+BIN="$BUILD_DIR/tests/flash_gpu_tests"
+SUMMARY="$OUT/sanitize-summary.txt"
+: >"$SUMMARY"
+
+SANITIZER=${COMPUTE_SANITIZER:-$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)}
+if [[ ! -x "$SANITIZER" ]]; then
+  echo "sanitize: compute-sanitizer not found (set COMPUTE_SANITIZER)" | tee -a "$SUMMARY"
+  exit 1
+fi
+if [[ ! -x "$BIN" ]]; then
+  echo "sanitize: $BIN not found; build first (scripts/gpu-check.sh build, or set BUILD_DIR)" | tee -a "$SUMMARY"
+  exit 1
+fi
+# A filter that matches no kernel checks nothing and reports 0 errors: make
+# sure the kernels the filters name are still in the binary.
+symbols=$(nm -C "$BIN" 2>/dev/null)
+if ! grep -q 'fwd_kernel' <<<"$symbols" || ! grep -q 'fill_uniform_kernel' <<<"$symbols"; then
+  echo "sanitize: no fwd_kernel or fill_uniform_kernel in $BIN; update the kernel filters in $0" | tee -a "$SUMMARY"
+  exit 1
+fi
+
+status=0
+for tool in $TOOLS; do
+  case "$tool" in
+    memcheck | racecheck | synccheck) args=(--kernel-name kns=fwd_kernel) ;;
+    initcheck) args=(--kernel-name 'regex=.*(fwd_kernel|fill_uniform_kernel).*' --check-api-memory-access no) ;;
+    *) echo "sanitize: unknown tool '$tool' (memcheck racecheck initcheck synccheck)"; exit 2 ;;
+  esac
+  log="$OUT/sanitize-$tool.log"
+  echo "== $tool: $SANITIZER --tool $tool ${args[*]} $BIN --gtest_filter=$FILTER"
+  t0=$(date +%s)
+  timeout --kill-after=10 "$TIMEOUT" "$SANITIZER" --tool "$tool" "${args[@]}" --error-exitcode 1 \
+    "$BIN" --gtest_filter="$FILTER" >"$log" 2>&1
+  rc=$?
+  seconds=$(( $(date +%s) - t0 ))
+  line=$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -1 | sed -E 's/^=+ *//')
+  tests=$(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ tests?' "$log" | sed -E 's/, listed below://' |
+    tr -s ' ' | paste -sd ' ')
+  if (( rc == 124 || rc == 137 )); then
+    line="timed out after ${TIMEOUT}s (SANITIZE_TIMEOUT)"
+  elif [[ -z "$line" ]]; then
+    line="no summary line (the tool did not finish; see $log)"
+    (( rc == 0 )) && rc=1
+  fi
+  (( rc != 0 )) && status=1
+  printf '%-9s exit %d (%ds); %s; %s\n' "$tool:" "$rc" "$seconds" "$line" "${tests:-no gtest result}" >>"$SUMMARY"
+done
+
+echo
+cat "$SUMMARY"
+exit $status

@@ -1,0 +1,177 @@
+// The C API of flash/flash.h: each call converts its arguments to the C++
+// AttentionParams and calls the C++ API, so both run the same checks. The
+// message of the last call lives in a thread-local buffer.
+#include <cstring>
+#include <type_traits>
+
+#include "flash/flash.h"
+#include "flash/flash.hpp"
+#include "status.h"
+
+namespace {
+
+using flash::AttentionParams;
+using flash::Backend;
+using flash::DType;
+using flash::Status;
+using flash::StatusCode;
+
+static_assert(static_cast<int>(FLASH_DTYPE_FLOAT16) == static_cast<int>(DType::kFloat16) &&
+                  static_cast<int>(FLASH_DTYPE_BFLOAT16) == static_cast<int>(DType::kBFloat16),
+              "flash_dtype must match flash::DType");
+static_assert(static_cast<int>(FLASH_BACKEND_AUTO) == static_cast<int>(Backend::kAuto) &&
+                  static_cast<int>(FLASH_BACKEND_SM80) == static_cast<int>(Backend::kSm80) &&
+                  static_cast<int>(FLASH_BACKEND_SM90) == static_cast<int>(Backend::kSm90),
+              "flash_backend must match flash::Backend");
+static_assert(static_cast<int>(FLASH_SUCCESS) == static_cast<int>(StatusCode::kSuccess) &&
+                  static_cast<int>(FLASH_INVALID_ARGUMENT) == static_cast<int>(StatusCode::kInvalidArgument) &&
+                  static_cast<int>(FLASH_UNSUPPORTED) == static_cast<int>(StatusCode::kUnsupported) &&
+                  static_cast<int>(FLASH_CUDA_ERROR) == static_cast<int>(StatusCode::kCudaError),
+              "flash_status_code must match flash::StatusCode");
+static_assert(std::is_standard_layout<flash_attention_params>::value, "flash_attention_params must be plain C");
+
+// This thread's last message; what flash_last_error_message() returns.
+thread_local char last_message[sizeof(Status::message)] = {};
+
+AttentionParams to_cpp(const flash_attention_params& c) noexcept {
+  AttentionParams p;
+  p.q = c.q;
+  p.k = c.k;
+  p.v = c.v;
+  p.o = c.o;
+  p.lse = c.lse;
+  // A C caller may store any int in an enum field; validate() rejects what is
+  // not a known value.
+  p.dtype = static_cast<DType>(static_cast<int32_t>(c.dtype));
+  p.batch = c.batch;
+  p.seqlen_q = c.seqlen_q;
+  p.seqlen_k = c.seqlen_k;
+  p.heads_q = c.heads_q;
+  p.heads_kv = c.heads_kv;
+  p.head_dim = c.head_dim;
+  p.q_batch_stride = c.q_batch_stride;
+  p.q_seq_stride = c.q_seq_stride;
+  p.q_head_stride = c.q_head_stride;
+  p.k_batch_stride = c.k_batch_stride;
+  p.k_seq_stride = c.k_seq_stride;
+  p.k_head_stride = c.k_head_stride;
+  p.v_batch_stride = c.v_batch_stride;
+  p.v_seq_stride = c.v_seq_stride;
+  p.v_head_stride = c.v_head_stride;
+  p.o_batch_stride = c.o_batch_stride;
+  p.o_seq_stride = c.o_seq_stride;
+  p.o_head_stride = c.o_head_stride;
+  p.q_dim_stride = c.q_dim_stride;
+  p.k_dim_stride = c.k_dim_stride;
+  p.v_dim_stride = c.v_dim_stride;
+  p.o_dim_stride = c.o_dim_stride;
+  p.causal = c.causal;
+  p.softmax_scale = c.softmax_scale;
+  p.backend = static_cast<Backend>(static_cast<int32_t>(c.backend));
+  return p;
+}
+
+void to_c(const AttentionParams& p, flash_attention_params* c) noexcept {
+  c->q = p.q;
+  c->k = p.k;
+  c->v = p.v;
+  c->o = p.o;
+  c->lse = p.lse;
+  c->dtype = static_cast<flash_dtype>(p.dtype);
+  c->batch = p.batch;
+  c->seqlen_q = p.seqlen_q;
+  c->seqlen_k = p.seqlen_k;
+  c->heads_q = p.heads_q;
+  c->heads_kv = p.heads_kv;
+  c->head_dim = p.head_dim;
+  c->q_batch_stride = p.q_batch_stride;
+  c->q_seq_stride = p.q_seq_stride;
+  c->q_head_stride = p.q_head_stride;
+  c->k_batch_stride = p.k_batch_stride;
+  c->k_seq_stride = p.k_seq_stride;
+  c->k_head_stride = p.k_head_stride;
+  c->v_batch_stride = p.v_batch_stride;
+  c->v_seq_stride = p.v_seq_stride;
+  c->v_head_stride = p.v_head_stride;
+  c->o_batch_stride = p.o_batch_stride;
+  c->o_seq_stride = p.o_seq_stride;
+  c->o_head_stride = p.o_head_stride;
+  c->q_dim_stride = p.q_dim_stride;
+  c->k_dim_stride = p.k_dim_stride;
+  c->v_dim_stride = p.v_dim_stride;
+  c->o_dim_stride = p.o_dim_stride;
+  c->causal = p.causal;
+  c->softmax_scale = p.softmax_scale;
+  c->backend = static_cast<flash_backend>(p.backend);
+}
+
+// Records `status` as this thread's last message and returns its code.
+flash_status_code finish(const Status& status) noexcept {
+  static_assert(sizeof(last_message) == sizeof(status.message), "message buffers differ");
+  std::memcpy(last_message, status.message, sizeof(last_message));
+  last_message[sizeof(last_message) - 1] = '\0';
+  return static_cast<flash_status_code>(status.code);
+}
+
+flash_status_code null_params() noexcept {
+  return finish(flash::detail::make_status(StatusCode::kInvalidArgument,
+                                           "params is null; pass a flash_attention_params filled in after "
+                                           "flash_attention_params_init"));
+}
+
+}  // namespace
+
+extern "C" {
+
+void flash_attention_params_init(flash_attention_params* params) noexcept {
+  if (params == nullptr) return;
+  to_c(AttentionParams{}, params);
+}
+
+void flash_set_contiguous_bnhd(flash_attention_params* params) noexcept {
+  if (params == nullptr) return;
+  AttentionParams p = to_cpp(*params);
+  p.set_contiguous_bnhd();
+  to_c(p, params);
+}
+
+void flash_set_contiguous_bhnd(flash_attention_params* params) noexcept {
+  if (params == nullptr) return;
+  AttentionParams p = to_cpp(*params);
+  p.set_contiguous_bhnd();
+  to_c(p, params);
+}
+
+flash_status_code flash_validate(const flash_attention_params* params) noexcept {
+  if (params == nullptr) return null_params();
+  return finish(flash::validate(to_cpp(*params)));
+}
+
+flash_status_code flash_attention_forward(const flash_attention_params* params, void* stream) noexcept {
+  if (params == nullptr) return null_params();
+  return finish(flash::attention_forward(to_cpp(*params), static_cast<CUstream_st*>(stream)));
+}
+
+const char* flash_last_error_message(void) noexcept {
+  return last_message;
+}
+
+const char* flash_status_string(flash_status_code code) noexcept {
+  switch (code) {
+    case FLASH_SUCCESS:
+      return "success";
+    case FLASH_INVALID_ARGUMENT:
+      return "invalid argument";
+    case FLASH_UNSUPPORTED:
+      return "unsupported";
+    case FLASH_CUDA_ERROR:
+      return "CUDA error";
+  }
+  return "unknown status code";
+}
+
+const char* flash_version(void) noexcept {
+  return flash::version();
+}
+
+}  // extern "C"
