@@ -24,6 +24,7 @@ struct FwdParams {
   int heads_q;    // Query heads (gridDim.y).
   int heads_kv;   // Key/value heads.
   int q_per_kv;   // heads_q / heads_kv: query heads sharing one K/V head.
+  int num_sms;    // Multiprocessors of the device: bounds a persistent grid.
 
   float softmax_scale;       // Scale applied to Q K^T (natural-log domain, for the LSE).
   float softmax_scale_log2;  // softmax_scale * log2(e): folds the scale into the exp2 FFMA.

@@ -142,6 +142,8 @@ Status attention_forward(const AttentionParams& params, CUstream_st* stream) noe
   cudaError_t err = cudaGetDevice(&device);
   if (err == cudaSuccess) err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
   if (err == cudaSuccess) err = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
+  int num_sms = 0;
+  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device);
   if (err != cudaSuccess) {
     return make_status(StatusCode::kCudaError, "could not query the current CUDA device: %s",
                        cudaGetErrorString(err));
@@ -151,7 +153,8 @@ Status attention_forward(const AttentionParams& params, CUstream_st* stream) noe
                        major, minor);
   }
 
-  const detail::FwdParams f = make_fwd_params(params);
+  detail::FwdParams f = make_fwd_params(params);
+  f.num_sms = num_sms;
   cudaError_t launch_error = cudaSuccess;
   if (params.backend == Backend::kSm90 || (params.backend == Backend::kAuto && major == 9)) {
     if (params.backend == Backend::kSm90 && major != 9) {

@@ -27,11 +27,7 @@ cudaError_t launch_fwd(const FwdParams& params, cudaStream_t stream) {
   if (err != cudaSuccess) return err;
   const detail::FwdParams& p = params.common;
   // Persistent: at most one CTA per SM, each walking tiles with a stride of the grid size.
-  int device = 0;
-  int num_sms = 0;
-  cudaError_t query = cudaGetDevice(&device);
-  if (query == cudaSuccess) query = cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device);
-  if (query != cudaSuccess) return query;
+  const int num_sms = p.num_sms > 0 ? p.num_sms : 1;
   const int64_t num_m_blocks = (p.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM;
   if (num_m_blocks * p.heads_q * p.batch > INT32_MAX) return cudaErrorNotSupported;
   const int num_units =
