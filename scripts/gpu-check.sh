@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build, test and benchmark flash on a GPU machine in one go.
 #
-#   scripts/gpu-check.sh [phases...]     phases: build sass test sanitize ncu bench quickbench
+#   scripts/gpu-check.sh [phases...]     phases: build sass test ctest sanitize ncu bench quickbench
 #                                        (default: build sass test sanitize bench)
 #
 # Full logs go to $OUT (or ./gpu-check-out when OUT is unset); the last thing
@@ -52,6 +52,14 @@ if has_phase test; then
   "$BUILD_DIR/tests/flash_gpu_tests" --gtest_filter="$TEST_FILTER" >"$OUT/gpu_tests.log" 2>&1
   note "gpu tests ($(( $(date +%s) - t0 ))s): $(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ tests?' "$OUT/gpu_tests.log" | tr '\n' ' ')"
   grep -E '^\[  FAILED  \]' "$OUT/gpu_tests.log" | head -20 | tee -a "$SUMMARY"
+fi
+
+if has_phase ctest; then
+  # Everything ctest knows: host, GPU, package (install + consumer builds, run) and example tests.
+  t0=$(date +%s)
+  ctest --test-dir "$BUILD_DIR" --output-on-failure -j 4 >"$OUT/ctest.log" 2>&1
+  note "ctest ($(( $(date +%s) - t0 ))s): $(grep -E 'tests passed|tests failed' "$OUT/ctest.log")"
+  grep -E '\((Failed|Skipped|Not Run)\)' "$OUT/ctest.log" | head -20 | tee -a "$SUMMARY"
 fi
 
 if has_phase sanitize; then
