@@ -9,7 +9,7 @@ import argparse
 import json
 import re
 
-ROW = re.compile(r"^(flash|standard)/(\w+)/hd(\d+)/(causal|noncausal)/N(\d+)/")
+ROW = re.compile(r"^(flash|standard|tuned)/(\w+)/hd(\d+)/(causal|noncausal)/N(\d+)/")
 
 
 def load(path):
@@ -34,9 +34,12 @@ def main():
     runs = [load(p) for p in args.files]
     shapes = sorted({k[1:] for _, rows in runs for k in rows}, key=lambda k: (k[0], k[1], k[2], k[3]))
     head = ["dtype", "head_dim", "causal", "N"]
+    tuned = any(k[0] == "tuned" for _, rows in runs for k in rows)
     for ctx, _ in runs:
         name = ctx.get("flash_backend", "?")
         head += [f"flash {name} TFLOP/s", f"{name} / GEMM"]
+        if tuned:
+            head += [f"autotuned {name} TFLOP/s"]
     head += ["standard TFLOP/s"]
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
@@ -50,6 +53,9 @@ def main():
         for ctx, rows in runs:
             f = rows.get(("flash",) + shape)
             cells += [f"{f['TFLOP/s']:.1f}", f"{f['frac_ceiling']:.3f}"] if f else ["-", "-"]
+            if tuned:
+                t = rows.get(("tuned",) + shape)
+                cells.append(f"{t['TFLOP/s']:.1f}" if t else "-")
             s = rows.get(("standard",) + shape)
             if s:
                 standard = f"{s['TFLOP/s']:.1f}"

@@ -126,6 +126,8 @@ const char* usage() {
          "                              (default: 512,1024,2048,4096,8192,16384)\n"
          "  --no-standard               skip the standard (cuBLAS) attention rows\n"
          "  --backend=auto|sm80|sm90    kernel family of the flash rows (default auto: sm90 on Hopper)\n"
+         "  --autotune                  also run each flash row with autotuning on (the first warm-up call\n"
+         "                              tunes) and print heuristic vs autotuned\n"
          "  --flash_iters=N             timed launches per flash row (default 30, after 5 warm-up)\n"
          "  --standard_iters=N          timed launches per standard row (default 3, after 1 warm-up)\n"
          "  --gemm_iters=N              timed GEMMs for the ceiling and its row (default 20, after 20 warm-up)\n";
@@ -149,6 +151,8 @@ std::string parse_options(int* argc, char** argv, Options* options, bool* help) 
       err = parse_backend(v, &options->backend);
     } else if (std::strcmp(arg, "--no-standard") == 0) {
       options->run_standard = false;
+    } else if (std::strcmp(arg, "--autotune") == 0) {
+      options->autotune = true;
     } else if (const char* v = flag_value(arg, "--flash_iters")) {
       err = parse_count("--flash_iters", v, 1, &options->flash_iters);
     } else if (const char* v = flag_value(arg, "--standard_iters")) {

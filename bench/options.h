@@ -24,6 +24,7 @@ struct Options {
   int gemm_iters = 20;       // timed GEMMs for the ceiling and its row
   int gemm_warmup = 20;
   bool list_only = false;    // --benchmark_list_tests was given: touch no GPU
+  bool autotune = false;     // --autotune: also run every flash row with autotuning on
 };
 
 // Removes the flags it knows from argv (updating *argc) and fills *options.

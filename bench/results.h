@@ -20,15 +20,21 @@ struct ShapeKey {
   bool operator<(const ShapeKey& o) const;
 };
 
-enum class Impl { kFlash, kStandard };
+// kFlash: the heuristic's configuration; kTuned: the same call with
+// autotuning on (--autotune); kStandard: the cuBLAS reference.
+enum class Impl { kFlash, kStandard, kTuned };
 
 // Records the median time and TFLOP/s of one row. A later record for the
 // same (shape, impl), e.g. under --benchmark_repetitions, replaces it.
-void record_attention(const ShapeKey& key, Impl impl, double median_ms, double tflops);
+// `config` names the kernel configuration that ran (flash rows; "" otherwise).
+void record_attention(const ShapeKey& key, Impl impl, double median_ms, double tflops,
+                      const std::string& config = std::string());
 
 // Prints, as markdown: the GPU, the date, the flash backend, the GEMM ceiling, then one line per
 // recorded shape: dtype | head_dim | causal | N | flash TFLOP/s | frac of GEMM
 // | standard TFLOP/s | speedup ("-" where a row did not run).
+// When tuned rows ran, a second table follows: heuristic against autotuned,
+// per shape, with both configurations and the gain.
 void print_summary(std::FILE* out, const std::string& gpu_name, const char* backend, double ceiling_tflops);
 
 }  // namespace flash_bench

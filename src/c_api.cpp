@@ -68,6 +68,7 @@ AttentionParams to_cpp(const flash_attention_params& c) noexcept {
   p.causal = c.causal;
   p.softmax_scale = c.softmax_scale;
   p.backend = static_cast<Backend>(static_cast<int32_t>(c.backend));
+  p.autotune = c.autotune != 0;
   return p;
 }
 
@@ -103,6 +104,7 @@ void to_c(const AttentionParams& p, flash_attention_params* c) noexcept {
   c->causal = p.causal;
   c->softmax_scale = p.softmax_scale;
   c->backend = static_cast<flash_backend>(p.backend);
+  c->autotune = p.autotune ? 1 : 0;
 }
 
 // Records `status` as this thread's last message and returns its code.

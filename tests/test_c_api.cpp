@@ -96,6 +96,8 @@ TEST(CApi, InitGivesTheCppDefaults) {
   EXPECT_FALSE(p.causal);
   EXPECT_EQ(p.softmax_scale, 0.f);
   EXPECT_EQ(p.backend, FLASH_BACKEND_AUTO);
+  EXPECT_EQ(p.autotune, 0);
+  EXPECT_EQ(p.autotune != 0, cpp.autotune);
 
   flash_attention_params_init(nullptr);  // ignored, no crash
 }
@@ -137,6 +139,7 @@ TEST(CApi, SetContiguousMatchesTheCppHelpers) {
     p.q_dim_stride = p.k_dim_stride = p.v_dim_stride = p.o_dim_stride = 9;
     p.causal = true;
     p.softmax_scale = 0.5f;
+    p.autotune = 1;
     p.q = fake_ptr(0);
     helper.c(&p);
 
@@ -161,6 +164,7 @@ TEST(CApi, SetContiguousMatchesTheCppHelpers) {
     EXPECT_EQ(p.head_dim, 64);
     EXPECT_TRUE(p.causal);
     EXPECT_EQ(p.softmax_scale, 0.5f);
+    EXPECT_EQ(p.autotune, 1);
     EXPECT_EQ(p.q, fake_ptr(0));
     helper.c(nullptr);  // ignored, no crash
   }

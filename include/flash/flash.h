@@ -102,12 +102,18 @@ typedef struct flash_attention_params {
   /* Kernel family; leave at FLASH_BACKEND_AUTO unless testing or comparing
    * paths. A forced backend that cannot run the call returns FLASH_UNSUPPORTED. */
   flash_backend backend;
+  /* Autotuning, 0 or 1 (see README, "Autotuning"): when 1, or when the
+   * environment sets FLASH_AUTOTUNE=1, the first call for a shape class times
+   * every compiled configuration (on scratch outputs, synchronising the
+   * stream) and later calls of that class use the fastest. 0 by default: the
+   * built-in heuristic needs no warm-up. Any nonzero value counts as 1. */
+  int autotune;
 } flash_attention_params;
 
 /* Sets every field to its default, as the C++ AttentionParams{}: null
  * pointers, zero sizes and strides, dim strides 1, bf16, not causal,
- * softmax_scale 0 (1/sqrt(head_dim)), FLASH_BACKEND_AUTO. A null `params`
- * is ignored. */
+ * softmax_scale 0 (1/sqrt(head_dim)), FLASH_BACKEND_AUTO, autotune 0. A null
+ * `params` is ignored. */
 void flash_attention_params_init(flash_attention_params* params) FLASH_C_NOEXCEPT;
 
 /* Fill all strides for densely packed [batch, seq, heads, head_dim] tensors

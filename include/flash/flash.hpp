@@ -97,11 +97,35 @@ struct AttentionParams {
   // Kernel family; leave at kAuto unless testing or comparing paths. A forced
   // backend that cannot run the call returns kUnsupported.
   Backend backend = Backend::kAuto;
+  // Autotuning (see README, "Autotuning"): when true, or when the environment
+  // sets FLASH_AUTOTUNE=1, the first call for a shape class times every
+  // compiled configuration (on scratch outputs, synchronising the stream)
+  // and later calls of that class use the fastest. Off by default: the
+  // built-in heuristic needs no warm-up.
+  bool autotune = false;
 
   // Fill all strides for densely packed [batch, seq, heads, head_dim] tensors.
   void set_contiguous_bnhd() noexcept;
   // Fill all strides for densely packed [batch, heads, seq, head_dim] tensors.
   void set_contiguous_bhnd() noexcept;
+};
+
+// Why a call runs the configuration it runs.
+enum class ChoiceSource : int32_t {
+  kHeuristic = 0,  // the built-in tile heuristic (no tuning result for this shape class)
+  kCache = 1,      // a result read from the FLASH_AUTOTUNE_CACHE file
+  kTuned = 2,      // a result this process measured
+};
+
+// One compiled kernel configuration.
+struct KernelChoice {
+  Backend backend = Backend::kSm80;  // kSm80 or kSm90
+  int32_t block_m = 0;               // query rows per tile
+  int32_t block_n = 0;               // key rows per K/V block
+  int32_t warps = 0;                 // sm80: warps per CTA; sm90: consumer warpgroups
+  int32_t stages = 0;                // K/V pipeline depth
+  ChoiceSource source = ChoiceSource::kHeuristic;
+  char name[48] = {};                // e.g. "sm90 128x176 2wg 2st"
 };
 
 // Checks every argument without touching the GPU. Returns kSuccess when
@@ -114,6 +138,11 @@ Status validate(const AttentionParams& params) noexcept;
 // a call can be captured in a CUDA graph; thread-safe; deterministic. A
 // rejected call launches nothing and writes nothing.
 Status attention_forward(const AttentionParams& params, CUstream_st* stream) noexcept;
+
+// Which configuration attention_forward would run for `params` on the
+// current device, and why. Launches nothing and never tunes: a shape class
+// not tuned yet reports the heuristic's choice.
+Status query_kernel_choice(const AttentionParams& params, KernelChoice* choice) noexcept;
 
 // Version of the linked library, "major.minor.patch" (FLASH_VERSION_STRING
 // of the headers it was built with).

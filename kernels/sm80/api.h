@@ -9,9 +9,17 @@
 
 namespace flash::sm80 {
 
-// Launches the forward kernel for one dtype and head dim on `stream`.
-// Returns the launch error (cudaSuccess when the kernel was queued).
+// Launches compiled configuration `candidate` (0: the heuristic's choice;
+// see describe_candidate) of the forward kernel for one dtype and head dim
+// on `stream`. Returns the launch error (cudaSuccess when the kernel was
+// queued; cudaErrorInvalidValue for a candidate index out of range).
 template <DType kDType, int kHeadDim>
-cudaError_t run_fwd(const detail::FwdParams& params, bool causal, cudaStream_t stream);
+cudaError_t run_fwd(const detail::FwdParams& params, bool causal, int candidate, cudaStream_t stream);
+
+// Number of compiled configurations for `head_dim` (0 if none).
+int num_candidates(int64_t head_dim);
+// Describes configuration `index` for `head_dim`: backend, tile, warps,
+// stages and name (source left as is). False if there is no such candidate.
+bool describe_candidate(int64_t head_dim, int index, KernelChoice* choice);
 
 }  // namespace flash::sm80

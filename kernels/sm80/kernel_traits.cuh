@@ -46,19 +46,28 @@ struct FwdTraits {
   static_assert(kSmemBytes <= 227 * 1024, "tile does not fit in shared memory");
 };
 
-// One tile configuration per head dim for sm_80..sm_90: FlashAttention-2's
-// proven shapes (128-row query blocks; 64-key blocks where the output
-// accumulator is large, 128-key blocks where it is small).
-template <int kHeadDim>
-struct DefaultTile;
-template <> struct DefaultTile<32>  { static constexpr int kBlockM = 128, kBlockN = 128, kNWarps = 4, kStages = 2; };
-template <> struct DefaultTile<64>  { static constexpr int kBlockM = 128, kBlockN = 128, kNWarps = 4, kStages = 2; };
-template <> struct DefaultTile<96>  { static constexpr int kBlockM = 128, kBlockN = 64,  kNWarps = 4, kStages = 2; };
-template <> struct DefaultTile<128> { static constexpr int kBlockM = 128, kBlockN = 64,  kNWarps = 4, kStages = 2; };
-template <> struct DefaultTile<256> { static constexpr int kBlockM = 128, kBlockN = 64,  kNWarps = 8, kStages = 2; };
+// The compiled tile configurations per head dim, for sm_80..sm_90.
+// Candidate 0 is the heuristic's choice: FlashAttention-2's proven shapes
+// (128-row query blocks; 64-key blocks where the output accumulator is
+// large, 128-key blocks where it is small). Candidate 1, where present,
+// halves the query block (more CTAs, fewer registers per thread) for short
+// or narrow problems; the autotuner may pick it.
+template <int kHeadDim, int kIndex>
+struct CandidateTile;
+template <> struct CandidateTile<32, 0>  { static constexpr int kBlockM = 128, kBlockN = 128, kNWarps = 4, kStages = 2; };
+template <> struct CandidateTile<64, 0>  { static constexpr int kBlockM = 128, kBlockN = 128, kNWarps = 4, kStages = 2; };
+template <> struct CandidateTile<64, 1>  { static constexpr int kBlockM = 64,  kBlockN = 128, kNWarps = 4, kStages = 2; };
+template <> struct CandidateTile<96, 0>  { static constexpr int kBlockM = 128, kBlockN = 64,  kNWarps = 4, kStages = 2; };
+template <> struct CandidateTile<128, 0> { static constexpr int kBlockM = 128, kBlockN = 64,  kNWarps = 4, kStages = 2; };
+template <> struct CandidateTile<128, 1> { static constexpr int kBlockM = 64,  kBlockN = 64,  kNWarps = 4, kStages = 2; };
+template <> struct CandidateTile<256, 0> { static constexpr int kBlockM = 128, kBlockN = 64,  kNWarps = 8, kStages = 2; };
 
-template <int kHeadDim, typename Element>
-using DefaultFwdTraits = FwdTraits<kHeadDim, DefaultTile<kHeadDim>::kBlockM, DefaultTile<kHeadDim>::kBlockN,
-                                   DefaultTile<kHeadDim>::kNWarps, DefaultTile<kHeadDim>::kStages, Element>;
+template <int kHeadDim>
+inline constexpr int kNumCandidates = (kHeadDim == 64 || kHeadDim == 128) ? 2 : 1;
+
+template <int kHeadDim, int kIndex, typename Element>
+using CandidateTraits =
+    FwdTraits<kHeadDim, CandidateTile<kHeadDim, kIndex>::kBlockM, CandidateTile<kHeadDim, kIndex>::kBlockN,
+              CandidateTile<kHeadDim, kIndex>::kNWarps, CandidateTile<kHeadDim, kIndex>::kStages, Element>;
 
 }  // namespace flash::sm80

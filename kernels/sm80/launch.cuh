@@ -33,10 +33,20 @@ cudaError_t launch_fwd(const detail::FwdParams& params, cudaStream_t stream) {
   return cudaLaunchKernelEx(&config, kernel, params);
 }
 
-template <DType kDType, int kHeadDim>
-cudaError_t run_fwd(const detail::FwdParams& params, bool causal, cudaStream_t stream) {
-  using Traits = DefaultFwdTraits<kHeadDim, typename ElementOf<kDType>::type>;
+template <DType kDType, int kHeadDim, int kIndex>
+cudaError_t run_candidate(const detail::FwdParams& params, bool causal, cudaStream_t stream) {
+  using Traits = CandidateTraits<kHeadDim, kIndex, typename ElementOf<kDType>::type>;
   return causal ? launch_fwd<Traits, true>(params, stream) : launch_fwd<Traits, false>(params, stream);
+}
+
+template <DType kDType, int kHeadDim>
+cudaError_t run_fwd(const detail::FwdParams& params, bool causal, int candidate, cudaStream_t stream) {
+  static_assert(kNumCandidates<kHeadDim> <= 2, "extend the candidate switch");
+  if (candidate == 0) return run_candidate<kDType, kHeadDim, 0>(params, causal, stream);
+  if constexpr (kNumCandidates<kHeadDim> > 1) {
+    if (candidate == 1) return run_candidate<kDType, kHeadDim, 1>(params, causal, stream);
+  }
+  return cudaErrorInvalidValue;
 }
 
 }  // namespace flash::sm80

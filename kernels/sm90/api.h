@@ -10,11 +10,18 @@
 
 namespace flash::sm90 {
 
-// Launches the Hopper forward kernel for one dtype and head dim. Returns
-// cudaErrorNotSupported, having launched nothing, when the tensors cannot be
-// described to TMA (the caller then falls back to the sm80 kernel), else the
+// Launches compiled configuration `candidate` (0: the heuristic's choice;
+// see describe_candidate) of the Hopper forward kernel for one dtype and
+// head dim. Returns cudaErrorNotSupported, having launched nothing, when the
+// tensors cannot be described to TMA (the caller then falls back to the sm80
+// kernel), cudaErrorInvalidValue for a candidate out of range, else the
 // launch error.
 template <DType kDType, int kHeadDim>
-cudaError_t run_fwd(const detail::FwdParams& params, bool causal, cudaStream_t stream);
+cudaError_t run_fwd(const detail::FwdParams& params, bool causal, int candidate, cudaStream_t stream);
+
+// Number of compiled configurations for (head_dim, causal) (0 if none).
+int num_candidates(int64_t head_dim, bool causal);
+// Describes configuration `index` (source left as is). False if none.
+bool describe_candidate(int64_t head_dim, bool causal, int index, KernelChoice* choice);
 
 }  // namespace flash::sm90

@@ -53,21 +53,28 @@ struct FwdTraits {
   static_assert(kSmemBytes <= 227 * 1024, "tiles do not fit in shared memory");
 };
 
-// The sm90 tile heuristic: one shape per head dim and mask, chosen by
-// measurement on an H200 (bench/NOTES.md, "sm90 tile shapes"). Longer key
-// blocks amortise the per-block softmax and barrier work; under a causal
-// mask at head_dim 128 they also waste more of the diagonal block, and
-// 128 x 128 wins there.
-template <int kHeadDim, bool kIsCausal>
-struct DefaultTile;
-template <bool kIsCausal> struct DefaultTile<64, kIsCausal>  { static constexpr int kBlockM = 192, kBlockN = 128, kStages = 2; };
-template <> struct DefaultTile<128, false> { static constexpr int kBlockM = 128, kBlockN = 176, kStages = 2; };
-template <> struct DefaultTile<128, true>  { static constexpr int kBlockM = 128, kBlockN = 128, kStages = 2; };
-template <bool kIsCausal> struct DefaultTile<256, kIsCausal> { static constexpr int kBlockM = 128, kBlockN = 80, kStages = 2; };
+// The compiled tile configurations per head dim and mask. Candidate 0 is
+// the heuristic's choice, picked by measurement on an H200 (bench/NOTES.md,
+// v4): longer key blocks amortise the per-block softmax and barrier work;
+// under a causal mask at head_dim 128 they also waste more of the diagonal
+// block, and 128 x 128 wins there. Candidate 1 is the runner-up the
+// autotuner may pick for shapes where it wins.
+template <int kHeadDim, bool kIsCausal, int kIndex>
+struct CandidateTile;
+template <bool kIsCausal> struct CandidateTile<64, kIsCausal, 0>  { static constexpr int kBlockM = 192, kBlockN = 128, kStages = 2; };
+template <bool kIsCausal> struct CandidateTile<64, kIsCausal, 1>  { static constexpr int kBlockM = 128, kBlockN = 128, kStages = 2; };
+template <> struct CandidateTile<128, false, 0> { static constexpr int kBlockM = 128, kBlockN = 176, kStages = 2; };
+template <> struct CandidateTile<128, false, 1> { static constexpr int kBlockM = 128, kBlockN = 128, kStages = 2; };
+template <> struct CandidateTile<128, true, 0>  { static constexpr int kBlockM = 128, kBlockN = 128, kStages = 2; };
+template <> struct CandidateTile<128, true, 1>  { static constexpr int kBlockM = 128, kBlockN = 176, kStages = 2; };
+template <bool kIsCausal> struct CandidateTile<256, kIsCausal, 0> { static constexpr int kBlockM = 128, kBlockN = 80, kStages = 2; };
+template <bool kIsCausal> struct CandidateTile<256, kIsCausal, 1> { static constexpr int kBlockM = 128, kBlockN = 64, kStages = 2; };
 
-template <int kHeadDim, bool kIsCausal, typename Element>
-using DefaultFwdTraits =
-    FwdTraits<kHeadDim, DefaultTile<kHeadDim, kIsCausal>::kBlockM, DefaultTile<kHeadDim, kIsCausal>::kBlockN,
-              DefaultTile<kHeadDim, kIsCausal>::kStages, Element>;
+inline constexpr int kNumCandidates = 2;
+
+template <int kHeadDim, bool kIsCausal, int kIndex, typename Element>
+using CandidateTraits = FwdTraits<kHeadDim, CandidateTile<kHeadDim, kIsCausal, kIndex>::kBlockM,
+                                  CandidateTile<kHeadDim, kIsCausal, kIndex>::kBlockN,
+                                  CandidateTile<kHeadDim, kIsCausal, kIndex>::kStages, Element>;
 
 }  // namespace flash::sm90

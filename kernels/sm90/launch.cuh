@@ -45,11 +45,19 @@ cudaError_t launch_fwd(const FwdParams& params, cudaStream_t stream) {
 template <typename Traits, bool kIsCausal>
 cudaError_t run_with_traits(const detail::FwdParams& p, cudaStream_t stream);
 
-template <DType kDType, int kHeadDim>
-cudaError_t run_fwd(const detail::FwdParams& p, bool causal, cudaStream_t stream) {
+template <DType kDType, int kHeadDim, int kIndex>
+cudaError_t run_candidate(const detail::FwdParams& p, bool causal, cudaStream_t stream) {
   using Element = typename ElementOf<kDType>::type;
-  return causal ? run_with_traits<DefaultFwdTraits<kHeadDim, true, Element>, true>(p, stream)
-                : run_with_traits<DefaultFwdTraits<kHeadDim, false, Element>, false>(p, stream);
+  return causal ? run_with_traits<CandidateTraits<kHeadDim, true, kIndex, Element>, true>(p, stream)
+                : run_with_traits<CandidateTraits<kHeadDim, false, kIndex, Element>, false>(p, stream);
+}
+
+template <DType kDType, int kHeadDim>
+cudaError_t run_fwd(const detail::FwdParams& p, bool causal, int candidate, cudaStream_t stream) {
+  static_assert(kNumCandidates == 2, "extend the candidate switch");
+  if (candidate == 0) return run_candidate<kDType, kHeadDim, 0>(p, causal, stream);
+  if (candidate == 1) return run_candidate<kDType, kHeadDim, 1>(p, causal, stream);
+  return cudaErrorInvalidValue;
 }
 
 template <typename Traits, bool kIsCausal>

@@ -35,6 +35,7 @@ int flash_c_header_check(void* q, void* k, void* v, void* o, float* lse, void* s
   p.head_dim = 64;
   p.causal = true;
   p.softmax_scale = 0.125f;
+  p.autotune = 1;
   flash_set_contiguous_bhnd(&p);
   flash_set_contiguous_bnhd(&p);
   status = flash_validate(&p);

@@ -1,0 +1,53 @@
+// Host-side descriptions of the sm90 kernel's compiled configurations, for
+// dispatch, the autotuner and flash::query_kernel_choice.
+#include <cstdio>
+
+#include "api.h"
+#include "kernel_traits.cuh"
+
+namespace flash::sm90 {
+namespace {
+
+template <int kHeadDim, bool kIsCausal, int kIndex>
+void describe(KernelChoice* c) {
+  using Tile = CandidateTile<kHeadDim, kIsCausal, kIndex>;
+  c->backend = Backend::kSm90;
+  c->block_m = Tile::kBlockM;
+  c->block_n = Tile::kBlockN;
+  c->warps = Tile::kBlockM / 64;  // consumer warpgroups
+  c->stages = Tile::kStages;
+  std::snprintf(c->name, sizeof(c->name), "sm90 %dx%d %dwg %dst", Tile::kBlockM, Tile::kBlockN, c->warps,
+                Tile::kStages);
+}
+
+template <int kHeadDim, bool kIsCausal>
+bool describe_head_dim(int index, KernelChoice* c) {
+  static_assert(kNumCandidates == 2, "extend the candidate switch");
+  if (index == 0) {
+    describe<kHeadDim, kIsCausal, 0>(c);
+  } else if (index == 1) {
+    describe<kHeadDim, kIsCausal, 1>(c);
+  } else {
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+int num_candidates(int64_t head_dim, bool /*causal*/) {
+  return (head_dim == 64 || head_dim == 128 || head_dim == 256) ? kNumCandidates : 0;
+}
+
+bool describe_candidate(int64_t head_dim, bool causal, int index, KernelChoice* choice) {
+  switch (head_dim) {
+    case 64: return causal ? describe_head_dim<64, true>(index, choice) : describe_head_dim<64, false>(index, choice);
+    case 128:
+      return causal ? describe_head_dim<128, true>(index, choice) : describe_head_dim<128, false>(index, choice);
+    case 256:
+      return causal ? describe_head_dim<256, true>(index, choice) : describe_head_dim<256, false>(index, choice);
+    default: return false;
+  }
+}
+
+}  // namespace flash::sm90

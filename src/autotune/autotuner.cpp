@@ -1,0 +1,195 @@
+#include "autotuner.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "flash/version.h"
+#include "tune_cache.h"
+
+namespace flash::detail {
+namespace {
+
+constexpr int kTimedLaunches = 5;
+
+struct AutotuneState {
+  TuneCache cache;
+  std::once_flag file_once;
+  std::mutex save_mutex;
+  std::mutex device_mutex;
+  std::unordered_map<int, std::string> device_names;
+};
+
+AutotuneState& state() {
+  static AutotuneState s;
+  return s;
+}
+
+bool env_autotune() {
+  static const bool on = [] {
+    const char* v = std::getenv("FLASH_AUTOTUNE");
+    return v != nullptr && v[0] != '\0' && std::strcmp(v, "0") != 0;
+  }();
+  return on;
+}
+
+const std::string& env_cache_path() {
+  static const std::string path = [] {
+    const char* v = std::getenv("FLASH_AUTOTUNE_CACHE");
+    return v != nullptr ? std::string(v) : std::string();
+  }();
+  return path;
+}
+
+// The device name is part of every key; cudaGetDeviceProperties is slow, so
+// it is read once per device.
+bool device_name(int device, std::string* name) {
+  AutotuneState& s = state();
+  std::lock_guard<std::mutex> lock(s.device_mutex);
+  auto it = s.device_names.find(device);
+  if (it == s.device_names.end()) {
+    cudaDeviceProp prop{};
+    if (cudaGetDeviceProperties(&prop, device) != cudaSuccess) return false;
+    it = s.device_names.emplace(device, prop.name).first;
+  }
+  *name = it->second;
+  return true;
+}
+
+CacheFileHeader file_header(const std::string& gpu) {
+  CacheFileHeader h;
+  h.flash_version = FLASH_VERSION_STRING;
+  h.cuda_runtime = 0;
+  (void)cudaRuntimeGetVersion(&h.cuda_runtime);
+  h.gpu = gpu;
+  return h;
+}
+
+// Median of kTimedLaunches launches of `c`, in ms; false if it would not launch.
+bool time_candidate(const Candidate& c, const AttentionParams& s, const FwdParams& f, cudaStream_t stream,
+                    cudaEvent_t start, cudaEvent_t stop, float* median_ms) {
+  if (launch(c, s, f, stream) != cudaSuccess) return false;  // also the warm-up
+  float ms[kTimedLaunches];
+  for (int r = 0; r < kTimedLaunches; ++r) {
+    if (cudaEventRecord(start, stream) != cudaSuccess || launch(c, s, f, stream) != cudaSuccess ||
+        cudaEventRecord(stop, stream) != cudaSuccess || cudaEventSynchronize(stop) != cudaSuccess ||
+        cudaEventElapsedTime(&ms[r], start, stop) != cudaSuccess) {
+      return false;
+    }
+  }
+  std::sort(ms, ms + kTimedLaunches);
+  *median_ms = ms[kTimedLaunches / 2];
+  return true;
+}
+
+// Times every candidate on scratch outputs (the caller's O and LSE are never
+// touched); *best = -1 when none launched.
+cudaError_t tune(const AttentionParams& p, const DeviceCaps& caps, const Candidate* cands, int n,
+                 cudaStream_t stream, int* best, float* best_ms) {
+  *best = -1;
+  AttentionParams s = p;
+  const size_t o_elems = static_cast<size_t>(p.batch * p.seqlen_q * p.heads_q * p.head_dim);
+  void* o = nullptr;
+  float* lse = nullptr;
+  cudaError_t err = cudaMalloc(&o, o_elems * 2);
+  if (err == cudaSuccess && p.lse != nullptr) {
+    err = cudaMalloc(reinterpret_cast<void**>(&lse), static_cast<size_t>(p.batch * p.heads_q * p.seqlen_q) * 4);
+  }
+  cudaEvent_t start = nullptr;
+  cudaEvent_t stop = nullptr;
+  if (err == cudaSuccess) err = cudaEventCreate(&start);
+  if (err == cudaSuccess) err = cudaEventCreate(&stop);
+  if (err == cudaSuccess) {
+    s.o = o;
+    s.lse = lse;
+    s.o_head_stride = p.head_dim;
+    s.o_seq_stride = p.heads_q * p.head_dim;
+    s.o_batch_stride = p.seqlen_q * s.o_seq_stride;
+    const FwdParams f = make_fwd_params(s, caps.num_sms);
+    for (int i = 0; i < n; ++i) {
+      float ms = 0.f;
+      if (!time_candidate(cands[i], s, f, stream, start, stop, &ms)) {
+        // A launch-time refusal is not sticky; an asynchronous fault is, and ends tuning.
+        (void)cudaGetLastError();
+        err = cudaStreamSynchronize(stream);
+        if (err != cudaSuccess) break;
+        continue;
+      }
+      if (*best < 0 || ms < *best_ms) {
+        *best = i;
+        *best_ms = ms;
+      }
+    }
+  }
+  if (start != nullptr) (void)cudaEventDestroy(start);
+  if (stop != nullptr) (void)cudaEventDestroy(stop);
+  if (o != nullptr) (void)cudaFree(o);
+  if (lse != nullptr) (void)cudaFree(lse);
+  return err;
+}
+
+}  // namespace
+
+bool autotune_requested(const AttentionParams& p) { return p.autotune || env_autotune(); }
+
+cudaError_t select_candidate(const AttentionParams& p, const DeviceCaps& caps, const Candidate* cands, int n,
+                             cudaStream_t stream, bool may_tune, Selection* selection) {
+  selection->candidate = cands[0];
+  selection->source = ChoiceSource::kHeuristic;
+  const std::string& path = env_cache_path();
+  const bool requested = autotune_requested(p);
+  if ((!requested && path.empty()) || n <= 1) return cudaSuccess;
+
+  std::string gpu;
+  if (!device_name(caps.device, &gpu)) return cudaSuccess;  // no key: the heuristic
+  AutotuneState& s = state();
+  if (!path.empty()) {
+    // Read once per process. Warnings go to stderr: the file was named by the
+    // user's environment, and a silently ignored cache would hide a problem.
+    std::call_once(s.file_once, [&] {
+      std::string warning;
+      if (!s.cache.load_file(path, file_header(gpu), &warning) && !warning.empty()) {
+        std::fprintf(stderr, "%s\n", warning.c_str());
+      }
+    });
+  }
+  const std::string key = make_tune_key(p, gpu, caps.num_sms).str();
+  if (const std::optional<CacheEntry> hit = s.cache.lookup(key)) {
+    for (int i = 0; i < n; ++i) {
+      KernelChoice c;
+      if (describe(cands[i], p, &c) && hit->config == c.name) {
+        selection->candidate = cands[i];
+        selection->source = hit->source;
+        return cudaSuccess;
+      }
+    }
+    // A configuration this build does not have (an older cache file): retune below.
+  }
+  if (!requested || !may_tune) return cudaSuccess;
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess) return cudaSuccess;
+  if (decide_tune_action(true, capture != cudaStreamCaptureStatusNone, false) != TuneAction::kTune) {
+    return cudaSuccess;
+  }
+  int best = -1;
+  float best_ms = 0.f;
+  const cudaError_t err = tune(p, caps, cands, n, stream, &best, &best_ms);
+  if (best < 0) return err;
+  KernelChoice c;
+  describe(cands[best], p, &c);
+  s.cache.store(key, CacheEntry{c.name, best_ms, ChoiceSource::kTuned});
+  selection->candidate = cands[best];
+  selection->source = ChoiceSource::kTuned;
+  if (!path.empty()) {
+    std::lock_guard<std::mutex> lock(s.save_mutex);
+    std::string error;
+    if (!s.cache.save_file(path, file_header(gpu), &error)) std::fprintf(stderr, "%s\n", error.c_str());
+  }
+  return err;
+}
+
+}  // namespace flash::detail

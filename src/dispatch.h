@@ -1,0 +1,46 @@
+// The dispatch layer: which compiled configurations can run a call, which
+// one the heuristic picks, and launching one of them. The only place that
+// maps runtime values (backend, head_dim, dtype, candidate) to template
+// instantiations.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include "flash/flash.hpp"
+#include "kernels/params.h"
+
+namespace flash::detail {
+
+// One compiled configuration: a kernel family and its candidate index.
+struct Candidate {
+  Backend backend = Backend::kSm80;
+  int index = 0;
+};
+
+// What the current device offers.
+struct DeviceCaps {
+  int device = 0;
+  int major = 0;
+  int minor = 0;
+  int num_sms = 0;
+};
+
+// Whether the sm90 kernel exists in this build for p.head_dim and can run on `caps`.
+bool sm90_available(const AttentionParams& p, const DeviceCaps& caps);
+// Whether the sm80 kernel exists in this build for p.head_dim.
+bool sm80_available(const AttentionParams& p);
+
+// The configurations p.backend allows on this device, heuristic's first;
+// returns how many were written (at most `capacity`).
+int list_candidates(const AttentionParams& p, const DeviceCaps& caps, Candidate* out, int capacity);
+
+// Fills backend, tile, warps, stages and name of `c` (source untouched).
+bool describe(const Candidate& c, const AttentionParams& p, KernelChoice* choice);
+
+// Launches `c`. cudaErrorNotSupported from an sm90 candidate means TMA
+// cannot describe the tensors and nothing was launched.
+cudaError_t launch(const Candidate& c, const AttentionParams& p, const FwdParams& f, cudaStream_t stream);
+
+FwdParams make_fwd_params(const AttentionParams& p, int num_sms);
+
+}  // namespace flash::detail
