@@ -44,7 +44,8 @@ TEST_F(Autotune, TunedCallsComputeTheSameFunction) {
     for (bool causal : {false, true}) {
       for (DType dtype : {DType::kBFloat16, DType::kFloat16}) {
         // Ragged, GQA, and a shape class of its own per case.
-        const CaseConfig cfg = make_case(dtype, d, causal, 300 + 17 * static_cast<int64_t>(index), 700, ++index);
+        ++index;
+        const CaseConfig cfg = make_case(dtype, d, causal, 300 + 17 * static_cast<int64_t>(index), 700, index);
         SCOPED_TRACE(cfg.name());
         AttentionCase c(cfg, stream_);
         ASSERT_TRUE(c.init());
