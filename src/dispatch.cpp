@@ -1,6 +1,7 @@
 #include "dispatch.h"
 
 #include <cmath>
+#include <utility>
 
 #include "kernels/sm80/api.h"
 #if FLASH_HAS_SM90
@@ -47,6 +48,18 @@ cudaError_t launch_sm90(DType dtype, const FwdParams& f, bool causal, int index,
 }
 #endif
 
+// The sm90 heuristic's pick among the compiled candidates: candidate 0 (the
+// tile each head dim and mask was tuned for at long sequences) except where
+// the H200 sweep of flash_bench --autotune (bench/NOTES.md, run 15) showed
+// candidate 1 (128 x 128) ahead by 10% or more in both dtypes: short causal
+// sequences at head_dim 64 (+10% to +37% up to N = 2048) and short
+// non-causal ones at head_dim 128 (+12% to +22% up to N = 1024).
+int sm90_heuristic_index(const AttentionParams& p) {
+  if (p.head_dim == 64 && p.causal && p.seqlen_q <= 2048) return 1;
+  if (p.head_dim == 128 && !p.causal && p.seqlen_k <= 1024) return 1;
+  return 0;
+}
+
 }  // namespace
 
 bool sm80_available(const AttentionParams& p) { return head_dim_compiled(p.head_dim); }
@@ -68,7 +81,13 @@ int list_candidates(const AttentionParams& p, const DeviceCaps& caps, Candidate*
   const bool want_sm90 = p.backend == Backend::kSm90 || p.backend == Backend::kAuto;
   const bool want_sm80 = p.backend == Backend::kSm80 || p.backend == Backend::kAuto;
 #if FLASH_HAS_SM90
-  if (want_sm90 && sm90_available(p, caps)) add(Backend::kSm90, sm90::num_candidates(p.head_dim, p.causal));
+  if (want_sm90 && sm90_available(p, caps)) {
+    const int first = n;
+    add(Backend::kSm90, sm90::num_candidates(p.head_dim, p.causal));
+    // The heuristic's pick goes first.
+    const int pick = sm90_heuristic_index(p);
+    if (pick > 0 && first + pick < n) std::swap(out[first], out[first + pick]);
+  }
 #else
   (void)want_sm90, (void)caps;
 #endif
