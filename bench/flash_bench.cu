@@ -41,12 +41,11 @@
 #include "options.h"
 #include "reference.h"
 #include "results.h"
+#include "sweep.h"
 
 namespace flash_bench {
 namespace {
 
-constexpr int64_t kTokens = 16384;       // batch * seqlen of the sweep
-constexpr int64_t kModelWidth = 2048;    // heads * head_dim of the sweep
 constexpr float kInputScale = 1.0f;      // inputs are uniform in [-1, 1)
 constexpr int kExitNoDevice = 77;
 
@@ -59,17 +58,9 @@ std::string row_name(Impl impl, const ShapeKey& key) {
          (key.causal ? "causal" : "noncausal") + "/N" + std::to_string(key.seqlen);
 }
 
-// Dense [B, N, H, D] self-attention parameters of one sweep shape (pointers
-// left null).
+// One sweep shape's parameters (pointers left null), for the --backend chosen.
 flash::AttentionParams sweep_params(const ShapeKey& key, flash::Backend backend) {
-  flash::AttentionParams p;
-  p.dtype = key.dtype;
-  p.batch = std::max<int64_t>(1, kTokens / key.seqlen);
-  p.seqlen_q = p.seqlen_k = key.seqlen;
-  p.heads_q = p.heads_kv = kModelWidth / key.head_dim;
-  p.head_dim = key.head_dim;
-  p.causal = key.causal;
-  p.set_contiguous_bnhd();
+  flash::AttentionParams p = flash_bench::sweep_params(key.dtype, key.head_dim, key.causal, key.seqlen);
   // Standard attention ignores the backend; the flash rows run the one chosen by --backend.
   p.backend = backend;
   return p;

@@ -1,5 +1,7 @@
 #include "options.h"
 
+#include "sweep.h"
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
@@ -7,47 +9,6 @@
 
 namespace flash_bench {
 namespace {
-
-// Value of `--name=value` when `arg` is that flag, else nullptr.
-const char* flag_value(const char* arg, const char* name) {
-  const size_t n = std::strlen(name);
-  if (std::strncmp(arg, name, n) != 0 || arg[n] != '=') return nullptr;
-  return arg + n + 1;
-}
-
-std::vector<std::string> split_commas(const std::string& list) {
-  std::vector<std::string> items;
-  size_t begin = 0;
-  while (begin <= list.size()) {
-    const size_t end = std::min(list.find(',', begin), list.size());
-    if (end > begin) items.push_back(list.substr(begin, end - begin));
-    begin = end + 1;
-  }
-  return items;
-}
-
-bool parse_int(const std::string& text, int64_t min_value, int64_t* out) {
-  if (text.empty()) return false;
-  errno = 0;
-  char* end = nullptr;
-  const long long value = std::strtoll(text.c_str(), &end, 10);
-  if (errno != 0 || *end != '\0' || value < min_value) return false;
-  *out = value;
-  return true;
-}
-
-std::string parse_int_list(const char* flag, const char* value, int64_t min_value, std::vector<int64_t>* out) {
-  out->clear();
-  for (const std::string& item : split_commas(value)) {
-    int64_t v = 0;
-    if (!parse_int(item, min_value, &v)) {
-      return std::string(flag) + ": '" + item + "' is not an integer >= " + std::to_string(min_value);
-    }
-    out->push_back(v);
-  }
-  if (out->empty()) return std::string(flag) + ": the list is empty";
-  return {};
-}
 
 std::string parse_count(const char* flag, const char* value, int64_t min_value, int* out) {
   int64_t v = 0;

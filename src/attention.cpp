@@ -54,6 +54,12 @@ Status candidates_for(const AttentionParams& p, const DeviceCaps& caps, Candidat
                      static_cast<long long>(p.head_dim));
 }
 
+// The device and the configurations that may run `p` on it.
+Status prepare(const AttentionParams& p, DeviceCaps* caps, Candidate* cands, int* n) {
+  const Status status = query_device(caps);
+  return status.ok() ? candidates_for(p, *caps, cands, n) : status;
+}
+
 Status launch_status(cudaError_t launch_error, const DeviceCaps& caps) {
   if (launch_error == cudaErrorNoKernelImageForDevice || launch_error == cudaErrorInvalidDeviceFunction) {
     return make_status(StatusCode::kUnsupported,
@@ -74,11 +80,9 @@ Status attention_forward(const AttentionParams& params, CUstream_st* stream) noe
   Status status = validate(params);
   if (!status.ok() || params.batch == 0 || params.seqlen_q == 0) return status;
   DeviceCaps caps;
-  status = query_device(&caps);
-  if (!status.ok()) return status;
   Candidate cands[kMaxCandidates];
   int n = 0;
-  status = candidates_for(params, caps, cands, &n);
+  status = prepare(params, &caps, cands, &n);
   if (!status.ok()) return status;
 
   detail::Selection selection;
@@ -106,11 +110,9 @@ Status query_kernel_choice(const AttentionParams& params, KernelChoice* choice) 
   Status status = validate(params);
   if (!status.ok()) return status;
   DeviceCaps caps;
-  status = query_device(&caps);
-  if (!status.ok()) return status;
   Candidate cands[kMaxCandidates];
   int n = 0;
-  status = candidates_for(params, caps, cands, &n);
+  status = prepare(params, &caps, cands, &n);
   if (!status.ok()) return status;
   detail::Selection selection;
   (void)detail::select_candidate(params, caps, cands, n, nullptr, /*may_tune=*/false, &selection);

@@ -33,11 +33,14 @@
 
 #include "device_tensor.h"
 #include "flash/flash.hpp"
+#include "sweep.h"
 
 namespace {
 
-constexpr int64_t kTokens = 16384;     // batch * seqlen of the sweep
-constexpr int64_t kModelWidth = 2048;  // heads * head_dim of the sweep
+using flash_bench::flag_value;
+using flash_bench::kSweepModelWidth;
+using flash_bench::parse_int_list;
+using flash_bench::split_commas;
 constexpr float kInputScale = 1.0f;    // inputs are uniform in [-1, 1)
 constexpr int kExitFailed = 1;
 constexpr int kExitUsage = 2;
@@ -63,37 +66,6 @@ const char* usage() {
          "  --help                     this text\n";
 }
 
-// Value of `--name=value` when `arg` is that flag, else nullptr.
-const char* flag_value(const char* arg, const char* name) {
-  const size_t n = std::strlen(name);
-  if (std::strncmp(arg, name, n) != 0 || arg[n] != '=') return nullptr;
-  return arg + n + 1;
-}
-
-std::vector<std::string> split_commas(const std::string& list) {
-  std::vector<std::string> items;
-  size_t begin = 0;
-  while (begin <= list.size()) {
-    const size_t end = std::min(list.find(',', begin), list.size());
-    if (end > begin) items.push_back(list.substr(begin, end - begin));
-    begin = end + 1;
-  }
-  return items;
-}
-
-std::string parse_int_list(const char* flag, const char* value, std::vector<int64_t>* out) {
-  out->clear();
-  for (const std::string& item : split_commas(value)) {
-    errno = 0;
-    char* end = nullptr;
-    const long long v = std::strtoll(item.c_str(), &end, 10);
-    if (errno != 0 || *end != '\0' || v < 1) return std::string(flag) + ": '" + item + "' is not an integer >= 1";
-    out->push_back(v);
-  }
-  if (out->empty()) return std::string(flag) + ": the list is empty";
-  return {};
-}
-
 std::string parse_options(int argc, char** argv, Options* o, bool* help) {
   *help = false;
   for (int i = 1; i < argc; ++i) {
@@ -115,15 +87,15 @@ std::string parse_options(int argc, char** argv, Options* o, bool* help) {
       }
       if (err.empty() && o->dtypes.empty()) err = "--dtypes: the list is empty";
     } else if (const char* v = flag_value(arg, "--head_dims")) {
-      err = parse_int_list("--head_dims", v, &o->head_dims);
+      err = parse_int_list("--head_dims", v, 1, &o->head_dims);
       for (int64_t hd : o->head_dims) {
-        if (err.empty() && kModelWidth % hd != 0) {
+        if (err.empty() && kSweepModelWidth % hd != 0) {
           err = "--head_dims: " + std::to_string(hd) +
                 " does not divide 2048 (the sweep keeps heads * head_dim = 2048); use 32, 64, 128 or 256";
         }
       }
     } else if (const char* v = flag_value(arg, "--seqlens")) {
-      err = parse_int_list("--seqlens", v, &o->seqlens);
+      err = parse_int_list("--seqlens", v, 1, &o->seqlens);
     } else if (const char* v = flag_value(arg, "--causal")) {
       const std::string c = v;
       if (c == "both") {
@@ -216,17 +188,10 @@ std::string shape_name(const Shape& s) {
          (s.causal ? "causal" : "noncausal") + " N=" + std::to_string(s.seqlen);
 }
 
-// Dense [B, N, H, D] self-attention parameters of one sweep shape (pointers left null).
+// One sweep shape's parameters (pointers left null), with autotuning on.
 flash::AttentionParams sweep_params(const Shape& s) {
-  flash::AttentionParams p;
-  p.dtype = s.dtype;
-  p.batch = std::max<int64_t>(1, kTokens / s.seqlen);
-  p.seqlen_q = p.seqlen_k = s.seqlen;
-  p.heads_q = p.heads_kv = kModelWidth / s.head_dim;
-  p.head_dim = s.head_dim;
-  p.causal = s.causal;
+  flash::AttentionParams p = flash_bench::sweep_params(s.dtype, s.head_dim, s.causal, s.seqlen);
   p.autotune = true;
-  p.set_contiguous_bnhd();
   return p;
 }
 
