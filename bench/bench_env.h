@@ -7,6 +7,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -42,17 +43,28 @@ struct BenchEnv {
 // SkipWithError with the message and returns false.
 template <typename Launch>
 bool run_timed_loop(benchmark::State& state, BenchEnv& env, int warmup, Launch&& launch, std::vector<double>* ms) {
-  for (int i = 0; i < warmup; ++i) {
+  // At least `warmup` launches, and more until warmup_ms of wall time has
+  // passed: after the gap between rows (allocation, fills) the GPU's clocks
+  // need time to come back up, and a few launches were not enough (the same
+  // kernel measured up to 15% apart in back-to-back rows, bench/NOTES.md).
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0;; ++i) {
+    if (i >= warmup) {
+      const std::string sync_err =
+          cuda_error("cudaStreamSynchronize(after warm-up)", cudaStreamSynchronize(env.stream));
+      if (!sync_err.empty()) {
+        state.SkipWithError(sync_err.c_str());
+        return false;
+      }
+      const double elapsed_ms =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+      if (elapsed_ms >= env.options.warmup_ms) break;
+    }
     const std::string err = launch();
     if (!err.empty()) {
       state.SkipWithError(("warm-up: " + err).c_str());
       return false;
     }
-  }
-  const std::string sync_err = cuda_error("cudaStreamSynchronize(after warm-up)", cudaStreamSynchronize(env.stream));
-  if (!sync_err.empty()) {
-    state.SkipWithError(sync_err.c_str());
-    return false;
   }
   ms->clear();
   ms->reserve(static_cast<size_t>(state.max_iterations));

@@ -90,6 +90,7 @@ const char* usage() {
          "  --autotune                  also run each flash row with autotuning on (the first warm-up call\n"
          "                              tunes) and print heuristic vs autotuned\n"
          "  --flash_iters=N             timed launches per flash row (default 30, after 5 warm-up)\n"
+         "  --warmup_ms=MS              every row warms up for at least MS ms of launches (default 200)\n"
          "  --standard_iters=N          timed launches per standard row (default 3, after 1 warm-up)\n"
          "  --gemm_iters=N              timed GEMMs for the ceiling and its row (default 20, after 20 warm-up)\n";
 }
@@ -112,6 +113,10 @@ std::string parse_options(int* argc, char** argv, Options* options, bool* help) 
       err = parse_backend(v, &options->backend);
     } else if (std::strcmp(arg, "--no-standard") == 0) {
       options->run_standard = false;
+    } else if (const char* v = flag_value(arg, "--warmup_ms")) {
+      int64_t ms = 0;
+      if (!parse_int(v, 0, &ms)) err = std::string("--warmup_ms: '") + v + "' is not an integer >= 0";
+      options->warmup_ms = static_cast<double>(ms);
     } else if (std::strcmp(arg, "--autotune") == 0) {
       options->autotune = true;
     } else if (const char* v = flag_value(arg, "--flash_iters")) {

@@ -18,7 +18,8 @@ struct Options {
   bool run_standard = true;  // --no-standard clears it
   flash::Backend backend = flash::Backend::kAuto;  // kernel family of the flash rows
   int flash_iters = 30;      // timed launches per flash row
-  int flash_warmup = 5;      // untimed launches before them
+  int flash_warmup = 5;      // untimed launches before them (at least; see warmup_ms)
+  double warmup_ms = 200.0;  // each row warms up for at least this long (--warmup_ms)
   int standard_iters = 3;    // timed launches per standard-attention row
   int standard_warmup = 1;
   int gemm_iters = 20;       // timed GEMMs for the ceiling and its row
