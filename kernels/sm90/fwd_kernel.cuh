@@ -29,59 +29,10 @@
 #include "kernel_traits.cuh"
 #include "params.h"
 #include "ptx_sm90.cuh"
+#include "tile_scheduler.cuh"
 #include "wgmma_ops.cuh"
 
 namespace flash::sm90 {
-
-// One tile of work: kBlockM query rows of one (batch, head).
-struct Tile {
-  int m_block, head, batch;
-  int row_begin;   // first query row
-  int n_blocks;    // K/V blocks any row of the tile sees (0: all rows see nothing)
-  int n_unmasked;  // leading blocks every row sees in full
-};
-
-// Static persistent schedule. CTA c takes units c, c + gridDim.x, ...; a
-// unit is one tile, or under a causal mask a pair of tiles of one (batch,
-// head): query block M-1-j (long) then block j (short), whose K/V counts
-// add up to about the same for every j, so equal unit counts mean equal
-// work. Units of one (batch, head) are consecutive, so the CTAs running at
-// any moment share few K/V heads and mostly hit in L2.
-template <bool kIsCausal>
-struct TileScheduler {
-  int num_m_blocks;
-  int units_per_head;
-
-  __device__ __forceinline__ explicit TileScheduler(int num_m_blocks_)
-      : num_m_blocks(num_m_blocks_), units_per_head(kIsCausal ? (num_m_blocks_ + 1) / 2 : num_m_blocks_) {}
-
-  __host__ __device__ static int units(int num_m_blocks, int heads_x_batch) {
-    return (kIsCausal ? (num_m_blocks + 1) / 2 : num_m_blocks) * heads_x_batch;
-  }
-  __device__ __forceinline__ int tiles_in_unit(int u) const {
-    if constexpr (kIsCausal) {
-      const int j = u % units_per_head;
-      return num_m_blocks - 1 - j != j ? 2 : 1;
-    } else {
-      return 1;
-    }
-  }
-  template <int kBlockM, int kBlockN>
-  __device__ __forceinline__ Tile tile(int u, int k, const detail::FwdParams& p,
-                                       const CausalTailMask<kIsCausal>& mask) const {
-    Tile t;
-    const int j = u % units_per_head;
-    const int bh = u / units_per_head;
-    t.m_block = kIsCausal ? (k == 0 ? num_m_blocks - 1 - j : j) : num_m_blocks - 1 - j;
-    t.head = bh % p.heads_q;
-    t.batch = bh / p.heads_q;
-    t.row_begin = t.m_block * kBlockM;
-    const int row_end = min(t.row_begin + kBlockM, p.seqlen_q);
-    t.n_blocks = mask.template num_visible_blocks<kBlockN>(t.row_begin, row_end);
-    t.n_unmasked = min(t.n_blocks, mask.template num_unmasked_blocks<kBlockN>(t.row_begin, row_end));
-    return t;
-  }
-};
 
 template <typename Traits, bool kIsCausal>
 __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_constant__ FwdParams params) {
