@@ -40,7 +40,7 @@ if has_phase sass; then
   # Per kernel: tensor-core MMAs, ldmatrix, local-memory traffic.
   awk '/Function :/ {name=$3; seen[name]=1} / HMMA/ {h[name]++} /HGMMA/ {g[name]++} /LDSM/ {l[name]++}
        /LDL|STL/ {s[name]++}
-       END {for (n in seen) printf "%-90s HMMA=%d HGMMA=%d LDSM=%d LDL/STL=%d\n", substr(n,1,90), h[n], g[n], l[n], s[n]}' \
+       END {for (n in seen) printf "%s HMMA=%d HGMMA=%d LDSM=%d LDL/STL=%d\n", n, h[n], g[n], l[n], s[n]}' \
     "$OUT/sass.txt" | sort >"$OUT/sass_summary.txt"
   note "sass: $(wc -l <"$OUT/sass_summary.txt") kernels; with LDL/STL: $(grep -vc 'LDL/STL=0$' "$OUT/sass_summary.txt")"
 fi
