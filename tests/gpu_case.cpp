@@ -206,6 +206,14 @@ Status AttentionCase::run_flash(Backend backend) {
   return run_flash_with(p);
 }
 
+cudaError_t AttentionCase::poison_outputs() {
+  const Buffer& o = buffers_[o_.buffer];
+  const size_t lse_bytes = static_cast<size_t>(std::max<int64_t>(cfg_.batch * cfg_.heads_q * cfg_.seqlen_q, 1)) * 4;
+  cudaError_t err = ref::poison(o.ptr, static_cast<size_t>(o.elements) * 2, stream_);
+  if (err == cudaSuccess) err = ref::poison(lse_, lse_bytes, stream_);
+  return err;
+}
+
 Status AttentionCase::run_flash_with(const AttentionParams& p, bool default_stream) {
   const Buffer& o = buffers_[o_.buffer];
   const size_t lse_bytes = static_cast<size_t>(std::max<int64_t>(cfg_.batch * cfg_.heads_q * cfg_.seqlen_q, 1)) * 4;

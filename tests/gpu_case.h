@@ -98,6 +98,9 @@ class AttentionCase {
   // case's params, edited) on the case's stream, or with a null stream (the
   // legacy default stream) if `default_stream`.
   Status run_flash_with(const AttentionParams& p, bool default_stream = false);
+  // Poisons O and LSE on the case's stream (for tests that launch by other means).
+  cudaError_t poison_outputs();
+  cudaStream_t stream() const { return stream_; }
   // Waits for the stream, then reads O (dense float, [batch, seqlen_q,
   // heads_q, head_dim]) and the LSE (empty when the case has none).
   ::testing::AssertionResult read_output(std::vector<float>* o, std::vector<float>* lse);

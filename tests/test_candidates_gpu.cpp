@@ -1,0 +1,74 @@
+// Every compiled kernel configuration, not only the ones the heuristic
+// picks, computes attention: each candidate dispatch.h lists for a shape
+// (sm90 tiles, sm80 tiles) runs on the same ragged GQA inputs and matches
+// the cuBLAS reference, causal or not, for every compiled head dim. The
+// autotuner may pick any of them, so each must be right.
+#include <cuda_runtime_api.h>
+
+#include <string>
+#include <vector>
+
+#include "gpu_case.h"
+#include "src/dispatch.h"
+
+namespace flash::test {
+namespace {
+
+constexpr uint64_t kSeedBase = 4u << 20;  // apart from the other suites' seeds
+
+class Candidates : public GpuTest {};
+
+TEST_F(Candidates, EveryCompiledConfigurationMatchesTheReference) {
+  detail::DeviceCaps caps;
+  ASSERT_EQ(cudaGetDevice(&caps.device), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&caps.major, cudaDevAttrComputeCapabilityMajor, caps.device), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&caps.minor, cudaDevAttrComputeCapabilityMinor, caps.device), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&caps.num_sms, cudaDevAttrMultiProcessorCount, caps.device), cudaSuccess);
+  uint64_t index = 0;
+  int ran = 0;
+  for (int64_t d : {32, 64, 96, 128, 256}) {
+    if (!head_dim_compiled(d)) continue;
+    for (bool causal : {false, true}) {
+      CaseConfig cfg;
+      cfg.dtype = (index % 2 == 0) ? DType::kBFloat16 : DType::kFloat16;
+      cfg.head_dim = d;
+      cfg.causal = causal;
+      cfg.batch = 2;
+      cfg.seqlen_q = causal ? 333 : 257;  // more queries than keys under the causal mask: rows with no key
+      cfg.seqlen_k = causal ? 200 : 515;
+      cfg.heads_q = 8;
+      cfg.heads_kv = 2;
+      cfg.layout = Layout::kBNHD;
+      cfg.seed = case_seed(kSeedBase + ++index);
+      SCOPED_TRACE(cfg.name());
+      AttentionCase c(cfg, stream_);
+      ASSERT_TRUE(c.init());
+      std::vector<double> ref_o, ref_lse;
+      ASSERT_TRUE(c.run_reference(cublas_, &ref_o, &ref_lse));
+
+      AttentionParams p = c.params();
+      p.backend = Backend::kAuto;  // every family the device has
+      detail::Candidate cands[8];
+      const int n = detail::list_candidates(p, caps, cands, 8);
+      ASSERT_GT(n, 0);
+      const detail::FwdParams f = detail::make_fwd_params(p, caps.num_sms);
+      for (int i = 0; i < n; ++i) {
+        KernelChoice choice;
+        ASSERT_TRUE(detail::describe(cands[i], p, &choice));
+        SCOPED_TRACE(choice.name);
+        ASSERT_EQ(c.poison_outputs(), cudaSuccess);
+        ASSERT_EQ(detail::launch(cands[i], p, f, c.stream()), cudaSuccess);
+        std::vector<float> o, lse;
+        ASSERT_TRUE(c.read_output(&o, &lse));
+        Errors errors;
+        EXPECT_TRUE(check_attention(c.params(), o, lse, ref_o, ref_lse, &errors));
+        EXPECT_TRUE(c.padding_untouched());
+        ++ran;
+      }
+    }
+  }
+  if (ran == 0) GTEST_SKIP() << "no head dim compiled";
+}
+
+}  // namespace
+}  // namespace flash::test
