@@ -23,6 +23,9 @@ Status query_device(DeviceCaps* caps) {
   if (err == cudaSuccess) err = cudaDeviceGetAttribute(&caps->major, cudaDevAttrComputeCapabilityMajor, caps->device);
   if (err == cudaSuccess) err = cudaDeviceGetAttribute(&caps->minor, cudaDevAttrComputeCapabilityMinor, caps->device);
   if (err == cudaSuccess) err = cudaDeviceGetAttribute(&caps->num_sms, cudaDevAttrMultiProcessorCount, caps->device);
+  if (err == cudaSuccess) {
+    err = cudaDeviceGetAttribute(&caps->max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, caps->device);
+  }
   if (err != cudaSuccess) {
     return make_status(StatusCode::kCudaError, "could not query the current CUDA device: %s",
                        cudaGetErrorString(err));
@@ -44,14 +47,20 @@ Status candidates_for(const AttentionParams& p, const DeviceCaps& caps, Candidat
                        "(this build has: %s)",
                        static_cast<long long>(p.head_dim), FLASH_HEAD_DIMS_STRING);
   }
-  if (caps.major != 9) {
-    return make_status(StatusCode::kUnsupported, "Backend::kSm90 needs an sm_90 GPU; device %d is sm_%d%d",
-                       caps.device, caps.major, caps.minor);
+  if (p.backend == Backend::kSm90) {
+    if (caps.major != 9) {
+      return make_status(StatusCode::kUnsupported, "Backend::kSm90 needs an sm_90 GPU; device %d is sm_%d%d",
+                         caps.device, caps.major, caps.minor);
+    }
+    return make_status(StatusCode::kUnsupported,
+                       "Backend::kSm90 does not cover head_dim %lld in this build (it has 64, 128, 256 when they "
+                       "are in FLASH_HEAD_DIMS and 90a is in CMAKE_CUDA_ARCHITECTURES)",
+                       static_cast<long long>(p.head_dim));
   }
   return make_status(StatusCode::kUnsupported,
-                     "Backend::kSm90 does not cover head_dim %lld in this build (it has 64, 128, 256 when they are "
-                     "in FLASH_HEAD_DIMS and 90a is in CMAKE_CUDA_ARCHITECTURES)",
-                     static_cast<long long>(p.head_dim));
+                     "head_dim %lld needs %d KiB of shared memory per block; device %d (sm_%d%d) allows %d KiB",
+                     static_cast<long long>(p.head_dim), detail::sm80_min_smem(p) / 1024, caps.device, caps.major,
+                     caps.minor, caps.max_smem / 1024);
 }
 
 // The device and the configurations that may run `p` on it.
@@ -89,6 +98,9 @@ Status attention_forward(const AttentionParams& params, CUstream_st* stream) noe
   const cudaError_t tune_error =
       detail::select_candidate(params, caps, cands, n, stream, /*may_tune=*/true, &selection);
   if (tune_error != cudaSuccess) {
+    // select_candidate falls back to the heuristic for what it can recover
+    // from (no memory for the scratch outputs, say); what reaches here left
+    // the device unusable.
     return make_status(StatusCode::kCudaError, "autotuning failed: %s", cudaGetErrorString(tune_error));
   }
   const detail::FwdParams f = detail::make_fwd_params(params, caps.num_sms);

@@ -64,6 +64,15 @@ int sm90_heuristic_index(const AttentionParams& p) {
 
 bool sm80_available(const AttentionParams& p) { return head_dim_compiled(p.head_dim); }
 
+int sm80_min_smem(const AttentionParams& p) {
+  int least = 0;
+  for (int i = 0; i < sm80::num_candidates(p.head_dim); ++i) {
+    const int bytes = sm80::candidate_smem_bytes(p.head_dim, i);
+    if (least == 0 || bytes < least) least = bytes;
+  }
+  return least;
+}
+
 bool sm90_available(const AttentionParams& p, const DeviceCaps& caps) {
 #if FLASH_HAS_SM90
   return caps.major == 9 && head_dim_compiled(p.head_dim) && sm90::num_candidates(p.head_dim, p.causal) > 0;
@@ -75,15 +84,14 @@ bool sm90_available(const AttentionParams& p, const DeviceCaps& caps) {
 
 int list_candidates(const AttentionParams& p, const DeviceCaps& caps, Candidate* out, int capacity) {
   int n = 0;
-  auto add = [&](Backend backend, int count) {
-    for (int i = 0; i < count && n < capacity; ++i) out[n++] = Candidate{backend, i};
-  };
   const bool want_sm90 = p.backend == Backend::kSm90 || p.backend == Backend::kAuto;
   const bool want_sm80 = p.backend == Backend::kSm80 || p.backend == Backend::kAuto;
 #if FLASH_HAS_SM90
   if (want_sm90 && sm90_available(p, caps)) {
     const int first = n;
-    add(Backend::kSm90, sm90::num_candidates(p.head_dim, p.causal));
+    for (int i = 0; i < sm90::num_candidates(p.head_dim, p.causal) && n < capacity; ++i) {
+      out[n++] = Candidate{Backend::kSm90, i};
+    }
     // The heuristic's pick goes first.
     const int pick = sm90_heuristic_index(p);
     if (pick > 0 && first + pick < n) std::swap(out[first], out[first + pick]);
@@ -91,7 +99,15 @@ int list_candidates(const AttentionParams& p, const DeviceCaps& caps, Candidate*
 #else
   (void)want_sm90, (void)caps;
 #endif
-  if (want_sm80 && sm80_available(p)) add(Backend::kSm80, sm80::num_candidates(p.head_dim));
+  if (want_sm80 && sm80_available(p)) {
+    bool any = false;
+    for (int i = 0; i < sm80::num_candidates(p.head_dim) && n < capacity; ++i) {
+      if (caps.max_smem > 0 && sm80::candidate_smem_bytes(p.head_dim, i) > caps.max_smem) continue;
+      if (any && sm80::candidate_is_fallback(p.head_dim, i)) continue;
+      out[n++] = Candidate{Backend::kSm80, i};
+      any = true;
+    }
+  }
   return n;
 }
 

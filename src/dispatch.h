@@ -23,15 +23,20 @@ struct DeviceCaps {
   int major = 0;
   int minor = 0;
   int num_sms = 0;
+  int max_smem = 0;  // dynamic shared memory a block may opt in to, bytes (0: unknown, no limit applied)
 };
 
 // Whether the sm90 kernel exists in this build for p.head_dim and can run on `caps`.
 bool sm90_available(const AttentionParams& p, const DeviceCaps& caps);
 // Whether the sm80 kernel exists in this build for p.head_dim.
 bool sm80_available(const AttentionParams& p);
+// The least shared memory any sm80 configuration for p.head_dim needs, bytes.
+int sm80_min_smem(const AttentionParams& p);
 
-// The configurations p.backend allows on this device, heuristic's first;
-// returns how many were written (at most `capacity`).
+// The configurations p.backend allows on this device, heuristic's first:
+// those whose shared memory fits caps.max_smem, and fallback-only ones only
+// when nothing before them fits. Returns how many were written (at most
+// `capacity`).
 int list_candidates(const AttentionParams& p, const DeviceCaps& caps, Candidate* out, int capacity);
 
 // Fills backend, tile, warps, stages and name of `c` (source untouched).

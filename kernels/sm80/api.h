@@ -21,5 +21,9 @@ int num_candidates(int64_t head_dim);
 // Describes configuration `index` for `head_dim`: backend, tile, warps,
 // stages and name (source left as is). False if there is no such candidate.
 bool describe_candidate(int64_t head_dim, int index, KernelChoice* choice);
+// Dynamic shared memory configuration `index` needs per block (0 if none).
+int candidate_smem_bytes(int64_t head_dim, int index);
+// Whether configuration `index` is only for devices where earlier ones do not fit.
+bool candidate_is_fallback(int64_t head_dim, int index);
 
 }  // namespace flash::sm80

@@ -1,5 +1,6 @@
 // Host-side descriptions of the sm80 kernel's compiled configurations, for
 // dispatch, the autotuner and flash::query_kernel_choice.
+#include <cstdint>
 #include <cstdio>
 
 #include "api.h"
@@ -20,6 +21,38 @@ void describe(KernelChoice* c) {
                 Tile::kStages);
 }
 
+template <int kHeadDim, int kIndex>
+constexpr int smem_bytes() {
+  using Tile = CandidateTile<kHeadDim, kIndex>;
+  // Any 16-bit element type gives the same footprint.
+  return FwdTraits<kHeadDim, Tile::kBlockM, Tile::kBlockN, Tile::kNWarps, Tile::kStages, uint16_t>::kSmemBytes;
+}
+
+struct CandidateFacts {
+  int smem = 0;
+  bool fallback = false;
+};
+
+template <int kHeadDim>
+CandidateFacts facts(int index) {
+  if (index == 0) return {smem_bytes<kHeadDim, 0>(), kFallbackOnly<kHeadDim, 0>};
+  if constexpr (kNumCandidates<kHeadDim> > 1) {
+    if (index == 1) return {smem_bytes<kHeadDim, 1>(), kFallbackOnly<kHeadDim, 1>};
+  }
+  return {};
+}
+
+CandidateFacts facts_for(int64_t head_dim, int index) {
+  switch (head_dim) {
+    case 32: return facts<32>(index);
+    case 64: return facts<64>(index);
+    case 96: return facts<96>(index);
+    case 128: return facts<128>(index);
+    case 256: return facts<256>(index);
+    default: return {};
+  }
+}
+
 template <int kHeadDim>
 bool describe_head_dim(int index, KernelChoice* c) {
   if (index == 0) {
@@ -36,6 +69,9 @@ bool describe_head_dim(int index, KernelChoice* c) {
 }
 
 }  // namespace
+
+int candidate_smem_bytes(int64_t head_dim, int index) { return facts_for(head_dim, index).smem; }
+bool candidate_is_fallback(int64_t head_dim, int index) { return facts_for(head_dim, index).fallback; }
 
 int num_candidates(int64_t head_dim) {
   switch (head_dim) {

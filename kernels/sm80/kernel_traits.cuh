@@ -61,9 +61,15 @@ template <> struct CandidateTile<96, 0>  { static constexpr int kBlockM = 128, k
 template <> struct CandidateTile<128, 0> { static constexpr int kBlockM = 128, kBlockN = 64,  kNWarps = 4, kStages = 2; };
 template <> struct CandidateTile<128, 1> { static constexpr int kBlockM = 64,  kBlockN = 64,  kNWarps = 4, kStages = 2; };
 template <> struct CandidateTile<256, 0> { static constexpr int kBlockM = 128, kBlockN = 64,  kNWarps = 8, kStages = 2; };
+// 160 KiB instead of 192: for GPUs whose blocks cannot have 192 KiB of shared
+// memory (A100: 163 KiB). A fallback only: listed when candidate 0 does not fit.
+template <> struct CandidateTile<256, 1> { static constexpr int kBlockM = 64,  kBlockN = 64,  kNWarps = 4, kStages = 2; };
 
 template <int kHeadDim>
-inline constexpr int kNumCandidates = (kHeadDim == 64 || kHeadDim == 128) ? 2 : 1;
+inline constexpr int kNumCandidates = (kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256) ? 2 : 1;
+// Candidates used only when every earlier one needs more shared memory than the device has.
+template <int kHeadDim, int kIndex>
+inline constexpr bool kFallbackOnly = kHeadDim == 256 && kIndex == 1;
 
 template <int kHeadDim, int kIndex, typename Element>
 using CandidateTraits =

@@ -14,7 +14,9 @@
 namespace flash::detail {
 namespace {
 
-constexpr int kTimedLaunches = 5;
+constexpr int kTimedLaunches = 5;   // samples; the median is kept
+constexpr int kLaunchesPerSample = 3;  // back to back, so host work between launches (the sm90
+                                       // path encodes its tensor maps) overlaps the GPU's
 
 struct AutotuneState {
   TuneCache cache;
@@ -75,11 +77,15 @@ bool time_candidate(const Candidate& c, const AttentionParams& s, const FwdParam
   if (launch(c, s, f, stream) != cudaSuccess) return false;  // also the warm-up
   float ms[kTimedLaunches];
   for (int r = 0; r < kTimedLaunches; ++r) {
-    if (cudaEventRecord(start, stream) != cudaSuccess || launch(c, s, f, stream) != cudaSuccess ||
-        cudaEventRecord(stop, stream) != cudaSuccess || cudaEventSynchronize(stop) != cudaSuccess ||
+    if (cudaEventRecord(start, stream) != cudaSuccess) return false;
+    for (int l = 0; l < kLaunchesPerSample; ++l) {
+      if (launch(c, s, f, stream) != cudaSuccess) return false;
+    }
+    if (cudaEventRecord(stop, stream) != cudaSuccess || cudaEventSynchronize(stop) != cudaSuccess ||
         cudaEventElapsedTime(&ms[r], start, stop) != cudaSuccess) {
       return false;
     }
+    ms[r] /= kLaunchesPerSample;
   }
   std::sort(ms, ms + kTimedLaunches);
   *median_ms = ms[kTimedLaunches / 2];
@@ -91,6 +97,10 @@ bool time_candidate(const Candidate& c, const AttentionParams& s, const FwdParam
 cudaError_t tune(const AttentionParams& p, const DeviceCaps& caps, const Candidate* cands, int n,
                  cudaStream_t stream, int* best, float* best_ms) {
   *best = -1;
+  // Allocation and synchronisation below must not invalidate a graph that
+  // another thread is capturing in global mode.
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  (void)cudaThreadExchangeStreamCaptureMode(&mode);
   AttentionParams s = p;
   const size_t o_elems = static_cast<size_t>(p.batch * p.seqlen_q * p.heads_q * p.head_dim);
   void* o = nullptr;
@@ -129,8 +139,19 @@ cudaError_t tune(const AttentionParams& p, const DeviceCaps& caps, const Candida
   if (stop != nullptr) (void)cudaEventDestroy(stop);
   if (o != nullptr) (void)cudaFree(o);
   if (lse != nullptr) (void)cudaFree(lse);
+  (void)cudaThreadExchangeStreamCaptureMode(&mode);
+  if (err == cudaErrorMemoryAllocation) {
+    // No room for scratch outputs: not a broken device. Clear the (non-sticky)
+    // error and let the caller run the heuristic's choice; a later call retries.
+    (void)cudaGetLastError();
+    *best = -1;
+    return cudaSuccess;
+  }
   return err;
 }
+
+cudaError_t select_or_tune(const AttentionParams& p, const DeviceCaps& caps, const Candidate* cands, int n,
+                           cudaStream_t stream, bool may_tune, Selection* selection);
 
 }  // namespace
 
@@ -140,6 +161,21 @@ cudaError_t select_candidate(const AttentionParams& p, const DeviceCaps& caps, c
                              cudaStream_t stream, bool may_tune, Selection* selection) {
   selection->candidate = cands[0];
   selection->source = ChoiceSource::kHeuristic;
+  // The API is noexcept: strings, maps and locks here may throw (bad_alloc,
+  // system_error); then the heuristic's choice stands.
+  try {
+    return select_or_tune(p, caps, cands, n, stream, may_tune, selection);
+  } catch (...) {
+    selection->candidate = cands[0];
+    selection->source = ChoiceSource::kHeuristic;
+    return cudaSuccess;
+  }
+}
+
+namespace {
+
+cudaError_t select_or_tune(const AttentionParams& p, const DeviceCaps& caps, const Candidate* cands, int n,
+                           cudaStream_t stream, bool may_tune, Selection* selection) {
   const std::string& path = env_cache_path();
   const bool requested = autotune_requested(p);
   if ((!requested && path.empty()) || n <= 1) return cudaSuccess;
@@ -157,7 +193,10 @@ cudaError_t select_candidate(const AttentionParams& p, const DeviceCaps& caps, c
       }
     });
   }
-  const std::string key = make_tune_key(p, gpu, caps.num_sms).str();
+  // A forced backend tunes among fewer configurations: keep its results apart.
+  std::string key = make_tune_key(p, gpu, caps.num_sms).str();
+  if (p.backend == Backend::kSm80) key += "|sm80";
+  if (p.backend == Backend::kSm90) key += "|sm90";
   if (const std::optional<CacheEntry> hit = s.cache.lookup(key)) {
     for (int i = 0; i < n; ++i) {
       KernelChoice c;
@@ -191,5 +230,7 @@ cudaError_t select_candidate(const AttentionParams& p, const DeviceCaps& caps, c
   }
   return err;
 }
+
+}  // namespace
 
 }  // namespace flash::detail

@@ -1,0 +1,115 @@
+// Which compiled configurations dispatch offers for a device, checked with
+// made-up device capabilities (no GPU needed): configurations that need more
+// shared memory than the device allows are never offered, fallback-only
+// ones appear only when nothing before them fits, the heuristic's pick comes
+// first, and a forced backend limits the list to its family.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "src/dispatch.h"
+
+namespace flash {
+namespace {
+
+using detail::Candidate;
+using detail::DeviceCaps;
+
+DeviceCaps caps(int major, int minor, int max_smem_kib) {
+  DeviceCaps c;
+  c.major = major;
+  c.minor = minor;
+  c.num_sms = 100;
+  c.max_smem = max_smem_kib * 1024;
+  return c;
+}
+
+AttentionParams params(int64_t head_dim, bool causal, int64_t seqlen, Backend backend = Backend::kAuto) {
+  AttentionParams p;
+  p.head_dim = head_dim;
+  p.causal = causal;
+  p.batch = 1;
+  p.seqlen_q = p.seqlen_k = seqlen;
+  p.heads_q = p.heads_kv = 8;
+  p.backend = backend;
+  return p;
+}
+
+std::vector<KernelChoice> offered(const AttentionParams& p, const DeviceCaps& c) {
+  Candidate cands[8];
+  const int n = detail::list_candidates(p, c, cands, 8);
+  std::vector<KernelChoice> out;
+  for (int i = 0; i < n; ++i) {
+    KernelChoice k;
+    EXPECT_TRUE(detail::describe(cands[i], p, &k));
+    out.push_back(k);
+  }
+  return out;
+}
+
+bool compiled(int64_t head_dim) {
+  switch (head_dim) {
+#ifdef FLASH_TEST_HAS_HEAD_DIM_128
+    case 128: return true;
+#endif
+#ifdef FLASH_TEST_HAS_HEAD_DIM_256
+    case 256: return true;
+#endif
+#ifdef FLASH_TEST_HAS_HEAD_DIM_64
+    case 64: return true;
+#endif
+    default: return false;
+  }
+}
+
+TEST(Dispatch, Hd256OnA100UsesTheConfigurationThatFits) {
+  if (!compiled(256)) GTEST_SKIP() << "head_dim 256 not compiled";
+  // A100: 163 KiB per block; the 128x64 tile needs 192 KiB.
+  const std::vector<KernelChoice> a100 = offered(params(256, false, 4096), caps(8, 0, 163));
+  ASSERT_EQ(a100.size(), 1u);
+  EXPECT_EQ(a100[0].backend, Backend::kSm80);
+  EXPECT_EQ(a100[0].block_m, 64);
+  // sm_86/89: 99 KiB; no hd256 configuration fits, so nothing is offered.
+  EXPECT_TRUE(offered(params(256, false, 4096), caps(8, 6, 99)).empty());
+}
+
+TEST(Dispatch, FallbackOnlyWhenNeeded) {
+  if (!compiled(256)) GTEST_SKIP() << "head_dim 256 not compiled";
+  const std::vector<KernelChoice> h100 = offered(params(256, false, 4096, Backend::kSm80), caps(9, 0, 227));
+  ASSERT_EQ(h100.size(), 1u);
+  EXPECT_EQ(h100[0].block_m, 128);
+}
+
+TEST(Dispatch, EveryOfferedConfigurationFits) {
+  for (int64_t d : {64, 128, 256}) {
+    if (!compiled(d)) continue;
+    for (int kib : {99, 163, 227}) {
+      for (const KernelChoice& k : offered(params(d, true, 2048), caps(kib == 227 ? 9 : 8, 0, kib))) {
+        EXPECT_TRUE(k.backend == Backend::kSm90 || k.backend == Backend::kSm80) << k.name;
+        if (k.backend == Backend::kSm90) {
+          EXPECT_EQ(kib, 227) << k.name;
+        }
+      }
+    }
+  }
+}
+
+TEST(Dispatch, HeuristicFirstAndForcedBackends) {
+  if (!compiled(128)) GTEST_SKIP() << "head_dim 128 not compiled";
+  const DeviceCaps hopper = caps(9, 0, 227);
+  std::vector<KernelChoice> list = offered(params(128, false, 16384), hopper);
+  ASSERT_FALSE(list.empty());
+#if FLASH_TEST_HAS_SM90
+  EXPECT_EQ(list[0].backend, Backend::kSm90);
+  EXPECT_EQ(list[0].block_n, 176);  // long non-causal: the 128x176 tile
+  list = offered(params(128, false, 1024), hopper);
+  EXPECT_EQ(list[0].block_n, 128);  // short non-causal: 128x128 (bench/NOTES.md, v5)
+#endif
+  for (const KernelChoice& k : offered(params(128, false, 1024, Backend::kSm80), hopper)) {
+    EXPECT_EQ(k.backend, Backend::kSm80) << k.name;
+  }
+  EXPECT_TRUE(offered(params(128, false, 1024, Backend::kSm90), caps(8, 0, 163)).empty());
+}
+
+}  // namespace
+}  // namespace flash
