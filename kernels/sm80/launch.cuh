@@ -6,14 +6,10 @@
 #include <cuda_runtime.h>
 
 #include "api.h"
+#include "../common/element.cuh"
 #include "fwd_kernel.cuh"
 
 namespace flash::sm80 {
-
-template <DType kDType>
-struct ElementOf;
-template <> struct ElementOf<DType::kFloat16> { using type = __half; };
-template <> struct ElementOf<DType::kBFloat16> { using type = __nv_bfloat16; };
 
 template <typename Traits, bool kIsCausal>
 cudaError_t launch_fwd(const detail::FwdParams& params, cudaStream_t stream) {

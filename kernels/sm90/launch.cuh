@@ -9,15 +9,11 @@
 #include <type_traits>
 
 #include "api.h"
+#include "../common/element.cuh"
 #include "fwd_kernel.cuh"
 #include "tensor_map.h"
 
 namespace flash::sm90 {
-
-template <DType kDType>
-struct ElementOf;
-template <> struct ElementOf<DType::kFloat16> { using type = __half; };
-template <> struct ElementOf<DType::kBFloat16> { using type = __nv_bfloat16; };
 
 template <typename Traits, bool kIsCausal>
 cudaError_t launch_fwd(const FwdParams& params, cudaStream_t stream) {

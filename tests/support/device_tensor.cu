@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "device_tensor.h"
+#include "element.cuh"
 
 namespace flash::ref {
 namespace {
@@ -17,17 +18,6 @@ __device__ __forceinline__ uint64_t splitmix64(uint64_t x) {
   x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
   x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
   return x ^ (x >> 31);
-}
-
-template <typename T>
-__device__ __forceinline__ T to_element(float x);
-template <>
-__device__ __forceinline__ __half to_element<__half>(float x) {
-  return __float2half_rn(x);
-}
-template <>
-__device__ __forceinline__ __nv_bfloat16 to_element<__nv_bfloat16>(float x) {
-  return __float2bfloat16_rn(x);
 }
 
 template <typename T>

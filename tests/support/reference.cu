@@ -23,6 +23,7 @@
 #include <cstdarg>
 #include <cstdio>
 
+#include "element.cuh"
 #include "reference.h"
 
 namespace flash::ref {
@@ -101,17 +102,6 @@ WorkspacePlan plan_workspace(const AttentionParams& p) {
   if (w.pack_o) w.o_pack = take(q_rows);
   w.total = offset;
   return w;
-}
-
-template <typename T>
-__device__ __forceinline__ T to_element(float x);
-template <>
-__device__ __forceinline__ __half to_element<__half>(float x) {
-  return __float2half_rn(x);
-}
-template <>
-__device__ __forceinline__ __nv_bfloat16 to_element<__nv_bfloat16>(float x) {
-  return __float2bfloat16_rn(x);
 }
 
 // Running softmax statistics of part of a row: max m of the scaled scores
