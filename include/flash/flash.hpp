@@ -28,6 +28,7 @@ enum class Backend : int32_t {
   kAuto = 0,  // the Hopper kernel on sm_90 where it supports the shape, else the sm80 kernel
   kSm80 = 1,  // the FlashAttention-2 mma.sync kernel (sm_80 and newer)
   kSm90 = 2,  // the Hopper wgmma/TMA kernel (sm_90 with an sm_90a build; head_dim 64, 128, 256)
+  kDecode = 3,  // the split-KV decode kernel (mma.sync, sm_80 and newer; short queries: seqlen_q <= 16)
 };
 
 enum class StatusCode : int32_t {
@@ -104,6 +105,64 @@ struct AttentionParams {
   // built-in heuristic needs no warm-up.
   bool autotune = false;
 
+  // ---- Inference-engine features. All optional: the defaults turn them off. ----
+  //
+  // Variable-length query batches. When cu_seqlens_q is non-null, Q and O
+  // are packed [total_q, heads_q, head_dim] tensors (q/o_batch_stride are
+  // ignored): sequence b owns rows cu_seqlens_q[b] .. cu_seqlens_q[b+1] - 1.
+  // cu_seqlens_q is device memory, int32, batch + 1 entries, starting at 0
+  // and non-decreasing (zero-length sequences are allowed). seqlen_q is then
+  // max_seqlen_q: it must be >= the longest sequence (rows past it are not
+  // computed) and it sizes the launch. LSE, if requested, is
+  // [heads_q, total_q] with total_q = cu_seqlens_q[batch].
+  const int32_t* cu_seqlens_q = nullptr;
+  // Variable-length key batches: K and V packed [total_k, heads_kv,
+  // head_dim], sequence b owning rows cu_seqlens_k[b] .. cu_seqlens_k[b+1] - 1
+  // (k/v_batch_stride ignored; seqlen_k is then only a hint, the longest
+  // sequence). Not together with block_table.
+  const int32_t* cu_seqlens_k = nullptr;
+  // Keys actually used per sequence (device, int32, batch entries): sequence
+  // b attends to its first seqused_k[b] keys. For a KV cache: K/V are
+  // allocated for seqlen_k (dense) or max_pages_per_seq * page_size (paged)
+  // keys and hold fewer. Values are clamped to that allocation.
+  const int32_t* seqused_k = nullptr;
+  // Paged KV cache. When block_table is non-null, K and V are
+  // [num_pages, page_size, heads_kv, head_dim] (k/v_batch_stride are the
+  // strides between pages) and key j of sequence b lives in page
+  // block_table[b * block_table_batch_stride + j / page_size], row
+  // j % page_size. block_table is device memory, int32, every used entry in
+  // [0, num_pages). page_size is any positive multiple of 16. Sequence b has
+  // seqused_k[b] keys, or seqlen_k when seqused_k is null; either must be
+  // <= max_pages_per_seq * page_size.
+  const int32_t* block_table = nullptr;
+  int64_t block_table_batch_stride = 0;  // int32 entries between sequences' rows of block_table
+  int64_t max_pages_per_seq = 0;         // entries per row of block_table
+  int64_t page_size = 0;                 // keys per page
+  int64_t num_pages = 0;                 // pages in K and V
+
+  // Sliding window relative to the bottom-right diagonal: query row i of a
+  // sequence with seqlen_q rows and seqlen_k keys sees key j iff
+  //   i + d - window_left <= j <= i + d + window_right,  d = seqlen_k - seqlen_q;
+  // -1 leaves that side unbounded. causal = true is window_right = 0 (then
+  // window_right must be -1 or 0). Blocks wholly outside are skipped.
+  int64_t window_left = -1;
+  int64_t window_right = -1;
+  // Logit softcap: when > 0, scores become softcap * tanh(score / softcap)
+  // (score = softmax_scale * q.k) before masking and the softmax; the LSE
+  // is of the capped scores. 0 turns it off; must be finite and >= 0.
+  float softcap = 0.0f;
+
+  // Split-KV (flash-decoding) for short queries: the keys are split across
+  // CTAs, each writing a partial output that a combine kernel merges in a
+  // fixed order (so results are deterministic). num_splits = 0 lets flash
+  // choose from the GPU and the work, 1 never splits, n > 1 asks for n (at
+  // most 128; fewer if there are fewer key blocks). Splitting needs a
+  // workspace of attention_workspace_size() bytes; with a null workspace
+  // and num_splits = 0 flash does not split.
+  int32_t num_splits = 0;
+  void* workspace = nullptr;   // device memory, 256-byte aligned
+  size_t workspace_bytes = 0;  // size of workspace
+
   // Fill all strides for densely packed [batch, seq, heads, head_dim] tensors.
   void set_contiguous_bnhd() noexcept;
   // Fill all strides for densely packed [batch, heads, seq, head_dim] tensors.
@@ -143,6 +202,12 @@ Status attention_forward(const AttentionParams& params, CUstream_st* stream) noe
 // current device, and why. Launches nothing and never tunes: a shape class
 // not tuned yet reports the heuristic's choice.
 Status query_kernel_choice(const AttentionParams& params, KernelChoice* choice) noexcept;
+
+// Bytes of device workspace attention_forward needs for `params` on the
+// current device: nonzero only when it would split the keys (short queries,
+// few (batch, head) pairs for the GPU). Pass a buffer of at least this size
+// as params.workspace. Launches nothing.
+Status attention_workspace_size(const AttentionParams& params, size_t* bytes) noexcept;
 
 // Version of the linked library, "major.minor.patch" (FLASH_VERSION_STRING
 // of the headers it was built with).
