@@ -21,7 +21,8 @@ static_assert(static_cast<int>(FLASH_DTYPE_FLOAT16) == static_cast<int>(DType::k
               "flash_dtype must match flash::DType");
 static_assert(static_cast<int>(FLASH_BACKEND_AUTO) == static_cast<int>(Backend::kAuto) &&
                   static_cast<int>(FLASH_BACKEND_SM80) == static_cast<int>(Backend::kSm80) &&
-                  static_cast<int>(FLASH_BACKEND_SM90) == static_cast<int>(Backend::kSm90),
+                  static_cast<int>(FLASH_BACKEND_SM90) == static_cast<int>(Backend::kSm90) &&
+                  static_cast<int>(FLASH_BACKEND_DECODE) == static_cast<int>(Backend::kDecode),
               "flash_backend must match flash::Backend");
 static_assert(static_cast<int>(FLASH_SUCCESS) == static_cast<int>(StatusCode::kSuccess) &&
                   static_cast<int>(FLASH_INVALID_ARGUMENT) == static_cast<int>(StatusCode::kInvalidArgument) &&
@@ -29,6 +30,26 @@ static_assert(static_cast<int>(FLASH_SUCCESS) == static_cast<int>(StatusCode::kS
                   static_cast<int>(FLASH_CUDA_ERROR) == static_cast<int>(StatusCode::kCudaError),
               "flash_status_code must match flash::StatusCode");
 static_assert(std::is_standard_layout<flash_attention_params>::value, "flash_attention_params must be plain C");
+// The inference-engine fields carry the C++ types unchanged, so to_cpp and
+// to_c copy them without conversion.
+#define FLASH_SAME_FIELD_TYPE(field)                                                                            \
+  static_assert(std::is_same<decltype(flash_attention_params::field), decltype(AttentionParams::field)>::value, \
+                "flash_attention_params::" #field " must have the type of AttentionParams::" #field)
+FLASH_SAME_FIELD_TYPE(cu_seqlens_q);
+FLASH_SAME_FIELD_TYPE(cu_seqlens_k);
+FLASH_SAME_FIELD_TYPE(seqused_k);
+FLASH_SAME_FIELD_TYPE(block_table);
+FLASH_SAME_FIELD_TYPE(block_table_batch_stride);
+FLASH_SAME_FIELD_TYPE(max_pages_per_seq);
+FLASH_SAME_FIELD_TYPE(page_size);
+FLASH_SAME_FIELD_TYPE(num_pages);
+FLASH_SAME_FIELD_TYPE(window_left);
+FLASH_SAME_FIELD_TYPE(window_right);
+FLASH_SAME_FIELD_TYPE(softcap);
+FLASH_SAME_FIELD_TYPE(num_splits);
+FLASH_SAME_FIELD_TYPE(workspace);
+FLASH_SAME_FIELD_TYPE(workspace_bytes);
+#undef FLASH_SAME_FIELD_TYPE
 
 // This thread's last message; what flash_last_error_message() returns.
 thread_local char last_message[sizeof(Status::message)] = {};
@@ -69,6 +90,20 @@ AttentionParams to_cpp(const flash_attention_params& c) noexcept {
   p.softmax_scale = c.softmax_scale;
   p.backend = static_cast<Backend>(static_cast<int32_t>(c.backend));
   p.autotune = c.autotune != 0;
+  p.cu_seqlens_q = c.cu_seqlens_q;
+  p.cu_seqlens_k = c.cu_seqlens_k;
+  p.seqused_k = c.seqused_k;
+  p.block_table = c.block_table;
+  p.block_table_batch_stride = c.block_table_batch_stride;
+  p.max_pages_per_seq = c.max_pages_per_seq;
+  p.page_size = c.page_size;
+  p.num_pages = c.num_pages;
+  p.window_left = c.window_left;
+  p.window_right = c.window_right;
+  p.softcap = c.softcap;
+  p.num_splits = c.num_splits;
+  p.workspace = c.workspace;
+  p.workspace_bytes = c.workspace_bytes;
   return p;
 }
 
@@ -105,6 +140,20 @@ void to_c(const AttentionParams& p, flash_attention_params* c) noexcept {
   c->softmax_scale = p.softmax_scale;
   c->backend = static_cast<flash_backend>(p.backend);
   c->autotune = p.autotune ? 1 : 0;
+  c->cu_seqlens_q = p.cu_seqlens_q;
+  c->cu_seqlens_k = p.cu_seqlens_k;
+  c->seqused_k = p.seqused_k;
+  c->block_table = p.block_table;
+  c->block_table_batch_stride = p.block_table_batch_stride;
+  c->max_pages_per_seq = p.max_pages_per_seq;
+  c->page_size = p.page_size;
+  c->num_pages = p.num_pages;
+  c->window_left = p.window_left;
+  c->window_right = p.window_right;
+  c->softcap = p.softcap;
+  c->num_splits = p.num_splits;
+  c->workspace = p.workspace;
+  c->workspace_bytes = p.workspace_bytes;
 }
 
 // Records `status` as this thread's last message and returns its code.
@@ -119,6 +168,12 @@ flash_status_code null_params() noexcept {
   return finish(flash::detail::make_status(StatusCode::kInvalidArgument,
                                            "params is null; pass a flash_attention_params filled in after "
                                            "flash_attention_params_init"));
+}
+
+flash_status_code null_bytes() noexcept {
+  return finish(flash::detail::make_status(StatusCode::kInvalidArgument,
+                                           "bytes is null; pass the address of a size_t to receive the "
+                                           "workspace size"));
 }
 
 }  // namespace
@@ -152,6 +207,16 @@ flash_status_code flash_validate(const flash_attention_params* params) noexcept 
 flash_status_code flash_attention_forward(const flash_attention_params* params, void* stream) noexcept {
   if (params == nullptr) return null_params();
   return finish(flash::attention_forward(to_cpp(*params), static_cast<CUstream_st*>(stream)));
+}
+
+flash_status_code flash_attention_workspace_size(const flash_attention_params* params, size_t* bytes) noexcept {
+  if (bytes != nullptr) *bytes = 0;
+  if (params == nullptr) return null_params();
+  if (bytes == nullptr) return null_bytes();
+  size_t size = 0;
+  const Status status = flash::attention_workspace_size(to_cpp(*params), &size);
+  if (status.ok()) *bytes = size;
+  return finish(status);
 }
 
 const char* flash_last_error_message(void) noexcept {

@@ -4,7 +4,10 @@
 // the set_contiguous stride helpers, that every rejection of the C++ API
 // comes back through flash_validate and flash_attention_forward with the
 // same code and a message naming the field, null params, the thread-local
-// message, status names and the version macros.
+// message, status names and the version macros; for the inference-engine
+// fields (varlen, paged KV, window, softcap, split-KV workspace): their
+// defaults, that they survive the C/C++ conversions, that the C API gives
+// the C++ API's answers for them, and flash_attention_workspace_size.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -44,6 +47,62 @@ flash_attention_params valid_params() {
   p.heads_kv = 2;
   p.head_dim = 128;
   flash_set_contiguous_bnhd(&p);
+  return p;
+}
+
+// A valid paged-KV decode call on fake pointers: 2 sequences, one query
+// each, K/V in 40 pages of 16 keys, up to 16 pages (256 keys) per sequence,
+// seqused_k and a split-KV workspace.
+flash_attention_params valid_paged_decode_params() {
+  flash_attention_params p = valid_params();
+  p.lse = nullptr;
+  p.seqlen_q = 1;
+  p.seqlen_k = 256;
+  flash_set_contiguous_bnhd(&p);
+  p.page_size = 16;
+  p.num_pages = 40;
+  p.max_pages_per_seq = 16;
+  p.block_table = static_cast<const int32_t*>(fake_ptr(5));
+  p.block_table_batch_stride = 16;
+  p.seqused_k = static_cast<const int32_t*>(fake_ptr(6));
+  p.k_batch_stride = p.v_batch_stride = p.page_size * p.heads_kv * p.head_dim;  // between pages
+  p.workspace = fake_ptr(7);
+  p.workspace_bytes = size_t{1} << 20;
+  return p;
+}
+
+// The C++ parameters a C caller means by `c`, converted field by field here
+// (independently of src/c_api.cpp's own conversion).
+flash::AttentionParams as_cpp(const flash_attention_params& c) {
+  flash::AttentionParams p;
+  p.q = c.q, p.k = c.k, p.v = c.v, p.o = c.o, p.lse = c.lse;
+  p.dtype = static_cast<flash::DType>(c.dtype);
+  p.batch = c.batch, p.seqlen_q = c.seqlen_q, p.seqlen_k = c.seqlen_k;
+  p.heads_q = c.heads_q, p.heads_kv = c.heads_kv, p.head_dim = c.head_dim;
+  p.q_batch_stride = c.q_batch_stride, p.q_seq_stride = c.q_seq_stride, p.q_head_stride = c.q_head_stride;
+  p.k_batch_stride = c.k_batch_stride, p.k_seq_stride = c.k_seq_stride, p.k_head_stride = c.k_head_stride;
+  p.v_batch_stride = c.v_batch_stride, p.v_seq_stride = c.v_seq_stride, p.v_head_stride = c.v_head_stride;
+  p.o_batch_stride = c.o_batch_stride, p.o_seq_stride = c.o_seq_stride, p.o_head_stride = c.o_head_stride;
+  p.q_dim_stride = c.q_dim_stride, p.k_dim_stride = c.k_dim_stride;
+  p.v_dim_stride = c.v_dim_stride, p.o_dim_stride = c.o_dim_stride;
+  p.causal = c.causal;
+  p.softmax_scale = c.softmax_scale;
+  p.backend = static_cast<flash::Backend>(c.backend);
+  p.autotune = c.autotune != 0;
+  p.cu_seqlens_q = c.cu_seqlens_q;
+  p.cu_seqlens_k = c.cu_seqlens_k;
+  p.seqused_k = c.seqused_k;
+  p.block_table = c.block_table;
+  p.block_table_batch_stride = c.block_table_batch_stride;
+  p.max_pages_per_seq = c.max_pages_per_seq;
+  p.page_size = c.page_size;
+  p.num_pages = c.num_pages;
+  p.window_left = c.window_left;
+  p.window_right = c.window_right;
+  p.softcap = c.softcap;
+  p.num_splits = c.num_splits;
+  p.workspace = c.workspace;
+  p.workspace_bytes = c.workspace_bytes;
   return p;
 }
 
@@ -99,6 +158,36 @@ TEST(CApi, InitGivesTheCppDefaults) {
   EXPECT_EQ(p.autotune, 0);
   EXPECT_EQ(p.autotune != 0, cpp.autotune);
 
+  // The inference-engine fields: all off.
+  EXPECT_EQ(p.cu_seqlens_q, nullptr);
+  EXPECT_EQ(p.cu_seqlens_k, nullptr);
+  EXPECT_EQ(p.seqused_k, nullptr);
+  EXPECT_EQ(p.block_table, nullptr);
+  for (int64_t value : {p.block_table_batch_stride, p.max_pages_per_seq, p.page_size, p.num_pages}) {
+    EXPECT_EQ(value, 0);
+  }
+  EXPECT_EQ(p.window_left, -1);
+  EXPECT_EQ(p.window_right, -1);
+  EXPECT_EQ(p.softcap, 0.f);
+  EXPECT_EQ(p.num_splits, 0);
+  EXPECT_EQ(p.workspace, nullptr);
+  EXPECT_EQ(p.workspace_bytes, size_t{0});
+  // ... and the C++ defaults, field by field.
+  EXPECT_EQ(p.cu_seqlens_q, cpp.cu_seqlens_q);
+  EXPECT_EQ(p.cu_seqlens_k, cpp.cu_seqlens_k);
+  EXPECT_EQ(p.seqused_k, cpp.seqused_k);
+  EXPECT_EQ(p.block_table, cpp.block_table);
+  EXPECT_EQ(p.block_table_batch_stride, cpp.block_table_batch_stride);
+  EXPECT_EQ(p.max_pages_per_seq, cpp.max_pages_per_seq);
+  EXPECT_EQ(p.page_size, cpp.page_size);
+  EXPECT_EQ(p.num_pages, cpp.num_pages);
+  EXPECT_EQ(p.window_left, cpp.window_left);
+  EXPECT_EQ(p.window_right, cpp.window_right);
+  EXPECT_EQ(p.softcap, cpp.softcap);
+  EXPECT_EQ(p.num_splits, cpp.num_splits);
+  EXPECT_EQ(p.workspace, cpp.workspace);
+  EXPECT_EQ(p.workspace_bytes, cpp.workspace_bytes);
+
   flash_attention_params_init(nullptr);  // ignored, no crash
 }
 
@@ -141,6 +230,17 @@ TEST(CApi, SetContiguousMatchesTheCppHelpers) {
     p.softmax_scale = 0.5f;
     p.autotune = 1;
     p.q = fake_ptr(0);
+    // Inference-engine fields, every one away from its default.
+    p.cu_seqlens_q = static_cast<const int32_t*>(fake_ptr(5));
+    p.cu_seqlens_k = static_cast<const int32_t*>(fake_ptr(6));
+    p.seqused_k = static_cast<const int32_t*>(fake_ptr(7));
+    p.block_table = static_cast<const int32_t*>(fake_ptr(8));
+    p.block_table_batch_stride = 11, p.max_pages_per_seq = 10, p.page_size = 32, p.num_pages = 99;
+    p.window_left = 256, p.window_right = 3;
+    p.softcap = 30.f;
+    p.num_splits = 5;
+    p.workspace = fake_ptr(9);
+    p.workspace_bytes = 12345;
     helper.c(&p);
 
     flash::AttentionParams cpp;
@@ -166,6 +266,22 @@ TEST(CApi, SetContiguousMatchesTheCppHelpers) {
     EXPECT_EQ(p.softmax_scale, 0.5f);
     EXPECT_EQ(p.autotune, 1);
     EXPECT_EQ(p.q, fake_ptr(0));
+    // The helpers go through the C++ parameters and back, so this also pins
+    // that every inference-engine field survives both conversions.
+    EXPECT_EQ(p.cu_seqlens_q, fake_ptr(5));
+    EXPECT_EQ(p.cu_seqlens_k, fake_ptr(6));
+    EXPECT_EQ(p.seqused_k, fake_ptr(7));
+    EXPECT_EQ(p.block_table, fake_ptr(8));
+    EXPECT_EQ(p.block_table_batch_stride, 11);
+    EXPECT_EQ(p.max_pages_per_seq, 10);
+    EXPECT_EQ(p.page_size, 32);
+    EXPECT_EQ(p.num_pages, 99);
+    EXPECT_EQ(p.window_left, 256);
+    EXPECT_EQ(p.window_right, 3);
+    EXPECT_EQ(p.softcap, 30.f);
+    EXPECT_EQ(p.num_splits, 5);
+    EXPECT_EQ(p.workspace, fake_ptr(9));
+    EXPECT_EQ(p.workspace_bytes, size_t{12345});
     helper.c(nullptr);  // ignored, no crash
   }
   // The [B, N, H, D] values spelled out once.
@@ -348,6 +464,184 @@ TEST(CApi, MessagesAreTheCppMessages) {
   EXPECT_STREQ(flash_last_error_message(), expected.message);
   EXPECT_EQ(static_cast<int>(flash_attention_forward(&p, nullptr)), static_cast<int>(expected.code));
   EXPECT_STREQ(flash_last_error_message(), expected.message);
+}
+
+// One call using the inference-engine fields: how to set them on a valid
+// call (valid_params, or valid_paged_decode_params when `paged`), and what
+// validation answers (FLASH_SUCCESS, or a rejection whose message names
+// every word).
+struct InferenceCase {
+  const char* what;
+  bool paged;
+  std::function<void(flash_attention_params&)> set;
+  flash_status_code code;
+  std::vector<const char*> words;
+};
+
+std::vector<InferenceCase> inference_cases() {
+  const auto page_size_256 = [](flash_attention_params& p) {
+    p.page_size = 256, p.num_pages = 4, p.max_pages_per_seq = 1, p.block_table_batch_stride = 1;
+    p.k_batch_stride = p.v_batch_stride = 256 * p.heads_kv * p.head_dim;
+  };
+  return {
+      {"paged decode", true, [](flash_attention_params&) {}, FLASH_SUCCESS, {}},
+      {"paged decode, forced decode backend",
+       true,
+       [](flash_attention_params& p) { p.backend = FLASH_BACKEND_DECODE; },
+       FLASH_SUCCESS,
+       {}},
+      {"paged decode, 4 splits", true, [](flash_attention_params& p) { p.num_splits = 4; }, FLASH_SUCCESS, {}},
+      {"paged decode, no split, no workspace",
+       true,
+       [](flash_attention_params& p) {
+         p.num_splits = 1;
+         p.workspace = nullptr;
+         p.workspace_bytes = 0;
+       },
+       FLASH_SUCCESS,
+       {}},
+      {"paged decode, page_size 256", true, page_size_256, FLASH_SUCCESS, {}},
+      {"varlen q and k",
+       false,
+       [](flash_attention_params& p) {
+         p.cu_seqlens_q = static_cast<const int32_t*>(fake_ptr(5));
+         p.cu_seqlens_k = static_cast<const int32_t*>(fake_ptr(6));
+       },
+       FLASH_SUCCESS,
+       {}},
+      {"dense seqused_k",
+       false,
+       [](flash_attention_params& p) { p.seqused_k = static_cast<const int32_t*>(fake_ptr(6)); },
+       FLASH_SUCCESS,
+       {}},
+      {"sliding window",
+       false,
+       [](flash_attention_params& p) { p.window_left = 64, p.window_right = 0; },
+       FLASH_SUCCESS,
+       {}},
+      {"causal window",
+       false,
+       [](flash_attention_params& p) {
+         p.causal = true;
+         p.window_left = 32;
+         p.window_right = 0;
+       },
+       FLASH_SUCCESS,
+       {}},
+      {"softcap", false, [](flash_attention_params& p) { p.softcap = 50.f; }, FLASH_SUCCESS, {}},
+      {"window_left -2",
+       false,
+       [](flash_attention_params& p) { p.window_left = -2; },
+       FLASH_INVALID_ARGUMENT,
+       {"window_left"}},
+      {"window_right -7",
+       false,
+       [](flash_attention_params& p) { p.window_right = -7; },
+       FLASH_INVALID_ARGUMENT,
+       {"window_right"}},
+      {"causal with window_right 4",
+       false,
+       [](flash_attention_params& p) {
+         p.causal = true;
+         p.window_right = 4;
+       },
+       FLASH_INVALID_ARGUMENT,
+       {"window_right"}},
+      {"softcap NaN",
+       false,
+       [](flash_attention_params& p) { p.softcap = std::numeric_limits<float>::quiet_NaN(); },
+       FLASH_INVALID_ARGUMENT,
+       {"softcap"}},
+      {"softcap < 0", false, [](flash_attention_params& p) { p.softcap = -1.f; }, FLASH_INVALID_ARGUMENT, {"softcap"}},
+      {"num_splits -1",
+       true,
+       [](flash_attention_params& p) { p.num_splits = -1; },
+       FLASH_INVALID_ARGUMENT,
+       {"num_splits"}},
+      {"num_splits 129",
+       true,
+       [](flash_attention_params& p) { p.num_splits = 129; },
+       FLASH_INVALID_ARGUMENT,
+       {"num_splits"}},
+      {"page_size 8", true, [](flash_attention_params& p) { p.page_size = 8; }, FLASH_INVALID_ARGUMENT, {"page_size"}},
+      {"page_size 0", true, [](flash_attention_params& p) { p.page_size = 0; }, FLASH_INVALID_ARGUMENT, {"page_size"}},
+      {"paged and varlen k",
+       true,
+       [](flash_attention_params& p) { p.cu_seqlens_k = static_cast<const int32_t*>(fake_ptr(8)); },
+       FLASH_INVALID_ARGUMENT,
+       {"block_table"}},
+      {"workspace misaligned",
+       true,
+       [](flash_attention_params& p) { p.workspace = fake_ptr(7, 64); },
+       FLASH_INVALID_ARGUMENT,
+       {"workspace"}},
+  };
+}
+
+flash_attention_params inference_params(const InferenceCase& c) {
+  flash_attention_params p = c.paged ? valid_paged_decode_params() : valid_params();
+  c.set(p);
+  return p;
+}
+
+// flash_validate and flash_attention_workspace_size give the C++ API's
+// answers (code, message, size) for calls that use the new fields, valid or
+// not: so every field reaches the C++ parameters as the C caller set it.
+TEST(CApi, InferenceFieldsGiveTheCppAnswers) {
+  for (const InferenceCase& c : inference_cases()) {
+    SCOPED_TRACE(c.what);
+    const flash_attention_params p = inference_params(c);
+    const flash::AttentionParams cpp = as_cpp(p);
+
+    const flash::Status expected = flash::validate(cpp);
+    EXPECT_EQ(static_cast<int>(flash_validate(&p)), static_cast<int>(expected.code));
+    EXPECT_STREQ(flash_last_error_message(), expected.message);
+
+    size_t expected_bytes = 0;
+    const flash::Status expected_ws = flash::attention_workspace_size(cpp, &expected_bytes);
+    size_t bytes = 7;
+    EXPECT_EQ(static_cast<int>(flash_attention_workspace_size(&p, &bytes)), static_cast<int>(expected_ws.code));
+    EXPECT_STREQ(flash_last_error_message(), expected_ws.message);
+    EXPECT_EQ(bytes, expected_ws.ok() ? expected_bytes : size_t{0});
+  }
+}
+
+// Valid uses of the new fields pass validation (no GPU needed); invalid ones
+// are rejected through both C entry points with a message naming the field.
+// These pin the validation of the inference-engine fields as seen from C.
+TEST(CApi, InferenceCallsValidateOrAreRejected) {
+  for (const InferenceCase& c : inference_cases()) {
+    const flash_attention_params p = inference_params(c);
+    if (c.code == FLASH_SUCCESS) {
+      EXPECT_EQ(flash_validate(&p), FLASH_SUCCESS) << c.what << ": " << flash_last_error_message();
+    } else {
+      EXPECT_TRUE(rejected(p, c.code, c.words)) << c.what;
+    }
+  }
+}
+
+TEST(CApi, WorkspaceSizeNullArguments) {
+  size_t bytes = 99;
+  EXPECT_EQ(flash_attention_workspace_size(nullptr, &bytes), FLASH_INVALID_ARGUMENT);
+  EXPECT_EQ(bytes, size_t{0});
+  EXPECT_NE(std::string(flash_last_error_message()).find("params is null"), std::string::npos)
+      << flash_last_error_message();
+  const flash_attention_params p = valid_paged_decode_params();
+  EXPECT_EQ(flash_attention_workspace_size(&p, nullptr), FLASH_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(flash_last_error_message()).find("bytes is null"), std::string::npos)
+      << flash_last_error_message();
+  EXPECT_EQ(flash_attention_workspace_size(nullptr, nullptr), FLASH_INVALID_ARGUMENT);
+}
+
+// A rejected call reports no workspace.
+TEST(CApi, WorkspaceSizeOfARejectedCallIsZero) {
+  flash_attention_params p = valid_paged_decode_params();
+  p.head_dim = 80;
+  size_t bytes = 99;
+  EXPECT_EQ(flash_attention_workspace_size(&p, &bytes), FLASH_INVALID_ARGUMENT);
+  EXPECT_EQ(bytes, size_t{0});
+  EXPECT_NE(std::string(flash_last_error_message()).find("head_dim 80"), std::string::npos)
+      << flash_last_error_message();
 }
 
 // Empty work needs no GPU and touches no memory, as in the C++ API.

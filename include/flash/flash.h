@@ -39,7 +39,8 @@ typedef enum flash_dtype { FLASH_DTYPE_FLOAT16 = 0, FLASH_DTYPE_BFLOAT16 = 1 } f
 typedef enum flash_backend {
   FLASH_BACKEND_AUTO = 0, /* the Hopper kernel on sm_90 where it supports the shape, else the sm80 kernel */
   FLASH_BACKEND_SM80 = 1, /* the FlashAttention-2 mma.sync kernel (sm_80 and newer) */
-  FLASH_BACKEND_SM90 = 2  /* the Hopper wgmma/TMA kernel (sm_90 with an sm_90a build; head_dim 64, 128, 256) */
+  FLASH_BACKEND_SM90 = 2, /* the Hopper wgmma/TMA kernel (sm_90 with an sm_90a build; head_dim 64, 128, 256) */
+  FLASH_BACKEND_DECODE = 3 /* the split-KV decode kernel (mma.sync, sm_80 and newer; short queries: seqlen_q <= 16) */
 } flash_backend;
 
 /* The result of a call; flash_last_error_message() says more. */
@@ -108,12 +109,58 @@ typedef struct flash_attention_params {
    * stream) and later calls of that class use the fastest. 0 by default: the
    * built-in heuristic needs no warm-up. Any nonzero value counts as 1. */
   int autotune;
+
+  /* ---- Inference-engine features. All optional: flash_attention_params_init
+   * turns them off. The fields and their meaning are those of
+   * flash::AttentionParams (flash/flash.hpp), which says more. ---- */
+
+  /* Variable-length query batches: when non-null, Q and O are packed
+   * [total_q, heads_q, head_dim] (q/o_batch_stride ignored) and sequence b
+   * owns rows cu_seqlens_q[b] .. cu_seqlens_q[b+1] - 1. Device memory, batch + 1
+   * entries, starting at 0, non-decreasing. seqlen_q is then max_seqlen_q. LSE,
+   * if requested, is [heads_q, total_q]. */
+  const int32_t* cu_seqlens_q;
+  /* Variable-length key batches: K and V packed [total_k, heads_kv, head_dim]
+   * the same way (k/v_batch_stride ignored). Not together with block_table. */
+  const int32_t* cu_seqlens_k;
+  /* Keys used per sequence (device, batch entries): sequence b attends to its
+   * first seqused_k[b] keys of the dense or paged K/V allocation. */
+  const int32_t* seqused_k;
+  /* Paged KV cache: when block_table is non-null, K and V are
+   * [num_pages, page_size, heads_kv, head_dim] (k/v_batch_stride: the stride
+   * between pages) and key j of sequence b lives in page
+   * block_table[b * block_table_batch_stride + j / page_size], row
+   * j % page_size. Device memory; page_size a positive multiple of 16. */
+  const int32_t* block_table;
+  int64_t block_table_batch_stride; /* int32 entries between sequences' rows of block_table */
+  int64_t max_pages_per_seq;        /* entries per row of block_table */
+  int64_t page_size;                /* keys per page */
+  int64_t num_pages;                /* pages in K and V */
+
+  /* Sliding window relative to the bottom-right diagonal: query row i sees
+   * key j iff i + d - window_left <= j <= i + d + window_right, with
+   * d = seqlen_k - seqlen_q; -1 (the default) leaves that side unbounded. */
+  int64_t window_left;
+  int64_t window_right;
+  /* Logit softcap: when > 0, scores become softcap * tanh(score / softcap)
+   * before masking and the softmax. 0 (the default) turns it off. */
+  float softcap;
+
+  /* Split-KV for short queries: 0 lets flash choose (splitting only with a
+   * workspace), 1 never splits, n > 1 asks for n (at most 128). The workspace
+   * (device memory, 256-byte aligned) must hold at least
+   * flash_attention_workspace_size() bytes. */
+  int32_t num_splits;
+  void* workspace;
+  size_t workspace_bytes;
 } flash_attention_params;
 
 /* Sets every field to its default, as the C++ AttentionParams{}: null
  * pointers, zero sizes and strides, dim strides 1, bf16, not causal,
- * softmax_scale 0 (1/sqrt(head_dim)), FLASH_BACKEND_AUTO, autotune 0. A null
- * `params` is ignored. */
+ * softmax_scale 0 (1/sqrt(head_dim)), FLASH_BACKEND_AUTO, autotune 0; the
+ * inference-engine fields off (null pointers, zero sizes, window_left and
+ * window_right -1, softcap 0, num_splits 0, no workspace). A null `params` is
+ * ignored. */
 void flash_attention_params_init(flash_attention_params* params) FLASH_C_NOEXCEPT;
 
 /* Fill all strides for densely packed [batch, seq, heads, head_dim] tensors
@@ -136,10 +183,20 @@ flash_status_code flash_validate(const flash_attention_params* params) FLASH_C_N
  * nothing and writes nothing. */
 flash_status_code flash_attention_forward(const flash_attention_params* params, void* stream) FLASH_C_NOEXCEPT;
 
-/* The message of this thread's last flash_validate or flash_attention_forward:
- * what was wrong and what would be accepted, or "" after a success. Never
- * null. The string belongs to the library and stays valid and unchanged until
- * the next flash call on the same thread; other threads have their own. */
+/* Bytes of device workspace flash_attention_forward needs for `params` on the
+ * current device, written to *bytes: nonzero only when it would split the keys
+ * (short queries, few (batch, head) pairs for the GPU). Pass a buffer of at
+ * least this size as params->workspace. Launches nothing. A null `params` or
+ * `bytes` is FLASH_INVALID_ARGUMENT; on any failure *bytes (when not null)
+ * is 0. */
+flash_status_code flash_attention_workspace_size(const flash_attention_params* params,
+                                                 size_t* bytes) FLASH_C_NOEXCEPT;
+
+/* The message of this thread's last flash_validate, flash_attention_forward
+ * or flash_attention_workspace_size: what was wrong and what would be
+ * accepted, or "" after a success. Never null. The string belongs to the
+ * library and stays valid and unchanged until the next flash call on the
+ * same thread; other threads have their own. */
 const char* flash_last_error_message(void) FLASH_C_NOEXCEPT;
 
 /* A static name for a status code: "success", "invalid argument",
