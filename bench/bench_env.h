@@ -26,6 +26,7 @@ struct BenchEnv {
   L2Flusher flusher;
   LaunchTimer timer;
   double ceiling_tflops = 0.0;  // cuBLAS bf16 GEMM 8192^3, measured by main() before any row
+  double bandwidth_gbps = 0.0;  // 4 GiB device-memory read (bandwidth_ceiling.h); measured when decode rows run
 
   BenchEnv() = default;
   BenchEnv(const BenchEnv&) = delete;

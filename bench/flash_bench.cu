@@ -17,11 +17,20 @@
 //   causal square counted as N^2 / 2 (FlashAttention's convention): see
 //   visible_pairs() in bench_util.h.
 //
+//   Inference-engine rows (inference_bench.h says exactly what they run):
+//   --decode: split-KV decode against dense and paged KV caches, in GB/s of
+//   K and V read and as a fraction of a 4 GiB read measured in the same run
+//   (row "read_bandwidth_4GiB"); --varlen: a packed varlen prefill batch
+//   against a dense batch of the same tokens, in TFLOP/s. Either flag
+//   replaces the sweep; add --sweep to run it too.
+//
 // Usage:
 //   flash_bench                                   # the full sweep
 //   flash_bench --dtypes=bf16 --head_dims=128 --seqlens=2048,16384 --no-standard
 //   flash_bench --backend=sm80 --no-standard             # the sm80 kernel on a Hopper GPU
 //   flash_bench --benchmark_filter='flash/bf16/hd128/.*' --benchmark_out=run.json --benchmark_out_format=json
+//   flash_bench --decode --varlen --benchmark_out=decode.json --benchmark_out_format=json
+//   flash_bench --decode --backend=sm80                  # the same decode calls on the sm80 kernel
 // --help lists flash_bench's flags, then Google Benchmark's. With no CUDA
 // device it prints "no CUDA device" and exits with 77 (the "skipped" code).
 #include <benchmark/benchmark.h>
@@ -33,11 +42,13 @@
 #include <string>
 #include <vector>
 
+#include "bandwidth_ceiling.h"
 #include "bench_env.h"
 #include "bench_util.h"
 #include "device_tensor.h"
 #include "flash/flash.hpp"
 #include "gemm_ceiling.h"
+#include "inference_bench.h"
 #include "options.h"
 #include "reference.h"
 #include "results.h"
@@ -150,6 +161,9 @@ void register_benchmarks(BenchEnv* env) {
       ->UseManualTime()
       ->Iterations(o.gemm_iters)
       ->Unit(benchmark::kMillisecond);
+  if (o.decode) register_decode_benchmarks(env);
+  if (o.varlen) register_varlen_benchmarks(env);
+  if (!o.run_sweep) return;
   for (flash::DType dtype : o.dtypes) {
     for (int64_t head_dim : o.head_dims) {
       for (bool causal : {false, true}) {
@@ -195,6 +209,7 @@ int run(int argc, char** argv) {
   }
   std::string err = env.init();
   if (err.empty()) err = measure_gemm_ceiling(env, &env.ceiling_tflops);
+  if (err.empty() && env.options.decode) err = measure_bandwidth_ceiling(env, &env.bandwidth_gbps);
   if (!err.empty()) {
     std::fprintf(stderr, "flash_bench: setup failed: %s\n", err.c_str());
     return 1;
@@ -206,10 +221,18 @@ int run(int argc, char** argv) {
   benchmark::AddCustomContext("gemm_bf16_8192_tflops", std::to_string(env.ceiling_tflops));
   std::printf("GPU: %s; ceiling (cuBLAS bf16 GEMM 8192^3): %.1f TFLOP/s\n", env.gpu_name.c_str(),
               env.ceiling_tflops);
+  if (env.options.decode) {
+    benchmark::AddCustomContext("read_bandwidth_gbps", std::to_string(env.bandwidth_gbps));
+    std::printf("read ceiling (4 GiB, 16-byte loads): %.0f GB/s\n", env.bandwidth_gbps);
+  }
   std::fflush(stdout);
 
   benchmark::RunSpecifiedBenchmarks();
-  print_summary(stdout, env.gpu_name, backend_name(env.options.backend), env.ceiling_tflops);
+  if (env.options.run_sweep) {
+    print_summary(stdout, env.gpu_name, backend_name(env.options.backend), env.ceiling_tflops);
+  }
+  if (env.options.decode) print_decode_summary(stdout, env);
+  if (env.options.varlen) print_varlen_summary(stdout, env);
   benchmark::Shutdown();
   return 0;
 }

@@ -42,8 +42,10 @@ std::string parse_backend(const char* value, flash::Backend* out) {
     *out = flash::Backend::kSm80;
   } else if (v == "sm90") {
     *out = flash::Backend::kSm90;
+  } else if (v == "decode") {
+    *out = flash::Backend::kDecode;
   } else {
-    return "--backend: '" + v + "' is not a backend; use auto, sm80 or sm90";
+    return "--backend: '" + v + "' is not a backend; use auto, sm80, sm90 or decode";
   }
   return {};
 }
@@ -75,6 +77,7 @@ const char* backend_name(flash::Backend backend) {
   switch (backend) {
     case flash::Backend::kSm80: return "sm80";
     case flash::Backend::kSm90: return "sm90";
+    case flash::Backend::kDecode: return "decode";
     default: return "auto";
   }
 }
@@ -86,7 +89,14 @@ const char* usage() {
          "  --seqlens=512,...,16384     sequence lengths; batch = max(1, 16384 / N)\n"
          "                              (default: 512,1024,2048,4096,8192,16384)\n"
          "  --no-standard               skip the standard (cuBLAS) attention rows\n"
-         "  --backend=auto|sm80|sm90    kernel family of the flash rows (default auto: sm90 on Hopper)\n"
+         "  --backend=auto|sm80|sm90|decode\n"
+         "                              kernel family of the flash, decode and varlen rows (default auto)\n"
+         "  --decode                    run the decode rows: bf16, heads 32/8, hd128, one query, batch 1, 8, 32,\n"
+         "                              KV length 4096 and 32768, dense and paged (16, 256) cache, split-KV auto;\n"
+         "                              GB/s of K+V against a measured 4 GiB read (read_bandwidth_4GiB)\n"
+         "  --varlen                    run the varlen prefill rows: 64 sequences of 100..8192 tokens packed\n"
+         "                              (cu_seqlens) against a dense batch of 64 at the mean length\n"
+         "  --sweep                     with --decode or --varlen: run the seed's sweep too (else they replace it)\n"
          "  --autotune                  also run each flash row with autotuning on (the first warm-up call\n"
          "                              tunes) and print heuristic vs autotuned\n"
          "  --flash_iters=N             timed launches per flash row (default 30, after 5 warm-up)\n"
@@ -97,6 +107,7 @@ const char* usage() {
 
 std::string parse_options(int* argc, char** argv, Options* options, bool* help) {
   *help = false;
+  bool sweep_flag = false;
   int kept = 1;
   for (int i = 1; i < *argc; ++i) {
     const char* arg = argv[i];
@@ -113,6 +124,12 @@ std::string parse_options(int* argc, char** argv, Options* options, bool* help) 
       err = parse_backend(v, &options->backend);
     } else if (std::strcmp(arg, "--no-standard") == 0) {
       options->run_standard = false;
+    } else if (std::strcmp(arg, "--decode") == 0) {
+      options->decode = true;
+    } else if (std::strcmp(arg, "--varlen") == 0) {
+      options->varlen = true;
+    } else if (std::strcmp(arg, "--sweep") == 0) {
+      sweep_flag = true;
     } else if (const char* v = flag_value(arg, "--warmup_ms")) {
       int64_t ms = 0;
       if (!parse_int(v, 0, &ms)) err = std::string("--warmup_ms: '") + v + "' is not an integer >= 0";
@@ -135,6 +152,7 @@ std::string parse_options(int* argc, char** argv, Options* options, bool* help) 
   }
   *argc = kept;
   argv[kept] = nullptr;
+  options->run_sweep = sweep_flag || (!options->decode && !options->varlen);
   return {};
 }
 

@@ -15,6 +15,9 @@ struct Options {
   std::vector<flash::DType> dtypes = {flash::DType::kBFloat16, flash::DType::kFloat16};
   std::vector<int64_t> head_dims = {64, 128, 256};
   std::vector<int64_t> seqlens = {512, 1024, 2048, 4096, 8192, 16384};
+  bool run_sweep = true;     // the seed's sweep; off when --decode or --varlen is given without --sweep
+  bool decode = false;       // --decode: the decode rows (split-KV, dense and paged KV cache)
+  bool varlen = false;       // --varlen: varlen prefill against an equal-length dense batch
   bool run_standard = true;  // --no-standard clears it
   flash::Backend backend = flash::Backend::kAuto;  // kernel family of the flash rows
   int flash_iters = 30;      // timed launches per flash row
@@ -40,7 +43,7 @@ const char* usage();
 // "bf16" / "fp16".
 const char* dtype_name(flash::DType dtype);
 
-// "auto" / "sm80" / "sm90".
+// "auto" / "sm80" / "sm90" / "decode".
 const char* backend_name(flash::Backend backend);
 
 }  // namespace flash_bench

@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
 # Build, test and benchmark flash on a GPU machine in one go.
 #
-#   scripts/gpu-check.sh [phases...]     phases: build sass test ctest sanitize ncu bench quickbench
+#   scripts/gpu-check.sh [phases...]     phases: build sass test ctest sanitize ncu bench quickbench decode
 #                                        (default: build sass test sanitize bench)
+#
+# decode: flash_bench --decode --varlen (split-KV decode on dense and paged KV
+# caches against a measured read-bandwidth ceiling, varlen prefill against a
+# dense batch), JSON in $OUT/bench_decode.json.
 #
 # Full logs go to $OUT (or ./gpu-check-out when OUT is unset); the last thing
 # printed is a short summary table. Environment: BUILD_DIR (default
 # build/gpu-check), CUDA_ARCHS (default 90a), HEAD_DIMS (default all),
 # BENCH_ARGS (extra flash_bench flags), BENCH_BACKENDS (default auto; e.g.
-# "auto sm80"), TEST_FILTER (gtest filter), SANITIZE_FILTER and
+# "auto sm80"), DECODE_ARGS (extra flags of the decode phase, e.g.
+# "--backend=sm80"), TEST_FILTER (gtest filter), SANITIZE_FILTER and
 # SANITIZE_TIMEOUT (see scripts/sanitize.sh).
 set -uo pipefail
 
@@ -96,6 +101,16 @@ if has_phase bench || has_phase quickbench; then
     sed -n '/^| dtype/,$p' "$OUT/bench_$backend.log" >>"$SUMMARY"
     grep -iE "ceiling|gpu" "$OUT/bench_$backend.log" | tail -3 >>"$SUMMARY"
   done
+fi
+
+if has_phase decode; then
+  t0=$(date +%s)
+  "$BUILD_DIR/bench/flash_bench" --decode --varlen ${DECODE_ARGS:-} \
+    --benchmark_out="$OUT/bench_decode.json" --benchmark_out_format=json >"$OUT/bench_decode.log" 2>&1
+  note "decode bench: exit $? in $(( $(date +%s) - t0 ))s"
+  grep -E "^read ceiling" "$OUT/bench_decode.log" >>"$SUMMARY"
+  sed -n '/^## decode/,$p' "$OUT/bench_decode.log" >>"$SUMMARY"
+  grep -E "ERROR OCCURRED" "$OUT/bench_decode.log" | head -10 | tee -a "$SUMMARY"
 fi
 
 # The device tool returns at most 8 files: keep the summary and the bench

@@ -1,0 +1,449 @@
+#include "inference_bench.h"
+
+#include <benchmark/benchmark.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <numeric>
+#include <random>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "bandwidth_ceiling.h"
+#include "bench_util.h"
+#include "device_tensor.h"
+#include "flash/flash.hpp"
+#include "options.h"
+
+namespace flash_bench {
+namespace {
+
+constexpr float kInputScale = 1.0f;  // inputs are uniform in [-1, 1)
+constexpr flash::DType kDtype = flash::DType::kBFloat16;
+constexpr int64_t kElemBytes = 2;
+constexpr int64_t kHeadDim = 128;
+
+// Decode shapes.
+constexpr int64_t kDecodeHeadsQ = 32;
+constexpr int64_t kDecodeHeadsKv = 8;
+constexpr int64_t kDecodeBatches[] = {1, 8, 32};
+constexpr int64_t kDecodeSeqlens[] = {4096, 32768};
+constexpr int64_t kDecodePageSizes[] = {0, 16, 256};  // 0: a dense cache
+constexpr uint32_t kPageSeed = 0x9a6e;                // the page permutation's
+
+// Varlen prefill shapes.
+constexpr int64_t kVarlenBatch = 64;
+constexpr int64_t kVarlenMinLen = 100;
+constexpr int64_t kVarlenMaxLen = 8192;
+constexpr int64_t kVarlenHeads = 16;
+constexpr uint32_t kVarlenSeed = 2026;
+
+std::string status_error(const char* what, const flash::Status& s) {
+  if (s.ok()) return {};
+  return std::string(what) + ": " + s.message;
+}
+
+// Allocates `elems` bf16 elements in *dst and fills them with uniform values
+// drawn from `seed` on env's stream.
+std::string alloc_filled(BenchEnv& env, DeviceBuffer* dst, size_t elems, uint64_t seed, const char* what) {
+  std::string err = dst->allocate(elems * kElemBytes, what);
+  if (err.empty())
+    err = cuda_error(what, flash::ref::fill_uniform(dst->get(), kDtype, elems, seed, kInputScale, env.stream));
+  return err;
+}
+
+// Copies `host` into a new allocation *dst on env's stream. The caller keeps
+// `host` alive until the stream is synchronised.
+std::string upload(BenchEnv& env, const std::vector<int32_t>& host, DeviceBuffer* dst, const char* what) {
+  const size_t bytes = host.size() * sizeof(int32_t);
+  std::string err = dst->allocate(bytes, what);
+  if (err.empty()) {
+    err = cuda_error(what, cudaMemcpyAsync(dst->get(), host.data(), bytes, cudaMemcpyHostToDevice, env.stream));
+  }
+  return err;
+}
+
+std::string kernel_name(const flash::AttentionParams& p) {
+  flash::KernelChoice choice;
+  return flash::query_kernel_choice(p, &choice).ok() ? std::string(choice.name) : std::string("?");
+}
+
+// ---- Decode ----
+
+struct DecodeKey {
+  int64_t batch;
+  int64_t seqlen_k;
+  int64_t page_size;  // 0: dense
+
+  bool operator<(const DecodeKey& o) const {
+    return std::make_tuple(seqlen_k, batch, page_size) < std::make_tuple(o.seqlen_k, o.batch, o.page_size);
+  }
+};
+
+std::string cache_name(int64_t page_size) {
+  return page_size == 0 ? std::string("dense") : "paged" + std::to_string(page_size);
+}
+
+std::string decode_row_name(const DecodeKey& key) {
+  return "decode/bf16/hd" + std::to_string(kHeadDim) + "/q" + std::to_string(kDecodeHeadsQ) + "kv" +
+         std::to_string(kDecodeHeadsKv) + "/B" + std::to_string(key.batch) + "/L" + std::to_string(key.seqlen_k) + "/" +
+         cache_name(key.page_size);
+}
+
+// K and V bytes a decode call must read once: B * L * heads_kv * head_dim
+// elements of each.
+double decode_kv_bytes(const DecodeKey& key) {
+  return 2.0 * static_cast<double>(key.batch) * static_cast<double>(key.seqlen_k) * kDecodeHeadsKv * kHeadDim *
+         kElemBytes;
+}
+
+// 0 .. n-1 in a fixed random order: Fisher-Yates over mt19937, whose output
+// the standard fixes (std::shuffle's algorithm it does not).
+std::vector<int32_t> shuffled_pages(int64_t n, uint32_t seed) {
+  std::vector<int32_t> pages(static_cast<size_t>(n));
+  std::iota(pages.begin(), pages.end(), 0);
+  std::mt19937 rng(seed);
+  for (int64_t i = n - 1; i > 0; --i) {
+    const int64_t j = static_cast<int64_t>(rng() % static_cast<uint32_t>(i + 1));
+    std::swap(pages[static_cast<size_t>(i)], pages[static_cast<size_t>(j)]);
+  }
+  return pages;
+}
+
+// The tensors and parameters of one decode row.
+struct DecodeRun {
+  DeviceBuffer q, k, v, o, seqused_k, block_table, workspace;
+  flash::AttentionParams p;
+
+  std::string setup(BenchEnv& env, const DecodeKey& key) {
+    p.dtype = kDtype;
+    p.batch = key.batch;
+    p.seqlen_q = 1;
+    p.seqlen_k = key.seqlen_k;
+    p.heads_q = kDecodeHeadsQ;
+    p.heads_kv = kDecodeHeadsKv;
+    p.head_dim = kHeadDim;
+    p.set_contiguous_bnhd();  // Q, O [B, 1, Hq, D]; a dense cache [B, L, Hkv, D]
+    p.backend = env.options.backend;
+    p.num_splits = 0;  // auto: flash splits the keys when the workspace allows it
+    std::vector<int32_t> table;
+    if (key.page_size > 0) {
+      // One pool of B * L / page_size pages [page_size, Hkv, D], handed out
+      // in a random order: sequence b's i-th page is table[b * pages + i].
+      const int64_t pages_per_seq = key.seqlen_k / key.page_size;
+      p.page_size = key.page_size;
+      p.max_pages_per_seq = pages_per_seq;
+      p.block_table_batch_stride = pages_per_seq;
+      p.num_pages = key.batch * pages_per_seq;
+      p.k_batch_stride = p.v_batch_stride = key.page_size * p.k_seq_stride;  // between pages
+      table = shuffled_pages(p.num_pages, kPageSeed);
+    }
+    const std::vector<int32_t> used(static_cast<size_t>(key.batch), static_cast<int32_t>(key.seqlen_k));
+    const size_t q_elems = static_cast<size_t>(p.batch * p.heads_q * p.head_dim);
+    const size_t kv_elems = static_cast<size_t>(key.batch * key.seqlen_k * p.heads_kv * p.head_dim);
+    std::string err = alloc_filled(env, &q, q_elems, 1, "Q");
+    if (err.empty()) err = alloc_filled(env, &k, kv_elems, 2, "K");
+    if (err.empty()) err = alloc_filled(env, &v, kv_elems, 3, "V");
+    if (err.empty()) err = o.allocate(q_elems * kElemBytes, "cudaMalloc(O)");
+    if (err.empty()) err = upload(env, used, &seqused_k, "seqused_k");
+    if (err.empty() && !table.empty()) err = upload(env, table, &block_table, "block_table");
+    if (err.empty()) err = cuda_error("cudaStreamSynchronize(setup)", cudaStreamSynchronize(env.stream));
+    if (!err.empty()) return err;
+    p.q = q.get();
+    p.k = k.get();
+    p.v = v.get();
+    p.o = o.get();
+    p.seqused_k = static_cast<const int32_t*>(seqused_k.get());
+    p.block_table = table.empty() ? nullptr : static_cast<const int32_t*>(block_table.get());
+    // The workspace, sized for this call (0: flash would not split it).
+    size_t bytes = 0;
+    err = status_error("flash::attention_workspace_size", flash::attention_workspace_size(p, &bytes));
+    if (err.empty() && bytes > 0) {
+      err = workspace.allocate(bytes, "cudaMalloc(workspace)");  // cudaMalloc: 256-byte aligned
+      p.workspace = workspace.get();
+      p.workspace_bytes = bytes;
+    }
+    return err;
+  }
+};
+
+struct DecodeFigures {
+  double median_us = 0.0;
+  double gbps = 0.0;
+  size_t workspace_bytes = 0;
+  std::string config;
+};
+
+std::mutex g_mutex;  // as in results.cpp: rows run one at a time; this only keeps that from mattering
+
+std::map<DecodeKey, DecodeFigures>& decode_results() {
+  static std::map<DecodeKey, DecodeFigures> rows;
+  return rows;
+}
+
+void bench_decode(benchmark::State& state, BenchEnv* env, DecodeKey key) {
+  DecodeRun run;
+  const std::string err = run.setup(*env, key);
+  if (!err.empty()) {
+    state.SkipWithError(err.c_str());
+    return;
+  }
+  auto launch = [&]() -> std::string {
+    return status_error("flash::attention_forward", flash::attention_forward(run.p, env->stream));
+  };
+  std::vector<double> ms;
+  if (!run_timed_loop(state, *env, env->options.flash_warmup, launch, &ms)) return;
+
+  DecodeFigures f;
+  const double median_ms = median(ms);
+  f.median_us = median_ms * 1e3;
+  f.gbps = median_ms > 0.0 ? decode_kv_bytes(key) / (median_ms * 1e-3) / 1e9 : 0.0;
+  f.workspace_bytes = run.p.workspace_bytes;
+  f.config = kernel_name(run.p);
+  state.counters["median_us"] = benchmark::Counter(f.median_us);
+  state.counters["GB/s"] = benchmark::Counter(f.gbps);
+  state.counters["frac_bandwidth"] = benchmark::Counter(env->bandwidth_gbps > 0.0 ? f.gbps / env->bandwidth_gbps : 0.0);
+  state.counters["workspace_bytes"] = benchmark::Counter(static_cast<double>(f.workspace_bytes));
+  state.SetLabel(f.config);
+  std::lock_guard<std::mutex> lock(g_mutex);
+  decode_results()[key] = f;
+}
+
+// ---- Varlen prefill ----
+
+// The 64 sequence lengths, uniform in [kVarlenMinLen, kVarlenMaxLen], the
+// same every run (mt19937's output is fixed by the standard; the modulo's
+// bias is below 2e-6).
+std::vector<int64_t> varlen_lengths() {
+  std::mt19937 rng(kVarlenSeed);
+  std::vector<int64_t> lengths(kVarlenBatch);
+  for (int64_t& n : lengths) n = kVarlenMinLen + static_cast<int64_t>(rng() % (kVarlenMaxLen - kVarlenMinLen + 1));
+  return lengths;
+}
+
+int64_t varlen_total(const std::vector<int64_t>& lengths) {
+  return std::accumulate(lengths.begin(), lengths.end(), int64_t{0});
+}
+
+// The dense comparison's length: the mean, rounded, so both calls hold
+// (almost exactly) the same number of tokens.
+int64_t varlen_mean(const std::vector<int64_t>& lengths) {
+  return static_cast<int64_t>(std::llround(static_cast<double>(varlen_total(lengths)) / kVarlenBatch));
+}
+
+// Visible (query, key) pairs of one self-attention sequence of n tokens,
+// exactly: n^2, or n(n+1)/2 under the (bottom-right = top-left here) causal mask.
+double sequence_pairs(int64_t n, bool causal) {
+  const double d = static_cast<double>(n);
+  return causal ? d * (d + 1.0) / 2.0 : d * d;
+}
+
+struct VarlenKey {
+  bool causal;
+  bool packed;  // true: the varlen call; false: the dense batch at the mean length
+
+  bool operator<(const VarlenKey& o) const {
+    return std::make_tuple(causal, !packed) < std::make_tuple(o.causal, !o.packed);
+  }
+};
+
+std::string varlen_row_name(const VarlenKey& key) {
+  return "varlen/bf16/hd" + std::to_string(kHeadDim) + "/h" + std::to_string(kVarlenHeads) + "/" +
+         (key.causal ? "causal" : "noncausal") + "/" + (key.packed ? "packed" : "dense");
+}
+
+struct VarlenRun {
+  DeviceBuffer q, k, v, o, cu_seqlens;
+  flash::AttentionParams p;
+  double flops = 0.0;
+
+  std::string setup(BenchEnv& env, const VarlenKey& key) {
+    const std::vector<int64_t> lengths = varlen_lengths();
+    std::vector<int32_t> cu(lengths.size() + 1, 0);
+    for (size_t b = 0; b < lengths.size(); ++b) cu[b + 1] = cu[b] + static_cast<int32_t>(lengths[b]);
+    const int64_t total = cu.back();
+    const int64_t mean = varlen_mean(lengths);
+    const int64_t max_len = *std::max_element(lengths.begin(), lengths.end());
+
+    p.dtype = kDtype;
+    p.batch = kVarlenBatch;
+    p.heads_q = p.heads_kv = kVarlenHeads;
+    p.head_dim = kHeadDim;
+    p.causal = key.causal;
+    p.backend = env.options.backend;
+    double pairs = 0.0;
+    int64_t tokens = 0;
+    if (key.packed) {
+      // Q, K, V, O packed [total, H, D]; seqlen_q/k is the longest sequence.
+      p.seqlen_q = p.seqlen_k = max_len;
+      tokens = total;
+      for (int64_t n : lengths) pairs += sequence_pairs(n, key.causal);
+    } else {
+      p.seqlen_q = p.seqlen_k = mean;
+      tokens = kVarlenBatch * mean;
+      pairs = kVarlenBatch * sequence_pairs(mean, key.causal);
+    }
+    // Sequence and head strides of [tokens, H, D]; the batch stride is
+    // ignored for the packed call.
+    p.set_contiguous_bnhd();
+    flops = 4.0 * kVarlenHeads * kHeadDim * pairs;
+
+    const size_t elems = static_cast<size_t>(tokens * kVarlenHeads * kHeadDim);
+    std::string err = alloc_filled(env, &q, elems, 1, "Q");
+    if (err.empty()) err = alloc_filled(env, &k, elems, 2, "K");
+    if (err.empty()) err = alloc_filled(env, &v, elems, 3, "V");
+    if (err.empty()) err = o.allocate(elems * kElemBytes, "cudaMalloc(O)");
+    if (err.empty() && key.packed) err = upload(env, cu, &cu_seqlens, "cu_seqlens");
+    if (err.empty()) err = cuda_error("cudaStreamSynchronize(setup)", cudaStreamSynchronize(env.stream));
+    p.q = q.get();
+    p.k = k.get();
+    p.v = v.get();
+    p.o = o.get();
+    if (key.packed) p.cu_seqlens_q = p.cu_seqlens_k = static_cast<const int32_t*>(cu_seqlens.get());
+    return err;
+  }
+};
+
+struct VarlenFigures {
+  double median_ms = 0.0;
+  double tflops = 0.0;
+  std::string config;
+};
+
+std::map<VarlenKey, VarlenFigures>& varlen_results() {
+  static std::map<VarlenKey, VarlenFigures> rows;
+  return rows;
+}
+
+void bench_varlen(benchmark::State& state, BenchEnv* env, VarlenKey key) {
+  VarlenRun run;
+  const std::string err = run.setup(*env, key);
+  if (!err.empty()) {
+    state.SkipWithError(err.c_str());
+    return;
+  }
+  auto launch = [&]() -> std::string {
+    return status_error("flash::attention_forward", flash::attention_forward(run.p, env->stream));
+  };
+  std::vector<double> ms;
+  if (!run_timed_loop(state, *env, env->options.flash_warmup, launch, &ms)) return;
+  VarlenFigures f;
+  f.median_ms = set_counters(state, *env, ms, run.flops, &f.tflops);
+  f.config = kernel_name(run.p);
+  state.SetLabel(f.config);
+  std::lock_guard<std::mutex> lock(g_mutex);
+  varlen_results()[key] = f;
+}
+
+}  // namespace
+
+void register_decode_benchmarks(BenchEnv* env) {
+  const Options& o = env->options;
+  benchmark::RegisterBenchmark("read_bandwidth_4GiB", bench_bandwidth, env)
+      ->UseManualTime()
+      ->Iterations(o.gemm_iters)
+      ->Unit(benchmark::kMillisecond);
+  for (int64_t seqlen_k : kDecodeSeqlens) {
+    for (int64_t batch : kDecodeBatches) {
+      for (int64_t page_size : kDecodePageSizes) {
+        const DecodeKey key{batch, seqlen_k, page_size};
+        benchmark::RegisterBenchmark(decode_row_name(key).c_str(), bench_decode, env, key)
+            ->UseManualTime()
+            ->Iterations(o.flash_iters)
+            ->Unit(benchmark::kMicrosecond);
+      }
+    }
+  }
+}
+
+void register_varlen_benchmarks(BenchEnv* env) {
+  for (bool causal : {false, true}) {
+    for (bool packed : {true, false}) {
+      const VarlenKey key{causal, packed};
+      benchmark::RegisterBenchmark(varlen_row_name(key).c_str(), bench_varlen, env, key)
+          ->UseManualTime()
+          ->Iterations(env->options.flash_iters)
+          ->Unit(benchmark::kMillisecond);
+    }
+  }
+}
+
+void print_decode_summary(std::FILE* out, const BenchEnv& env) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  std::fprintf(out, "\n## decode\n\n");
+  std::fprintf(out, "- read ceiling: %.1f GiB streamed with 16-byte loads, median: %.0f GB/s\n",
+               static_cast<double>(kBandwidthBytes) / (1 << 30), env.bandwidth_gbps);
+  std::fprintf(out,
+               "- bf16, heads_q %lld, heads_kv %lld, head_dim %lld, seqlen_q 1, seqused_k = L, num_splits 0 "
+               "(auto) with a workspace of attention_workspace_size() bytes, backend %s\n",
+               static_cast<long long>(kDecodeHeadsQ), static_cast<long long>(kDecodeHeadsKv),
+               static_cast<long long>(kHeadDim), backend_name(env.options.backend));
+  std::fprintf(out, "- GB/s = K and V bytes (2 * B * L * heads_kv * head_dim * 2 B) / median time\n\n");
+  if (decode_results().empty()) {
+    std::fprintf(out, "(no decode rows ran)\n");
+    return;
+  }
+  std::fprintf(out, "| L | batch | cache | kernel | workspace | us | GB/s | frac of read |\n");
+  std::fprintf(out, "|---|---|---|---|---|---|---|---|\n");
+  for (const auto& [key, f] : decode_results()) {
+    char frac[32] = "-";
+    if (env.bandwidth_gbps > 0.0) std::snprintf(frac, sizeof(frac), "%.3f", f.gbps / env.bandwidth_gbps);
+    std::fprintf(out, "| %lld | %lld | %s | %s | %zu | %.1f | %.0f | %s |\n", static_cast<long long>(key.seqlen_k),
+                 static_cast<long long>(key.batch), cache_name(key.page_size).c_str(), f.config.c_str(),
+                 f.workspace_bytes, f.median_us, f.gbps, frac);
+  }
+  std::fflush(out);
+}
+
+void print_varlen_summary(std::FILE* out, const BenchEnv& env) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  const std::vector<int64_t> lengths = varlen_lengths();
+  const int64_t mean = varlen_mean(lengths);
+  std::fprintf(out, "\n## varlen prefill\n\n");
+  std::fprintf(out,
+               "- %lld sequences, lengths uniform in [%lld, %lld] (seed %u): %lld tokens, longest %lld; dense: "
+               "%lld x %lld = %lld tokens\n",
+               static_cast<long long>(kVarlenBatch), static_cast<long long>(kVarlenMinLen),
+               static_cast<long long>(kVarlenMaxLen), kVarlenSeed, static_cast<long long>(varlen_total(lengths)),
+               static_cast<long long>(*std::max_element(lengths.begin(), lengths.end())),
+               static_cast<long long>(kVarlenBatch), static_cast<long long>(mean),
+               static_cast<long long>(kVarlenBatch * mean));
+  std::fprintf(out,
+               "- bf16, heads %lld, head_dim %lld, backend %s; FLOPs = 4 * heads * head_dim * real pairs "
+               "(n^2, causal n(n+1)/2 per sequence)\n\n",
+               static_cast<long long>(kVarlenHeads), static_cast<long long>(kHeadDim),
+               backend_name(env.options.backend));
+  if (varlen_results().empty()) {
+    std::fprintf(out, "(no varlen rows ran)\n");
+    return;
+  }
+  std::fprintf(out, "| causal | varlen kernel | varlen TFLOP/s | dense kernel | dense TFLOP/s | varlen / dense |\n");
+  std::fprintf(out, "|---|---|---|---|---|---|\n");
+  for (bool causal : {false, true}) {
+    const auto packed = varlen_results().find(VarlenKey{causal, true});
+    const auto dense = varlen_results().find(VarlenKey{causal, false});
+    const bool has_packed = packed != varlen_results().end();
+    const bool has_dense = dense != varlen_results().end();
+    if (!has_packed && !has_dense) continue;
+    char packed_tflops[32] = "-";
+    char dense_tflops[32] = "-";
+    char ratio[32] = "-";
+    if (has_packed) std::snprintf(packed_tflops, sizeof(packed_tflops), "%.1f", packed->second.tflops);
+    if (has_dense) std::snprintf(dense_tflops, sizeof(dense_tflops), "%.1f", dense->second.tflops);
+    if (has_packed && has_dense && dense->second.tflops > 0.0) {
+      std::snprintf(ratio, sizeof(ratio), "%.3f", packed->second.tflops / dense->second.tflops);
+    }
+    std::fprintf(out, "| %s | %s | %s | %s | %s | %s |\n", causal ? "yes" : "no",
+                 has_packed ? packed->second.config.c_str() : "-", packed_tflops,
+                 has_dense ? dense->second.config.c_str() : "-", dense_tflops, ratio);
+  }
+  std::fflush(out);
+}
+
+}  // namespace flash_bench
