@@ -133,6 +133,9 @@ void AttentionCase::plan() {
   params_.head_dim = d;
   params_.causal = cfg_.causal;
   params_.softmax_scale = cfg_.softmax_scale;
+  params_.window_left = cfg_.window_left;
+  params_.window_right = cfg_.window_right;
+  params_.softcap = cfg_.softcap;
   params_.q_batch_stride = q_.batch_stride;
   params_.q_seq_stride = q_.seq_stride;
   params_.q_head_stride = q_.head_stride;
@@ -330,8 +333,9 @@ Status AttentionCase::run_flash_with(const AttentionParams& p, bool default_stre
       if (!ok) return ok;
     }
   }
-  ref::cpu_attention(params_, host[q_.buffer].data() + q_.offset, host[k_.buffer].data() + k_.offset,
-                     host[v_.buffer].data() + v_.offset, o, lse);
+  const Status s = ref::cpu_attention(params_, host[q_.buffer].data() + q_.offset,
+                                      host[k_.buffer].data() + k_.offset, host[v_.buffer].data() + v_.offset, o, lse);
+  if (!s.ok()) return ::testing::AssertionFailure() << "cpu_attention: " << s.message;
   return ::testing::AssertionSuccess();
 }
 

@@ -40,11 +40,14 @@ struct CaseConfig {
   int64_t heads_kv = 1;
   Layout layout = Layout::kBNHD;
   float softmax_scale = 0.f;
+  int64_t window_left = -1;  // sliding window (AttentionParams::window_left/right); -1: unbounded
+  int64_t window_right = -1;
+  float softcap = 0.f;       // AttentionParams::softcap; 0: off
   float input_scale = 1.f;  // inputs uniform in [-input_scale, input_scale)
   bool with_lse = true;
   uint64_t seed = 0;  // the inputs are a function of (seed, tensor)
 
-  // e.g. "bf16 hd128 causal q129 k17 h8/2 b3 bnhd"
+  // e.g. "bf16 hd128 causal q129 k17 h8/2 b3 bnhd", plus what differs from the defaults
   std::string name() const;
 };
 

@@ -46,6 +46,7 @@ const char* backend_name(Backend backend) {
     case Backend::kAuto: return "backend auto";
     case Backend::kSm80: return "backend sm80";
     case Backend::kSm90: return "backend sm90";
+    case Backend::kDecode: return "backend decode";
   }
   return "backend ?";
 }
@@ -57,6 +58,10 @@ std::string CaseConfig::name() const {
                 heads_q, heads_kv, batch, layout_name(layout));
   std::string name = text;
   if (softmax_scale != 0.f) name += " scale " + std::to_string(softmax_scale);
+  if (window_left != -1 || window_right != -1) {
+    name += " window(" + std::to_string(window_left) + "," + std::to_string(window_right) + ")";
+  }
+  if (softcap != 0.f) name += " softcap " + std::to_string(softcap);
   if (input_scale != 1.f) name += " inputs x" + std::to_string(input_scale);
   if (!with_lse) name += " no-lse";
   return name;

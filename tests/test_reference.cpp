@@ -1,10 +1,12 @@
 // The references themselves, since every other GPU test trusts them:
 // standard_attention (cuBLAS) against the float64 CPU attention for every
-// layout, its dtype output, its argument handling, and fill_uniform.
+// layout and for sliding windows and softcap, its dtype output, its argument
+// handling, and fill_uniform.
 #include <cmath>
 #include <cstdint>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "device_tensor.h"
@@ -50,6 +52,89 @@ TEST_F(StandardAttention, MatchesFloat64) {
       }
     }
   }
+}
+
+// Sliding windows (incl. rows that see no key) and softcap, each alone and
+// together, on shapes with more keys than queries, fewer, equal, and one row.
+TEST_F(StandardAttention, WindowAndSoftcapMatchFloat64) {
+  struct Window {
+    bool causal;
+    int64_t left, right;
+  };
+  const Window windows[] = {{false, -1, -1}, {false, 8, 0}, {false, 0, 0},  {false, 5, 5},
+                            {false, -1, 3},  {false, 2, -1}, {true, 4, -1}, {true, -1, 0}};
+  const Layout layouts[] = {Layout::kBNHD, Layout::kBHND, Layout::kPadded};
+  uint64_t index = kReferenceSeedBase + 3000;
+  int64_t rows_without_keys = 0;
+  for (DType dtype : {DType::kFloat16, DType::kBFloat16}) {
+    for (float softcap : {0.f, 5.f}) {
+      for (const Window& w : windows) {
+        if (softcap == 0.f && w.left == -1 && w.right == -1 && !w.causal) continue;  // MatchesFloat64's job
+        for (auto [seqlen_q, seqlen_k] : {std::pair<int64_t, int64_t>{33, 77}, {77, 33}, {40, 40}, {1, 40}}) {
+          CaseConfig cfg;
+          cfg.dtype = dtype;
+          cfg.head_dim = 64;
+          cfg.causal = w.causal;
+          cfg.window_left = w.left;
+          cfg.window_right = w.right;
+          cfg.softcap = softcap;
+          cfg.input_scale = softcap > 0.f ? 3.f : 1.f;
+          cfg.batch = 2;
+          cfg.seqlen_q = seqlen_q;
+          cfg.seqlen_k = seqlen_k;
+          cfg.heads_q = 4;
+          cfg.heads_kv = 2;
+          cfg.layout = layouts[index % 3];
+          cfg.seed = case_seed(++index);
+          SCOPED_TRACE(cfg.name() + ", seed " + std::to_string(cfg.seed));
+          AttentionCase c(cfg, stream_);
+          ASSERT_TRUE(c.init());
+          std::vector<double> ref_o, ref_lse, cpu_o, cpu_lse;
+          ASSERT_TRUE(c.run_reference(cublas_, &ref_o, &ref_lse));
+          ASSERT_TRUE(c.run_cpu_reference(&cpu_o, &cpu_lse));
+          const std::vector<float> o(ref_o.begin(), ref_o.end());
+          const std::vector<float> lse(ref_lse.begin(), ref_lse.end());
+          Errors errors;
+          EXPECT_TRUE(check_attention(c.params(), o, lse, cpu_o, cpu_lse, &errors));
+          rows_without_keys += errors.empty_rows;
+        }
+      }
+    }
+  }
+  EXPECT_GT(rows_without_keys, 0) << "the premise: some windowed rows see no key";
+}
+
+// The references are dense-only: varlen and paged calls are refused.
+TEST_F(StandardAttention, RejectsVarlenAndPagedCalls) {
+  CaseConfig cfg;
+  cfg.seqlen_q = 40;
+  cfg.seqlen_k = 50;
+  cfg.seed = case_seed(kReferenceSeedBase + 2500);
+  AttentionCase c(cfg, stream_);
+  ASSERT_TRUE(c.init());
+  const size_t needed = ref::standard_attention_workspace_bytes(c.params());
+  void* workspace = nullptr;
+  ASSERT_EQ(cudaMalloc(&workspace, needed), cudaSuccess);
+  int32_t* lengths = nullptr;  // valid device memory, though the references must not read it
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&lengths), 64), cudaSuccess);
+  ASSERT_EQ(cudaMemset(lengths, 0, 64), cudaSuccess);
+  for (int field = 0; field < 4; ++field) {
+    AttentionParams p = c.params();
+    (field == 0 ? p.cu_seqlens_q : field == 1 ? p.cu_seqlens_k : field == 2 ? p.seqused_k : p.block_table) = lengths;
+    if (field == 3) {
+      p.page_size = 16;
+      p.max_pages_per_seq = 4;
+      p.block_table_batch_stride = 4;
+      p.num_pages = 4;
+    }
+    SCOPED_TRACE("field " + std::to_string(field));
+    const Status s = ref::standard_attention(p, nullptr, workspace, needed, cublas_, stream_);
+    EXPECT_EQ(s.code, StatusCode::kInvalidArgument) << s.message;
+    EXPECT_NE(std::string(s.message).find("dense-only"), std::string::npos) << s.message;
+  }
+  EXPECT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
+  cudaFree(lengths);
+  cudaFree(workspace);
 }
 
 // The dtype output is the float32 one, rounded once; written with O's

@@ -1,8 +1,9 @@
 // float64 attention on the CPU: the slow, obviously-correct reference for
-// small shapes. Scores, softmax and the P V sum are all in double; the only
-// roundings are those of the fp16/bf16 inputs themselves.
+// small shapes. Scores, softcap, softmax and the P V sum are all in double;
+// the only roundings are those of the fp16/bf16 inputs themselves.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <vector>
 
@@ -11,14 +12,25 @@
 
 namespace flash::ref {
 
-void cpu_attention(const AttentionParams& p, const uint16_t* q, const uint16_t* k, const uint16_t* v,
-                   std::vector<double>* o, std::vector<double>* lse) {
+Status cpu_attention(const AttentionParams& p, const uint16_t* q, const uint16_t* k, const uint16_t* v,
+                     std::vector<double>* o, std::vector<double>* lse) {
+  o->clear();
+  lse->clear();
+  if (uses_varlen_or_paging(p)) {
+    Status s;
+    s.code = StatusCode::kInvalidArgument;
+    std::snprintf(s.message, sizeof(s.message),
+                  "cpu_attention is dense-only: cu_seqlens_q/k, seqused_k and block_table must be null "
+                  "(check varlen and paged calls per sequence)");
+    return s;
+  }
   const int64_t batch = p.batch, seqlen_q = p.seqlen_q, seqlen_k = p.seqlen_k;
   const int64_t heads_q = p.heads_q, head_dim = p.head_dim;
   const int64_t group = p.heads_q / p.heads_kv;
   // The same float the library uses when softmax_scale is left at 0.
   const double scale =
       p.softmax_scale != 0.f ? p.softmax_scale : 1.0f / std::sqrt(static_cast<float>(head_dim));
+  const double softcap = p.softcap;
   constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
   o->assign(static_cast<size_t>(batch * seqlen_q * heads_q * head_dim), 0.0);
@@ -34,29 +46,31 @@ void cpu_attention(const AttentionParams& p, const uint16_t* q, const uint16_t* 
     for (int64_t h = 0; h < heads_q; ++h) {
       const int64_t hk = h / group;
       for (int64_t i = 0; i < seqlen_q; ++i) {
-        // Bottom-right aligned causal mask: row i sees keys j <= i + seqlen_k - seqlen_q.
-        const int64_t limit = p.causal ? std::min(seqlen_k, i + seqlen_k - seqlen_q + 1) : seqlen_k;
-        if (limit <= 0) continue;  // sees no key: O row 0, LSE -inf (already set)
+        // Bottom-right aligned causal mask and sliding window.
+        const KeyRange keys = visible_keys(i, seqlen_q, seqlen_k, p.causal, p.window_left, p.window_right);
+        if (keys.first > keys.last) continue;  // sees no key: O row 0, LSE -inf (already set)
 
         const int64_t q_offset = b * p.q_batch_stride + i * p.q_seq_stride + h * p.q_head_stride;
         for (int64_t d = 0; d < head_dim; ++d) q_row[d] = load(q, q_offset + d);
 
         double max_score = kNegInf;
-        for (int64_t j = 0; j < limit; ++j) {
+        for (int64_t j = keys.first; j <= keys.last; ++j) {
           const int64_t k_offset = b * p.k_batch_stride + j * p.k_seq_stride + hk * p.k_head_stride;
           double dot = 0.0;
           for (int64_t d = 0; d < head_dim; ++d) dot += q_row[d] * load(k, k_offset + d);
-          scores[j] = scale * dot;
-          max_score = std::max(max_score, scores[j]);
+          double score = scale * dot;
+          if (softcap > 0) score = softcap * std::tanh(score / softcap);
+          scores[j] = score;
+          max_score = std::max(max_score, score);
         }
         double sum = 0.0;
-        for (int64_t j = 0; j < limit; ++j) {
+        for (int64_t j = keys.first; j <= keys.last; ++j) {
           scores[j] = std::exp(scores[j] - max_score);
           sum += scores[j];
         }
 
         double* o_row = o->data() + ((b * seqlen_q + i) * heads_q + h) * head_dim;
-        for (int64_t j = 0; j < limit; ++j) {
+        for (int64_t j = keys.first; j <= keys.last; ++j) {
           const double weight = scores[j] / sum;
           const int64_t v_offset = b * p.v_batch_stride + j * p.v_seq_stride + hk * p.v_head_stride;
           for (int64_t d = 0; d < head_dim; ++d) o_row[d] += weight * load(v, v_offset + d);
@@ -65,6 +79,7 @@ void cpu_attention(const AttentionParams& p, const uint16_t* q, const uint16_t* 
       }
     }
   }
+  return Status{};
 }
 
 }  // namespace flash::ref

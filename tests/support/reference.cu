@@ -4,7 +4,8 @@
 // For each batch b and each group offset g (query head h = hk * group + g
 // for kv head hk), the heads_kv kv heads are one strided-batched GEMM:
 //   S = Q K^T           float32 (cublasGemmStridedBatchedEx)
-//   P = softmax(mask(scale * S)), written in the input dtype, plus the LSE
+//   P = softmax(mask(cap(scale * S))), written in the input dtype, plus the
+//                       LSE (mask: causal and sliding window; cap: softcap)
 //   O = P V             float32 accumulation, written in the input dtype
 //                       and, on request, in float32.
 // cuBLAS is column-major, so a row-major [seqlen, head_dim] slice with
@@ -130,13 +131,15 @@ __device__ __forceinline__ RowStats warp_combine(RowStats s) {
   return s;
 }
 
-// One block per (row, kv head) of S: P = softmax(scale * S) over the keys the
-// row sees (bottom-right causal), 0 elsewhere; a row that sees no key gets
-// P = 0 and LSE = -inf. Two passes over the row: online max/sum, then write.
+// One block per (row, kv head) of S: P = softmax(cap(scale * S)) over the
+// keys the row sees (bottom-right causal mask and sliding window, see
+// visible_keys), 0 elsewhere; cap(x) = softcap * tanh(x / softcap) when
+// softcap > 0, else x. A row that sees no key gets P = 0 and LSE = -inf.
+// Two passes over the row: online max/sum, then write.
 template <typename T>
 __global__ void __launch_bounds__(kSoftmaxThreads)
     masked_softmax_kernel(const float* s, T* p, float* lse, int64_t lse_head_stride, int seqlen_q, int seqlen_k,
-                          float scale, bool causal) {
+                          float scale, float softcap, int64_t first_offset, int64_t last_offset) {
   constexpr int kWarps = kSoftmaxThreads / 32;
   __shared__ RowStats warp_stats[kWarps];
   __shared__ RowStats row_stats;
@@ -146,15 +149,22 @@ __global__ void __launch_bounds__(kSoftmaxThreads)
   const size_t offset = (static_cast<size_t>(head) * seqlen_q + row) * seqlen_k;
   const float* s_row = s + offset;
   T* p_row = p + offset;
-  int limit = seqlen_k;
-  if (causal) {
-    const int64_t causal_limit = static_cast<int64_t>(row) + seqlen_k - seqlen_q + 1;
-    limit = causal_limit <= 0 ? 0 : causal_limit < seqlen_k ? static_cast<int>(causal_limit) : seqlen_k;
-  }
+  // Keys first..last of the row: first_offset/last_offset relative to the
+  // row's diagonal (row + seqlen_k - seqlen_q), clamped to [0, seqlen_k).
+  const int64_t diagonal = static_cast<int64_t>(row) + seqlen_k - seqlen_q;
+  const int64_t first64 = diagonal + first_offset > 0 ? diagonal + first_offset : 0;
+  const int64_t last64 = diagonal + last_offset < seqlen_k - 1 ? diagonal + last_offset : seqlen_k - 1;
+  const int first = static_cast<int>(first64 < seqlen_k ? first64 : seqlen_k);
+  const int last = static_cast<int>(last64 >= -1 ? last64 : -1);
+  const bool sees_keys = first <= last;
+  auto score = [&](int j) {
+    const float x = s_row[j] * scale;
+    return softcap > 0.f ? softcap * tanhf(x / softcap) : x;
+  };
 
   RowStats stats{-INFINITY, 0.f};
-  for (int j = threadIdx.x; j < limit; j += kSoftmaxThreads) {
-    const float x = s_row[j] * scale;
+  for (int j = first + static_cast<int>(threadIdx.x); j <= last; j += kSoftmaxThreads) {
+    const float x = score(j);
     if (x > stats.m) {
       stats.l = stats.l * expf(stats.m - x) + 1.f;  // expf(-inf) = 0 on the first key
       stats.m = x;
@@ -175,13 +185,13 @@ __global__ void __launch_bounds__(kSoftmaxThreads)
   __syncthreads();
   stats = row_stats;
 
-  const float inv_l = limit > 0 ? 1.f / stats.l : 0.f;
+  const float inv_l = sees_keys ? 1.f / stats.l : 0.f;
   for (int j = threadIdx.x; j < seqlen_k; j += kSoftmaxThreads) {
-    const float prob = j < limit ? expf(s_row[j] * scale - stats.m) * inv_l : 0.f;
+    const float prob = j >= first && j <= last ? expf(score(j) - stats.m) * inv_l : 0.f;
     p_row[j] = to_element<T>(prob);
   }
   if (lse != nullptr && threadIdx.x == 0) {
-    lse[head * lse_head_stride + row] = limit > 0 ? stats.m + logf(stats.l) : -INFINITY;
+    lse[head * lse_head_stride + row] = sees_keys ? stats.m + logf(stats.l) : -INFINITY;
   }
 }
 
@@ -263,6 +273,11 @@ size_t standard_attention_workspace_bytes(const AttentionParams& p) { return pla
 
 Status standard_attention(const AttentionParams& p, float* o_f32, void* workspace, size_t workspace_bytes,
                           cublasHandle_t handle, cudaStream_t stream) {
+  if (uses_varlen_or_paging(p)) {
+    return make_error(StatusCode::kInvalidArgument,
+                      "standard_attention is dense-only: cu_seqlens_q/k, seqused_k and block_table must be null "
+                      "(check varlen and paged calls per sequence)");
+  }
   Status status = validate(p);
   if (!status.ok()) return status;
   if (p.batch == 0 || p.seqlen_q == 0) return status;
@@ -299,6 +314,12 @@ Status standard_attention(const AttentionParams& p, float* o_f32, void* workspac
   const int batch_count = static_cast<int>(heads);
   const long long score_stride = static_cast<long long>(p.seqlen_q) * p.seqlen_k;
   const float scale = p.softmax_scale != 0.f ? p.softmax_scale : 1.f / std::sqrt(static_cast<float>(p.head_dim));
+  // The window as offsets from each row's diagonal; an unbounded side gets a
+  // sentinel past every key (the kernel clamps to [0, seqlen_k)).
+  const int64_t window_right = p.causal ? 0 : p.window_right;
+  const int64_t unbounded = p.seqlen_q + p.seqlen_k;
+  const int64_t first_offset = p.window_left >= 0 && p.window_left < unbounded ? -p.window_left : -unbounded;
+  const int64_t last_offset = window_right >= 0 && window_right < unbounded ? window_right : unbounded;
 
   for (int64_t b = 0; b < p.batch; ++b) {
     Operand k{}, v{};
@@ -328,11 +349,11 @@ Status standard_attention(const AttentionParams& p, float* o_f32, void* workspac
       if (p.dtype == DType::kFloat16) {
         masked_softmax_kernel<<<grid, kSoftmaxThreads, 0, stream>>>(s, static_cast<__half*>(prob), lse,
                                                                     group * p.seqlen_q, seqlen_q, seqlen_k, scale,
-                                                                    p.causal);
+                                                                    p.softcap, first_offset, last_offset);
       } else {
         masked_softmax_kernel<<<grid, kSoftmaxThreads, 0, stream>>>(s, static_cast<__nv_bfloat16*>(prob), lse,
                                                                     group * p.seqlen_q, seqlen_q, seqlen_k, scale,
-                                                                    p.causal);
+                                                                    p.softcap, first_offset, last_offset);
       }
       const cudaError_t err = cudaGetLastError();
       if (err != cudaSuccess) return cuda_error(err, "the mask + softmax kernel");
