@@ -28,6 +28,30 @@ struct FwdParams {
 
   float softmax_scale;       // Scale applied to Q K^T (natural-log domain, for the LSE).
   float softmax_scale_log2;  // softmax_scale * log2(e): folds the scale into the exp2 FFMA.
+
+  // Inference-engine features (sm80 and decode kernels; the sm90 kernel
+  // never sees them set). See AttentionParams for the semantics.
+  const int* cu_seqlens_q;  // varlen Q/O: [batch + 1] row offsets, or null
+  const int* cu_seqlens_k;  // varlen K/V: [batch + 1] row offsets, or null
+  const int* seqused_k;     // keys used per sequence, or null
+  const int* block_table;   // paged K/V: [batch, block_table_batch_stride], or null
+  int64_t block_table_batch_stride;
+  int page_size;         // keys per page (multiple of 16)
+  int max_seqlen_k_alloc;  // keys the K/V allocation holds per sequence (dense seqlen_k, paged pages*page_size)
+  int window_left;       // -1: unbounded (causal is window_right = 0)
+  int window_right;      // -1: unbounded
+  // Softcap: when softcap > 0, s = softcap * tanh(s * softcap_prescale),
+  // softcap_prescale = softmax_scale / softcap; the softmax then runs with
+  // scale 1 (softmax_scale = 1, softmax_scale_log2 = log2(e)).
+  float softcap;
+  float softcap_prescale;
+
+  // Split-KV (decode kernel): num_splits > 1 writes fp32 partial O and LSE
+  // per split to the workspace, [num_splits, batch, heads_q, seqlen_q, head_dim]
+  // and [num_splits, batch, heads_q, seqlen_q]; the combine kernel merges them.
+  int num_splits;
+  float* o_partial;
+  float* lse_partial;
 };
 
 }  // namespace flash::detail

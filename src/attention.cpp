@@ -3,6 +3,9 @@
 // launches a compiled configuration (autotune/ may choose among several).
 #include <cuda_runtime_api.h>
 
+#include <cstdio>
+#include <cstring>
+
 #include "autotune/autotuner.h"
 #include "dispatch.h"
 #include "flash/flash.hpp"
@@ -26,6 +29,9 @@ Status query_device(DeviceCaps* caps) {
   if (err == cudaSuccess) {
     err = cudaDeviceGetAttribute(&caps->max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, caps->device);
   }
+  if (err == cudaSuccess) {
+    err = cudaDeviceGetAttribute(&caps->smem_per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, caps->device);
+  }
   if (err != cudaSuccess) {
     return make_status(StatusCode::kCudaError, "could not query the current CUDA device: %s",
                        cudaGetErrorString(err));
@@ -46,6 +52,23 @@ Status candidates_for(const AttentionParams& p, const DeviceCaps& caps, Candidat
                        "head_dim %lld was not compiled into this build; rebuild with it in FLASH_HEAD_DIMS "
                        "(this build has: %s)",
                        static_cast<long long>(p.head_dim), FLASH_HEAD_DIMS_STRING);
+  }
+  if (p.backend == Backend::kSm90 && detail::uses_engine_features(p)) {
+    return make_status(StatusCode::kUnsupported,
+                       "Backend::kSm90 has no varlen, seqused_k, paged KV, sliding window, softcap or split-KV; "
+                       "use Backend::kAuto, kSm80 or kDecode");
+  }
+  if (p.backend == Backend::kSm80 && p.num_splits > 1) {
+    return make_status(StatusCode::kUnsupported,
+                       "Backend::kSm80 does not split the keys (num_splits %d); use Backend::kAuto or kDecode",
+                       static_cast<int>(p.num_splits));
+  }
+  if (p.backend == Backend::kDecode) {
+    return make_status(StatusCode::kUnsupported,
+                       "Backend::kDecode for head_dim %lld needs %d KiB of shared memory per block; device %d "
+                       "allows %d KiB",
+                       static_cast<long long>(p.head_dim), detail::decode_smem_bytes(p) / 1024, caps.device,
+                       caps.max_smem / 1024);
   }
   if (p.backend == Backend::kSm90) {
     if (caps.major != 9) {
@@ -95,15 +118,25 @@ Status attention_forward(const AttentionParams& params, CUstream_st* stream) noe
   if (!status.ok()) return status;
 
   detail::Selection selection;
+  detail::DecodePlan plan;
+  if (cands[0].backend == Backend::kDecode) {
+    status = detail::plan_decode(params, caps, &plan);
+    if (!status.ok()) return status;
+  }
+  // The tuner's shape classes and scratch outputs cover dense calls only;
+  // the decode kernel and engine features run the heuristic's choice.
+  const bool tunable = cands[0].backend != Backend::kDecode && !detail::uses_engine_features(params);
   const cudaError_t tune_error =
-      detail::select_candidate(params, caps, cands, n, stream, /*may_tune=*/true, &selection);
+      tunable ? detail::select_candidate(params, caps, cands, n, stream, /*may_tune=*/true, &selection)
+              : (selection.candidate = cands[0], cudaSuccess);
   if (tune_error != cudaSuccess) {
     // select_candidate falls back to the heuristic for what it can recover
     // from (no memory for the scratch outputs, say); what reaches here left
     // the device unusable.
     return make_status(StatusCode::kCudaError, "autotuning failed: %s", cudaGetErrorString(tune_error));
   }
-  const detail::FwdParams f = detail::make_fwd_params(params, caps.num_sms);
+  detail::FwdParams f = detail::make_fwd_params(params, caps.num_sms);
+  if (selection.candidate.backend == Backend::kDecode) detail::set_split(params, plan, &f);
   cudaError_t err = detail::launch(selection.candidate, params, f, stream);
   if (err == cudaErrorNotSupported && selection.candidate.backend == Backend::kSm90) {
     // TMA cannot describe these tensors (a zero stride, or seqlen_k == 0).
@@ -127,10 +160,39 @@ Status query_kernel_choice(const AttentionParams& params, KernelChoice* choice) 
   status = prepare(params, &caps, cands, &n);
   if (!status.ok()) return status;
   detail::Selection selection;
-  (void)detail::select_candidate(params, caps, cands, n, nullptr, /*may_tune=*/false, &selection);
+  const bool tunable = cands[0].backend != Backend::kDecode && !detail::uses_engine_features(params);
+  if (tunable) {
+    (void)detail::select_candidate(params, caps, cands, n, nullptr, /*may_tune=*/false, &selection);
+  } else {
+    selection.candidate = cands[0];
+  }
   *choice = KernelChoice{};
   detail::describe(selection.candidate, params, choice);
   choice->source = selection.source;
+  if (selection.candidate.backend == Backend::kDecode) {
+    detail::DecodePlan plan;
+    status = detail::plan_decode(params, caps, &plan);
+    if (!status.ok()) return status;
+    const size_t len = std::strlen(choice->name);
+    std::snprintf(choice->name + len, sizeof(choice->name) - len, " %d split%s", plan.num_splits,
+                  plan.num_splits == 1 ? "" : "s");
+  }
+  return Status{};
+}
+
+Status attention_workspace_size(const AttentionParams& params, size_t* bytes) noexcept {
+  if (bytes == nullptr) return make_status(StatusCode::kInvalidArgument, "bytes is null");
+  *bytes = 0;
+  Status status = validate(params);
+  if (!status.ok() || params.batch == 0 || params.seqlen_q == 0) return status;
+  DeviceCaps caps;
+  Candidate cands[kMaxCandidates];
+  int n = 0;
+  status = prepare(params, &caps, cands, &n);
+  if (!status.ok()) return status;
+  if (cands[0].backend == Backend::kDecode) {
+    *bytes = detail::decode_workspace_bytes(params, detail::decode_splits_wanted(params, caps));
+  }
   return Status{};
 }
 

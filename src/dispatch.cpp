@@ -1,9 +1,13 @@
 #include "dispatch.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <utility>
 
+#include "kernels/decode/api.h"
 #include "kernels/sm80/api.h"
+#include "src/status.h"
 #if FLASH_HAS_SM90
 #include "kernels/sm90/api.h"
 #endif
@@ -35,9 +39,15 @@ bool head_dim_compiled(int64_t head_dim) {
 }
 
 template <int kHeadDim>
-cudaError_t launch_sm80(DType dtype, const FwdParams& f, bool causal, int index, cudaStream_t stream) {
-  return dtype == DType::kFloat16 ? sm80::run_fwd<DType::kFloat16, kHeadDim>(f, causal, index, stream)
-                                  : sm80::run_fwd<DType::kBFloat16, kHeadDim>(f, causal, index, stream);
+cudaError_t launch_sm80(DType dtype, const FwdParams& f, int index, cudaStream_t stream) {
+  return dtype == DType::kFloat16 ? sm80::run_fwd<DType::kFloat16, kHeadDim>(f, index, stream)
+                                  : sm80::run_fwd<DType::kBFloat16, kHeadDim>(f, index, stream);
+}
+
+template <int kHeadDim>
+cudaError_t launch_decode(DType dtype, const FwdParams& f, cudaStream_t stream) {
+  return dtype == DType::kFloat16 ? decode::run_decode<DType::kFloat16, kHeadDim>(f, stream)
+                                  : decode::run_decode<DType::kBFloat16, kHeadDim>(f, stream);
 }
 
 #if FLASH_HAS_SM90
@@ -64,6 +74,74 @@ int sm90_heuristic_index(const AttentionParams& p) {
 
 bool sm80_available(const AttentionParams& p) { return head_dim_compiled(p.head_dim); }
 
+bool uses_engine_features(const AttentionParams& p) {
+  return p.cu_seqlens_q != nullptr || p.cu_seqlens_k != nullptr || p.seqused_k != nullptr ||
+         p.block_table != nullptr || p.window_left >= 0 || (p.window_right >= 0 && !p.causal) ||
+         p.softcap > 0.f || p.num_splits > 1;
+}
+
+bool decode_available(const AttentionParams& p, const DeviceCaps& caps) {
+  return head_dim_compiled(p.head_dim) && (caps.max_smem == 0 || decode::smem_bytes(p.head_dim) <= caps.max_smem);
+}
+
+int decode_smem_bytes(const AttentionParams& p) { return decode::smem_bytes(p.head_dim); }
+
+namespace {
+constexpr int kMaxSplits = 128;
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+}  // namespace
+
+// Splits fill the GPU when the (batch, K/V head, row block) CTAs alone would
+// leave it under 80% occupied: enough splits for about one full wave, but
+// each split keeps at least four K/V blocks (256 keys), and at most 128.
+int decode_splits_wanted(const AttentionParams& p, const DeviceCaps& caps) {
+  if (p.num_splits >= 1) return static_cast<int>(std::min<int64_t>(p.num_splits, kMaxSplits));
+  const int64_t g = p.heads_q / p.heads_kv;
+  const int64_t m_blocks = ceil_div(std::max<int64_t>(p.seqlen_q, 1) * g, decode::kBlockM);
+  const int64_t units = p.batch * p.heads_kv * m_blocks;
+  const int smem = decode::smem_bytes(p.head_dim) + 1024;  // + the per-block reservation
+  const int per_sm = caps.smem_per_sm > 0 ? std::max(1, caps.smem_per_sm / smem) : 1;
+  const int64_t slots = static_cast<int64_t>(std::max(caps.num_sms, 1)) * per_sm;
+  if (units * 5 >= slots * 4) return 1;
+  int64_t keys = p.seqlen_k;
+  if (p.block_table != nullptr && p.seqused_k != nullptr) keys = std::max(keys, p.max_pages_per_seq * p.page_size);
+  const int64_t by_keys = ceil_div(keys, decode::kBlockN) / 4;
+  const int64_t splits = std::min<int64_t>({ceil_div(slots, units), by_keys, kMaxSplits});
+  return static_cast<int>(std::max<int64_t>(splits, 1));
+}
+
+size_t decode_workspace_bytes(const AttentionParams& p, int num_splits) {
+  if (num_splits <= 1) return 0;
+  const auto slots = static_cast<size_t>(num_splits) * static_cast<size_t>(p.batch) *
+                     static_cast<size_t>(p.heads_q) * static_cast<size_t>(p.seqlen_q);
+  const size_t o_bytes = slots * static_cast<size_t>(p.head_dim) * sizeof(float);
+  return o_bytes + slots * sizeof(float);
+}
+
+Status plan_decode(const AttentionParams& p, const DeviceCaps& caps, DecodePlan* plan) {
+  int splits = decode_splits_wanted(p, caps);
+  if (splits > 1 && p.workspace == nullptr && p.num_splits == 0) splits = 1;
+  plan->num_splits = splits;
+  plan->workspace_bytes = decode_workspace_bytes(p, splits);
+  if (splits > 1 && (p.workspace == nullptr || p.workspace_bytes < plan->workspace_bytes)) {
+    return make_status(StatusCode::kInvalidArgument,
+                       "workspace: %d splits need %zu bytes (attention_workspace_size()); workspace is %s with "
+                       "workspace_bytes %zu",
+                       splits, plan->workspace_bytes, p.workspace == nullptr ? "null" : "set", p.workspace_bytes);
+  }
+  return Status{};
+}
+
+void set_split(const AttentionParams& p, const DecodePlan& plan, FwdParams* f) {
+  f->num_splits = plan.num_splits;
+  if (plan.num_splits > 1) {
+    const size_t slots = static_cast<size_t>(plan.num_splits) * static_cast<size_t>(p.batch) *
+                         static_cast<size_t>(p.heads_q) * static_cast<size_t>(p.seqlen_q);
+    f->o_partial = static_cast<float*>(p.workspace);
+    f->lse_partial = f->o_partial + slots * static_cast<size_t>(p.head_dim);
+  }
+}
+
 int sm80_min_smem(const AttentionParams& p) {
   int least = 0;
   for (int i = 0; i < sm80::num_candidates(p.head_dim); ++i) {
@@ -84,8 +162,13 @@ bool sm90_available(const AttentionParams& p, const DeviceCaps& caps) {
 
 int list_candidates(const AttentionParams& p, const DeviceCaps& caps, Candidate* out, int capacity) {
   int n = 0;
-  const bool want_sm90 = p.backend == Backend::kSm90 || p.backend == Backend::kAuto;
-  const bool want_sm80 = p.backend == Backend::kSm80 || p.backend == Backend::kAuto;
+  const bool features = uses_engine_features(p);
+  const bool want_decode = p.backend == Backend::kDecode ||
+                           (p.backend == Backend::kAuto && (p.seqlen_q <= 16 || p.num_splits > 1));
+  const bool want_sm90 = (p.backend == Backend::kSm90 || p.backend == Backend::kAuto) && !features;
+  const bool want_sm80 = (p.backend == Backend::kSm80 || p.backend == Backend::kAuto) && p.num_splits <= 1;
+  // Short queries: the decode kernel (GQA rows packed, keys split) goes first.
+  if (want_decode && decode_available(p, caps) && n < capacity) out[n++] = Candidate{Backend::kDecode, 0};
 #if FLASH_HAS_SM90
   if (want_sm90 && sm90_available(p, caps)) {
     const int first = n;
@@ -113,6 +196,16 @@ int list_candidates(const AttentionParams& p, const DeviceCaps& caps, Candidate*
 
 bool describe(const Candidate& c, const AttentionParams& p, KernelChoice* choice) {
   if (c.backend == Backend::kSm80) return sm80::describe_candidate(p.head_dim, c.index, choice);
+  if (c.backend == Backend::kDecode) {
+    choice->backend = Backend::kDecode;
+    choice->block_m = decode::kBlockM;
+    choice->block_n = decode::kBlockN;
+    choice->warps = 4;
+    choice->stages = decode::stages(p.head_dim);
+    std::snprintf(choice->name, sizeof(choice->name), "decode %dx%d 4w %dst", decode::kBlockM, decode::kBlockN,
+                  choice->stages);
+    return true;
+  }
 #if FLASH_HAS_SM90
   if (c.backend == Backend::kSm90) return sm90::describe_candidate(p.head_dim, p.causal, c.index, choice);
 #endif
@@ -125,19 +218,39 @@ cudaError_t launch(const Candidate& c, const AttentionParams& p, const FwdParams
   if (c.backend == Backend::kSm80) {
     switch (p.head_dim) {
 #if FLASH_HAS_HEAD_DIM_32
-      case 32: return launch_sm80<32>(p.dtype, f, p.causal, c.index, stream);
+      case 32: return launch_sm80<32>(p.dtype, f, c.index, stream);
 #endif
 #if FLASH_HAS_HEAD_DIM_64
-      case 64: return launch_sm80<64>(p.dtype, f, p.causal, c.index, stream);
+      case 64: return launch_sm80<64>(p.dtype, f, c.index, stream);
 #endif
 #if FLASH_HAS_HEAD_DIM_96
-      case 96: return launch_sm80<96>(p.dtype, f, p.causal, c.index, stream);
+      case 96: return launch_sm80<96>(p.dtype, f, c.index, stream);
 #endif
 #if FLASH_HAS_HEAD_DIM_128
-      case 128: return launch_sm80<128>(p.dtype, f, p.causal, c.index, stream);
+      case 128: return launch_sm80<128>(p.dtype, f, c.index, stream);
 #endif
 #if FLASH_HAS_HEAD_DIM_256
-      case 256: return launch_sm80<256>(p.dtype, f, p.causal, c.index, stream);
+      case 256: return launch_sm80<256>(p.dtype, f, c.index, stream);
+#endif
+      default: return cudaErrorInvalidValue;
+    }
+  }
+  if (c.backend == Backend::kDecode) {
+    switch (p.head_dim) {
+#if FLASH_HAS_HEAD_DIM_32
+      case 32: return launch_decode<32>(p.dtype, f, stream);
+#endif
+#if FLASH_HAS_HEAD_DIM_64
+      case 64: return launch_decode<64>(p.dtype, f, stream);
+#endif
+#if FLASH_HAS_HEAD_DIM_96
+      case 96: return launch_decode<96>(p.dtype, f, stream);
+#endif
+#if FLASH_HAS_HEAD_DIM_128
+      case 128: return launch_decode<128>(p.dtype, f, stream);
+#endif
+#if FLASH_HAS_HEAD_DIM_256
+      case 256: return launch_decode<256>(p.dtype, f, stream);
 #endif
       default: return cudaErrorInvalidValue;
     }
@@ -190,6 +303,30 @@ FwdParams make_fwd_params(const AttentionParams& p, int num_sms) {
   constexpr float kLog2e = 1.4426950408889634f;
   f.softmax_scale = p.softmax_scale != 0.f ? p.softmax_scale : 1.f / std::sqrt(static_cast<float>(p.head_dim));
   f.softmax_scale_log2 = f.softmax_scale * kLog2e;
+
+  f.cu_seqlens_q = p.cu_seqlens_q;
+  f.cu_seqlens_k = p.cu_seqlens_k;
+  f.seqused_k = p.seqused_k;
+  f.block_table = p.block_table;
+  f.block_table_batch_stride = p.block_table_batch_stride;
+  f.page_size = static_cast<int>(p.page_size);
+  // What the K/V allocation holds per sequence: seqused_k is clamped to it.
+  f.max_seqlen_k_alloc = p.block_table != nullptr && p.seqused_k != nullptr
+                             ? static_cast<int>(p.max_pages_per_seq * p.page_size)
+                             : static_cast<int>(p.seqlen_k);
+  // Window sides beyond any sequence length (validate() caps lengths at
+  // 2^30) are unbounded; causal is window_right = 0.
+  constexpr int64_t kUnbounded = int64_t{1} << 30;
+  f.window_left = p.window_left < 0 || p.window_left >= kUnbounded ? -1 : static_cast<int>(p.window_left);
+  f.window_right = p.causal ? 0 : (p.window_right < 0 || p.window_right >= kUnbounded ? -1 : static_cast<int>(p.window_right));
+  f.softcap = p.softcap;
+  if (p.softcap > 0.f) {
+    // tanh(s * scale / cap) goes through the softmax with scale cap.
+    f.softcap_prescale = f.softmax_scale / p.softcap;
+    f.softmax_scale = p.softcap;
+    f.softmax_scale_log2 = p.softcap * kLog2e;
+  }
+  f.num_splits = 1;
   return f;
 }
 

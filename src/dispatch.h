@@ -24,7 +24,29 @@ struct DeviceCaps {
   int minor = 0;
   int num_sms = 0;
   int max_smem = 0;  // dynamic shared memory a block may opt in to, bytes (0: unknown, no limit applied)
+  int smem_per_sm = 0;  // shared memory per multiprocessor, bytes (0: unknown)
 };
+
+// Whether `p` uses anything the sm90 kernel does not have: varlen, seqused_k,
+// a paged cache, a sliding window, a softcap or a requested split.
+bool uses_engine_features(const AttentionParams& p);
+// Whether the split-KV decode kernel exists in this build for p.head_dim and fits `caps`.
+bool decode_available(const AttentionParams& p, const DeviceCaps& caps);
+// Shared memory the decode kernel needs per block for p.head_dim, bytes.
+int decode_smem_bytes(const AttentionParams& p);
+
+// How the decode kernel would run `p`: its split count (after the workspace
+// rule: a split needs a workspace, and num_splits = 0 with none gives 1) and
+// the workspace that split count needs.
+struct DecodePlan {
+  int num_splits = 1;
+  size_t workspace_bytes = 0;  // for num_splits; 0 when 1
+};
+// The split count flash would choose (or p.num_splits, clamped), ignoring the workspace.
+int decode_splits_wanted(const AttentionParams& p, const DeviceCaps& caps);
+size_t decode_workspace_bytes(const AttentionParams& p, int num_splits);
+// The plan for `p`; kInvalidArgument when the workspace it asks for is missing or too small.
+Status plan_decode(const AttentionParams& p, const DeviceCaps& caps, DecodePlan* plan);
 
 // Whether the sm90 kernel exists in this build for p.head_dim and can run on `caps`.
 bool sm90_available(const AttentionParams& p, const DeviceCaps& caps);
@@ -47,5 +69,7 @@ bool describe(const Candidate& c, const AttentionParams& p, KernelChoice* choice
 cudaError_t launch(const Candidate& c, const AttentionParams& p, const FwdParams& f, cudaStream_t stream);
 
 FwdParams make_fwd_params(const AttentionParams& p, int num_sms);
+// Points f's split fields at p.workspace for `plan`.
+void set_split(const AttentionParams& p, const DecodePlan& plan, FwdParams* f);
 
 }  // namespace flash::detail

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <iterator>
+#include <utility>
 
 #include "flash/flash.hpp"
 #include "status.h"
@@ -96,6 +97,67 @@ bool byte_ranges_overlap(const void* a, int64_t a_bytes, const void* b, int64_t 
   return a0 < b0 + static_cast<unsigned __int128>(b_bytes) && b0 < a0 + static_cast<unsigned __int128>(a_bytes);
 }
 
+// The inference-engine fields: each alone, then how they combine.
+Status validate_engine_features(const AttentionParams& p) noexcept {
+  if (p.window_left < -1 || p.window_right < -1) {
+    return invalid("window_left (%lld) and window_right (%lld) must be >= -1 (-1: unbounded)", p.window_left,
+                   p.window_right);
+  }
+  if (p.causal && p.window_right > 0) {
+    return invalid("causal is window_right = 0, but window_right is %lld; use causal = false with a window, or "
+                   "window_right -1 or 0",
+                   p.window_right);
+  }
+  if (!std::isfinite(p.softcap) || p.softcap < 0.f) {
+    return make_status(StatusCode::kInvalidArgument, "softcap is %g; it must be finite and >= 0 (0: off)",
+                       static_cast<double>(p.softcap));
+  }
+  if (p.num_splits < 0 || p.num_splits > 128) {
+    return invalid("num_splits is %lld; it must be 0 (automatic), 1 (no split) or up to 128", p.num_splits);
+  }
+  if (reinterpret_cast<uintptr_t>(p.workspace) % 256 != 0) {
+    return make_status(StatusCode::kInvalidArgument, "workspace (%p) must be 256-byte aligned", p.workspace);
+  }
+  for (const auto& ptr : {std::pair<const char*, const int32_t*>{"cu_seqlens_q", p.cu_seqlens_q},
+                          {"cu_seqlens_k", p.cu_seqlens_k},
+                          {"seqused_k", p.seqused_k},
+                          {"block_table", p.block_table}}) {
+    if (reinterpret_cast<uintptr_t>(ptr.second) % alignof(int32_t) != 0) {
+      return make_status(StatusCode::kInvalidArgument, "%s (%p) is not 4-byte aligned", ptr.first,
+                         static_cast<const void*>(ptr.second));
+    }
+  }
+  if (p.block_table == nullptr) return Status{};
+  if (p.cu_seqlens_k != nullptr) {
+    return make_status(StatusCode::kInvalidArgument,
+                       "cu_seqlens_k and block_table are exclusive: a paged cache gives each sequence's length "
+                       "in seqused_k");
+  }
+  if (p.page_size <= 0 || p.page_size % 16 != 0) {
+    return invalid("page_size is %lld; a paged cache needs a positive multiple of 16", p.page_size);
+  }
+  if (p.num_pages <= 0) return invalid("num_pages is %lld; a paged cache needs at least one page", p.num_pages);
+  if (p.max_pages_per_seq <= 0) {
+    return invalid("max_pages_per_seq is %lld; a block table needs at least one entry per sequence",
+                   p.max_pages_per_seq);
+  }
+  if (p.batch > 1 && p.block_table_batch_stride < p.max_pages_per_seq) {
+    return invalid("block_table_batch_stride (%lld) must be >= max_pages_per_seq (%lld)",
+                   p.block_table_batch_stride, p.max_pages_per_seq);
+  }
+  int64_t capacity = 0;
+  if (__builtin_mul_overflow(p.max_pages_per_seq, p.page_size, &capacity) || capacity > kMaxSeqlen) {
+    return invalid("max_pages_per_seq * page_size (%lld * %lld) exceeds 2^30 keys", p.max_pages_per_seq,
+                   p.page_size);
+  }
+  if (p.seqused_k == nullptr && p.seqlen_k > capacity) {
+    return invalid("seqlen_k (%lld) exceeds what a block-table row addresses (max_pages_per_seq * page_size = "
+                   "%lld); pass seqused_k or a larger table",
+                   p.seqlen_k, capacity);
+  }
+  return Status{};
+}
+
 }  // namespace
 
 void AttentionParams::set_contiguous_bnhd() noexcept {
@@ -129,8 +191,9 @@ Status validate(const AttentionParams& p) noexcept {
     return invalid("dtype %lld is not supported; supported: DType::kFloat16 (0), DType::kBFloat16 (1)",
                    static_cast<int64_t>(p.dtype));
   }
-  if (p.backend != Backend::kAuto && p.backend != Backend::kSm80 && p.backend != Backend::kSm90) {
-    return invalid("backend %lld is not valid; use Backend::kAuto (0), kSm80 (1) or kSm90 (2)",
+  if (p.backend != Backend::kAuto && p.backend != Backend::kSm80 && p.backend != Backend::kSm90 &&
+      p.backend != Backend::kDecode) {
+    return invalid("backend %lld is not valid; use Backend::kAuto (0), kSm80 (1), kSm90 (2) or kDecode (3)",
                    static_cast<int64_t>(p.backend));
   }
   const struct {
@@ -178,18 +241,30 @@ Status validate(const AttentionParams& p) noexcept {
                        static_cast<long long>(p.batch), static_cast<long long>(p.heads_q),
                        static_cast<long long>(kMaxGridYZ));
   }
+  {
+    const Status s = validate_engine_features(p);
+    if (!s.ok()) return s;
+  }
 
   // Empty work touches no memory: a successful no-op, whatever the pointers.
   if (p.batch == 0 || p.seqlen_q == 0) return Status{};
 
-  const TensorView q{"q", p.q, {p.batch, p.seqlen_q, p.heads_q}, {p.q_batch_stride, p.q_seq_stride, p.q_head_stride},
-                     p.head_dim, 2};
-  const TensorView k{"k", p.k, {p.batch, p.seqlen_k, p.heads_kv}, {p.k_batch_stride, p.k_seq_stride, p.k_head_stride},
-                     p.head_dim, 2};
-  const TensorView v{"v", p.v, {p.batch, p.seqlen_k, p.heads_kv}, {p.v_batch_stride, p.v_seq_stride, p.v_head_stride},
-                     p.head_dim, 2};
-  const TensorView o{"o", p.o, {p.batch, p.seqlen_q, p.heads_q}, {p.o_batch_stride, p.o_seq_stride, p.o_head_stride},
-                     p.head_dim, 2};
+  // Packed (varlen) tensors are seen as one sequence of the longest length:
+  // their strides are checked, their full extent is not known here.
+  const bool varlen_q = p.cu_seqlens_q != nullptr;
+  const bool varlen_k = p.cu_seqlens_k != nullptr;
+  const bool paged = p.block_table != nullptr;
+  const int64_t q_batches = varlen_q ? 1 : p.batch;
+  const int64_t kv_batches = varlen_k ? 1 : (paged ? p.num_pages : p.batch);
+  const int64_t kv_rows = paged ? p.page_size : p.seqlen_k;
+  const TensorView q{"q", p.q, {q_batches, p.seqlen_q, p.heads_q},
+                     {varlen_q ? 0 : p.q_batch_stride, p.q_seq_stride, p.q_head_stride}, p.head_dim, 2};
+  const TensorView k{"k", p.k, {kv_batches, kv_rows, p.heads_kv},
+                     {varlen_k ? 0 : p.k_batch_stride, p.k_seq_stride, p.k_head_stride}, p.head_dim, 2};
+  const TensorView v{"v", p.v, {kv_batches, kv_rows, p.heads_kv},
+                     {varlen_k ? 0 : p.v_batch_stride, p.v_seq_stride, p.v_head_stride}, p.head_dim, 2};
+  const TensorView o{"o", p.o, {q_batches, p.seqlen_q, p.heads_q},
+                     {varlen_q ? 0 : p.o_batch_stride, p.o_seq_stride, p.o_head_stride}, p.head_dim, 2};
   for (const TensorView* t : {&q, &k, &v, &o}) {
     if (t->ptr == nullptr) {
       return make_status(StatusCode::kInvalidArgument, "%s is null; Q, K, V and O must point to device memory",
@@ -220,7 +295,7 @@ Status validate(const AttentionParams& p) noexcept {
                          t->name);
     }
   }
-  if (p.lse != nullptr) {
+  if (p.lse != nullptr && !varlen_q) {
     const int64_t lse_bytes = lse_elems * static_cast<int64_t>(sizeof(float));
     for (const TensorView* t : {&q, &k, &v, &o}) {
       if (byte_ranges_overlap(p.lse, lse_bytes, t->ptr, t->span_elements() * 2)) {

@@ -6,6 +6,10 @@
 // tail of the last K/V block is masked to -inf, never treated as a zero score).
 #pragma once
 
+#include <cstdint>
+
+#include "ptx.cuh"
+
 namespace flash {
 
 template <bool kIsCausal>
@@ -41,6 +45,88 @@ struct CausalTailMask {
     (void)row_end;
     const int limit = col_limit(row_begin);
     return limit <= 0 ? 0 : limit / kBlockN;
+  }
+};
+
+}  // namespace flash
+
+namespace flash {
+
+// Sliding-window mask (which includes causal: window_right = 0) plus the
+// ragged tail, for the sm80 and decode kernels. Row i (0-based within its
+// sequence) sees keys j with
+//   i + d - window_left <= j <= i + d + window_right,  d = seqlen_k - seqlen_q,
+// and 0 <= j < seqlen_k; a negative window side is unbounded. With
+// kHasWindow false only the tail applies. Both edges are non-decreasing in
+// the row, so a block of rows sees the union [col_begin(first), col_limit(last)).
+template <bool kHasWindow>
+struct WindowMask {
+  int seqlen_k;
+  int64_t lo;  // row i sees keys from i + lo ...
+  int64_t hi;  // ... to i + hi inclusive
+
+  __device__ __forceinline__ WindowMask(int seqlen_q, int seqlen_k_, int window_left, int window_right)
+      : seqlen_k(seqlen_k_) {
+    const int64_t d = static_cast<int64_t>(seqlen_k_) - seqlen_q;
+    lo = window_left < 0 ? -(int64_t{1} << 40) : d - window_left;
+    hi = window_right < 0 ? (int64_t{1} << 40) : d + window_right;
+  }
+
+  // First key row `row` sees (clamped to [0, seqlen_k]).
+  __device__ __forceinline__ int col_begin(int row) const {
+    if constexpr (kHasWindow) {
+      return static_cast<int>(max(int64_t{0}, min(row + lo, static_cast<int64_t>(seqlen_k))));
+    } else {
+      return 0;
+    }
+  }
+  // One past the last key row `row` sees (clamped to [0, seqlen_k]).
+  __device__ __forceinline__ int col_limit(int row) const {
+    if constexpr (kHasWindow) {
+      return static_cast<int>(max(int64_t{0}, min(row + hi + 1, static_cast<int64_t>(seqlen_k))));
+    } else {
+      return seqlen_k;
+    }
+  }
+
+  // K/V blocks [*begin, *end) hold every key some row in [row_first, row_last] sees;
+  // the rest are wholly hidden and never loaded. Empty (begin == end) when no row sees a key.
+  template <int kBlockN>
+  __device__ __forceinline__ void visible_blocks(int row_first, int row_last, int* begin, int* end) const {
+    const int b = col_begin(row_first);
+    const int e = col_limit(row_last);
+    if (e <= b) {
+      *begin = *end = 0;
+    } else {
+      *begin = b / kBlockN;
+      *end = (e + kBlockN - 1) / kBlockN;
+    }
+  }
+
+  // Blocks [*begin, *end) are seen in full by every row in [row_first,
+  // row_last]: they need no per-element mask (the range may be empty).
+  template <int kBlockN>
+  __device__ __forceinline__ void unmasked_blocks(int row_first, int row_last, int* begin, int* end) const {
+    *begin = (col_begin(row_last) + kBlockN - 1) / kBlockN;
+    *end = col_limit(row_first) / kBlockN;
+  }
+};
+
+// Logit softcap as a score modifier: s <- tanh(s * prescale); the cap
+// itself is folded into the softmax scale by the host (see FwdParams).
+template <bool kEnabled>
+struct Softcap {
+  float prescale;
+  template <int kM, int kN>
+  __device__ __forceinline__ void apply(float (&s)[kM][kN][4]) const {
+    if constexpr (kEnabled) {
+#pragma unroll
+      for (int m = 0; m < kM; ++m)
+#pragma unroll
+        for (int n = 0; n < kN; ++n)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) s[m][n][e] = ptx::tanh_fast(s[m][n][e] * prescale);
+    }
   }
 };
 

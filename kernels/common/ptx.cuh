@@ -75,11 +75,36 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
   }
 }
 
+// One float rounded to Element.
+template <typename Element>
+__device__ __forceinline__ Element from_float(float x) {
+  if constexpr (std::is_same_v<Element, __nv_bfloat16>) {
+    return __float2bfloat16_rn(x);
+  } else {
+    return __float2half_rn(x);
+  }
+}
+
 // 2^x in one MUFU op; ex2.approx(-inf) is +0, which the masked softmax relies on.
 __device__ __forceinline__ float exp2_approx(float x) {
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
   return y;
+}
+
+// 1/x to about 1 ulp (MUFU.RCP).
+__device__ __forceinline__ float rcp_approx(float x) {
+  float y;
+  asm("rcp.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// tanh(x) as 1 - 2 / (exp(2x) + 1): two MUFU ops and an absolute error of a
+// few 1e-7 (tanh.approx.f32 is off by up to ~5e-4, which a softcap of 30
+// would turn into a score error of 0.015).
+__device__ __forceinline__ float tanh_fast(float x) {
+  const float e = exp2_approx(x * 2.8853900817779268f);  // 2 * log2(e)
+  return fmaf(-2.f, rcp_approx(e + 1.f), 1.f);
 }
 
 }  // namespace flash::ptx

@@ -11,10 +11,11 @@ namespace flash::sm80 {
 
 // Launches compiled configuration `candidate` (0: the heuristic's choice;
 // see describe_candidate) of the forward kernel for one dtype and head dim
-// on `stream`. Returns the launch error (cudaSuccess when the kernel was
+// on `stream`. The mask (causal or sliding window, from window_left/right)
+// and the softcap come from `params`. Returns the launch error (cudaSuccess when the kernel was
 // queued; cudaErrorInvalidValue for a candidate index out of range).
 template <DType kDType, int kHeadDim>
-cudaError_t run_fwd(const detail::FwdParams& params, bool causal, int candidate, cudaStream_t stream);
+cudaError_t run_fwd(const detail::FwdParams& params, int candidate, cudaStream_t stream);
 
 // Number of compiled configurations for `head_dim` (0 if none).
 int num_candidates(int64_t head_dim);

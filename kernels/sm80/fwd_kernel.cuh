@@ -15,6 +15,7 @@
 
 #include "../common/mask.cuh"
 #include "../common/ptx.cuh"
+#include "../common/seqlen.cuh"
 #include "../common/softmax.cuh"
 #include "../params.h"
 #include "kernel_traits.cuh"
@@ -93,7 +94,44 @@ __device__ __forceinline__ void load_tile(uint32_t smem, const typename Traits::
   }
 }
 
-template <typename Traits, bool kIsCausal>
+// The K and V blocks of keys [first, first + kRows) of a paged cache, like
+// load_tile: each row's page comes from the sequence's block-table row
+// `table`. The page numbers are all read before the first copy is issued,
+// so their latencies overlap instead of adding up (a copy is asm volatile:
+// the compiler cannot move a later table read above it). `k_head` / `v_head`
+// point at the head's element 0 of page 0.
+template <typename Traits, int kRows>
+__device__ __forceinline__ void load_kv_paged(uint32_t smem_k, uint32_t smem_v,
+                                              const typename Traits::Element* k_head,
+                                              const typename Traits::Element* v_head, int64_t k_page_stride,
+                                              int64_t v_page_stride, int64_t k_row_stride, int64_t v_row_stride,
+                                              const int* table, int page_size, int first, int valid_rows, int tid) {
+  constexpr int kCPR = Traits::kChunksPerRow;
+  constexpr int kIters = kRows * kCPR / Traits::kNThreads;
+  int page[kIters];
+#pragma unroll
+  for (int i = 0; i < kIters; ++i) {
+    const int row = (tid + i * Traits::kNThreads) / kCPR;
+    page[i] = row < valid_rows ? __ldg(table + (first + row) / page_size) : 0;
+  }
+#pragma unroll
+  for (int i = 0; i < kIters; ++i) {
+    const int idx = tid + i * Traits::kNThreads;
+    const int row = idx / kCPR;
+    const int c = idx % kCPR;
+    const bool valid = row < valid_rows;
+    const int in_page = (first + row) % page_size;
+    const auto* k_src = valid ? k_head + page[i] * k_page_stride + in_page * k_row_stride + c * 8 : k_head;
+    const auto* v_src = valid ? v_head + page[i] * v_page_stride + in_page * v_row_stride + c * 8 : v_head;
+    ptx::cp_async_16(smem_k + chunk_offset<Traits, kRows>(row, c), k_src, valid);
+    ptx::cp_async_16(smem_v + chunk_offset<Traits, kRows>(row, c), v_src, valid);
+  }
+}
+
+// kHasWindow: a causal or sliding-window mask (else only the ragged tail);
+// kSoftcap: the logit softcap; kPaged: K/V rows found through the block
+// table. Varlen and seqused_k are runtime properties of the call (FwdParams).
+template <typename Traits, bool kHasWindow, bool kSoftcap, bool kPaged>
 __global__ void __launch_bounds__(Traits::kNThreads)
     fwd_kernel(const __grid_constant__ detail::FwdParams p) {
   using Element = typename Traits::Element;
@@ -114,17 +152,22 @@ __global__ void __launch_bounds__(Traits::kNThreads)
   const int head = blockIdx.y;
   const int batch = blockIdx.z;
   const int head_kv = head / p.q_per_kv;
+  const SeqInfo seq(p, batch);
   const int row_begin = m_block * kBlockM;
-  const int row_end = min(row_begin + kBlockM, p.seqlen_q);
+  // Varlen: the grid covers the longest sequence; shorter ones end early.
+  if (row_begin >= seq.len_q) return;
+  const int row_end = min(row_begin + kBlockM, seq.len_q);
 
-  const CausalTailMask<kIsCausal> mask(p.seqlen_q, p.seqlen_k);
-  const int n_blocks = mask.template num_visible_blocks<kBlockN>(row_begin, row_end);
-  const int n_unmasked = min(n_blocks, mask.template num_unmasked_blocks<kBlockN>(row_begin, row_end));
+  const WindowMask<kHasWindow> mask(seq.len_q, seq.len_k, p.window_left, p.window_right);
+  const Softcap<kSoftcap> softcap{p.softcap_prescale};
+  int n_begin, n_end, u_begin, u_end;
+  mask.template visible_blocks<kBlockN>(row_begin, row_end - 1, &n_begin, &n_end);
+  mask.template unmasked_blocks<kBlockN>(row_begin, row_end - 1, &u_begin, &u_end);
 
-  const Element* q = static_cast<const Element*>(p.q) + batch * p.q_batch_stride + head * p.q_head_stride +
-                     row_begin * p.q_seq_stride;
-  const Element* k = static_cast<const Element*>(p.k) + batch * p.k_batch_stride + head_kv * p.k_head_stride;
-  const Element* v = static_cast<const Element*>(p.v) + batch * p.v_batch_stride + head_kv * p.v_head_stride;
+  const Element* q = static_cast<const Element*>(p.q) + seq.q_offset + head * p.q_head_stride +
+                     static_cast<int64_t>(row_begin) * p.q_seq_stride;
+  const Element* k = static_cast<const Element*>(p.k) + seq.k_offset + head_kv * p.k_head_stride;
+  const Element* v = static_cast<const Element*>(p.v) + seq.v_offset + head_kv * p.v_head_stride;
 
   const uint32_t smem_q = ptx::smem_addr(smem);
   const uint32_t smem_kv = smem_q + Traits::kQBytes;
@@ -132,17 +175,24 @@ __global__ void __launch_bounds__(Traits::kNThreads)
   auto load_kv = [&](int n_block, int stage) {
     const uint32_t sk = smem_kv + stage * Traits::kStageBytes;
     const int first = n_block * kBlockN;
-    load_tile<Traits, kBlockN>(sk, k + first * p.k_seq_stride, p.k_seq_stride, p.seqlen_k - first, tid);
-    load_tile<Traits, kBlockN>(sk + Traits::kKVBytes, v + first * p.v_seq_stride, p.v_seq_stride,
-                               p.seqlen_k - first, tid);
+    if constexpr (!kPaged) {
+      load_tile<Traits, kBlockN>(sk, k + first * p.k_seq_stride, p.k_seq_stride, seq.len_k - first, tid);
+      load_tile<Traits, kBlockN>(sk + Traits::kKVBytes, v + first * p.v_seq_stride, p.v_seq_stride,
+                                 seq.len_k - first, tid);
+    } else {
+      load_kv_paged<Traits, kBlockN>(sk, sk + Traits::kKVBytes, k, v, p.k_batch_stride, p.v_batch_stride,
+                                     p.k_seq_stride, p.v_seq_stride,
+                                     p.block_table + batch * p.block_table_batch_stride, p.page_size, first,
+                                     seq.len_k - first, tid);
+    }
   };
 
   // Prologue: Q_i and the first kStages-1 K/V blocks, one commit group each
   // (Q rides in the first), so the wait below counts groups uniformly.
-  load_tile<Traits, kBlockM>(smem_q, q, p.q_seq_stride, p.seqlen_q - row_begin, tid);
+  load_tile<Traits, kBlockM>(smem_q, q, p.q_seq_stride, seq.len_q - row_begin, tid);
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
-    if (n_blocks - 1 - s >= 0) load_kv(n_blocks - 1 - s, s);
+    if (n_end - 1 - s >= n_begin) load_kv(n_end - 1 - s, s);
     ptx::cp_async_commit();
   }
 
@@ -171,7 +221,7 @@ __global__ void __launch_bounds__(Traits::kNThreads)
     ptx::cp_async_wait<kStages - 2>();
     __syncthreads();
     const int n_prefetch = n_block - (kStages - 1);
-    if (n_prefetch >= 0) load_kv(n_prefetch, (iter + kStages - 1) % kStages);
+    if (n_prefetch >= n_begin) load_kv(n_prefetch, (iter + kStages - 1) % kStages);
     ptx::cp_async_commit();
 
     const uint32_t sk = smem_kv + (iter % kStages) * Traits::kStageBytes;
@@ -205,7 +255,9 @@ __global__ void __launch_bounds__(Traits::kNThreads)
       }
     }
 
-    // Only the blocks crossing the diagonal or the ragged tail pay for the
+    softcap.apply(s);
+
+    // Only the blocks crossing a window edge or the ragged tail pay for the
     // per-element mask; the branch is uniform across the CTA. (Two separate
     // loops, one per stage, cost ptxas registers it does not have to spare.)
     if (is_masked) {
@@ -214,12 +266,14 @@ __global__ void __launch_bounds__(Traits::kNThreads)
 #pragma unroll
         for (int hi = 0; hi < 2; ++hi) {
           const int row = row_begin + warp_row + mt * 16 + lane / 4 + hi * 8;
+          const int begin = mask.col_begin(row) - n_block * kBlockN;
           const int limit = mask.col_limit(row) - n_block * kBlockN;
 #pragma unroll
           for (int nt = 0; nt < kNTilesS; ++nt) {
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
-              if (nt * 8 + (lane % 4) * 2 + e >= limit) s[mt][nt][2 * hi + e] = -INFINITY;
+              const int col = nt * 8 + (lane % 4) * 2 + e;
+              if (col >= limit || (kHasWindow && col < begin)) s[mt][nt][2 * hi + e] = -INFINITY;
             }
           }
         }
@@ -256,8 +310,9 @@ __global__ void __launch_bounds__(Traits::kNThreads)
   };
 
   int iter = 0;
-  int n_block = n_blocks - 1;
-  for (; n_block >= 0; --n_block, ++iter) step(n_block, iter, /*is_masked=*/n_block >= n_unmasked);
+  for (int n_block = n_end - 1; n_block >= n_begin; --n_block, ++iter) {
+    step(n_block, iter, /*is_masked=*/n_block >= u_end || n_block < u_begin);
+  }
 
   // Epilogue: normalise, round, stage O through the (now free) Q tile so the
   // global stores are whole 16-byte rows, then write the LSE.
@@ -267,6 +322,8 @@ __global__ void __launch_bounds__(Traits::kNThreads)
 
   ptx::cp_async_wait<0>();
   __syncthreads();
+  // Re-derived rather than kept live through the main loop.
+  const SeqInfo out(p, batch);
 #pragma unroll
   for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
@@ -282,28 +339,31 @@ __global__ void __launch_bounds__(Traits::kNThreads)
   }
   __syncthreads();
 
-  Element* o = static_cast<Element*>(p.o) + batch * p.o_batch_stride + head * p.o_head_stride +
-               row_begin * p.o_seq_stride;
+  Element* o = static_cast<Element*>(p.o) + out.o_offset + head * p.o_head_stride +
+               static_cast<int64_t>(row_begin) * p.o_seq_stride;
   constexpr int kStoreIters = kBlockM * Traits::kChunksPerRow / Traits::kNThreads;
 #pragma unroll
   for (int i = 0; i < kStoreIters; ++i) {
     const int idx = tid + i * Traits::kNThreads;
     const int row = idx / Traits::kChunksPerRow;
     const int c = idx % Traits::kChunksPerRow;
-    if (row_begin + row < p.seqlen_q) {
+    if (row_begin + row < out.len_q) {
       *reinterpret_cast<uint4*>(o + row * p.o_seq_stride + c * 8) =
           *reinterpret_cast<const uint4*>(smem + chunk_offset<Traits, kBlockM>(row, c));
     }
   }
 
   if (p.lse != nullptr && lane % 4 == 0) {
-    float* lse_row = p.lse + (static_cast<int64_t>(batch) * p.heads_q + head) * p.seqlen_q;
+    // Dense: [batch, heads_q, seqlen_q]; varlen: [heads_q, total_q].
+    float* lse_row = p.cu_seqlens_q != nullptr
+                         ? p.lse + static_cast<int64_t>(head) * p.cu_seqlens_q[p.batch] + out.q_start
+                         : p.lse + (static_cast<int64_t>(batch) * p.heads_q + head) * p.seqlen_q;
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
       for (int hi = 0; hi < 2; ++hi) {
         const int row = row_begin + warp_row + mt * 16 + lane / 4 + hi * 8;
-        if (row < p.seqlen_q) lse_row[row] = lse[2 * mt + hi];
+        if (row < out.len_q) lse_row[row] = lse[2 * mt + hi];
       }
     }
   }

@@ -11,9 +11,9 @@
 
 namespace flash::sm80 {
 
-template <typename Traits, bool kIsCausal>
+template <typename Traits, bool kHasWindow, bool kSoftcap, bool kPaged>
 cudaError_t launch_fwd(const detail::FwdParams& params, cudaStream_t stream) {
-  auto* kernel = &fwd_kernel<Traits, kIsCausal>;
+  auto* kernel = &fwd_kernel<Traits, kHasWindow, kSoftcap, kPaged>;
   constexpr int kSmemBytes = Traits::kSmemBytes;
   if constexpr (kSmemBytes > 48 * 1024) {
     const cudaError_t err =
@@ -30,17 +30,30 @@ cudaError_t launch_fwd(const detail::FwdParams& params, cudaStream_t stream) {
 }
 
 template <DType kDType, int kHeadDim, int kIndex>
-cudaError_t run_candidate(const detail::FwdParams& params, bool causal, cudaStream_t stream) {
+cudaError_t run_candidate(const detail::FwdParams& params, cudaStream_t stream) {
   using Traits = CandidateTraits<kHeadDim, kIndex, typename ElementOf<kDType>::type>;
-  return causal ? launch_fwd<Traits, true>(params, stream) : launch_fwd<Traits, false>(params, stream);
+  const bool window = params.window_left >= 0 || params.window_right >= 0;
+  const bool softcap = params.softcap > 0.f;
+  if (params.block_table != nullptr) {
+    // Paged caches: one variant with every feature on (a window of (-1, -1)
+    // and no softcap behave as none) keeps the instantiation count down.
+    return softcap ? launch_fwd<Traits, true, true, true>(params, stream)
+                   : launch_fwd<Traits, true, false, true>(params, stream);
+  }
+  if (window) {
+    return softcap ? launch_fwd<Traits, true, true, false>(params, stream)
+                   : launch_fwd<Traits, true, false, false>(params, stream);
+  }
+  return softcap ? launch_fwd<Traits, false, true, false>(params, stream)
+                 : launch_fwd<Traits, false, false, false>(params, stream);
 }
 
 template <DType kDType, int kHeadDim>
-cudaError_t run_fwd(const detail::FwdParams& params, bool causal, int candidate, cudaStream_t stream) {
+cudaError_t run_fwd(const detail::FwdParams& params, int candidate, cudaStream_t stream) {
   static_assert(kNumCandidates<kHeadDim> <= 2, "extend the candidate switch");
-  if (candidate == 0) return run_candidate<kDType, kHeadDim, 0>(params, causal, stream);
+  if (candidate == 0) return run_candidate<kDType, kHeadDim, 0>(params, stream);
   if constexpr (kNumCandidates<kHeadDim> > 1) {
-    if (candidate == 1) return run_candidate<kDType, kHeadDim, 1>(params, causal, stream);
+    if (candidate == 1) return run_candidate<kDType, kHeadDim, 1>(params, stream);
   }
   return cudaErrorInvalidValue;
 }

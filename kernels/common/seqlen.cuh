@@ -1,0 +1,50 @@
+// Where sequence `b` of a call lives: its query and key counts and the
+// element offsets of its row 0 in Q, O, K and V, for the dense, the
+// variable-length (cu_seqlens) and the paged layouts. Shared by the sm80 and
+// decode kernels.
+#pragma once
+
+#include <cstdint>
+
+#include "../params.h"
+
+namespace flash {
+
+struct SeqInfo {
+  int len_q;         // query rows of this sequence
+  int len_k;         // keys of this sequence
+  int q_start;       // first row in packed Q/O (varlen), else 0; indexes the varlen LSE
+  int64_t q_offset;  // element offset of row 0 of Q
+  int64_t o_offset;  // element offset of row 0 of O
+  int64_t k_offset;  // element offset of key 0 of K (0 when paged: pages are looked up per row)
+  int64_t v_offset;  // element offset of key 0 of V (0 when paged)
+
+  __device__ __forceinline__ SeqInfo(const detail::FwdParams& p, int b) {
+    if (p.cu_seqlens_q != nullptr) {
+      q_start = p.cu_seqlens_q[b];
+      len_q = p.cu_seqlens_q[b + 1] - q_start;
+      q_offset = static_cast<int64_t>(q_start) * p.q_seq_stride;
+      o_offset = static_cast<int64_t>(q_start) * p.o_seq_stride;
+    } else {
+      q_start = 0;
+      len_q = p.seqlen_q;
+      q_offset = static_cast<int64_t>(b) * p.q_batch_stride;
+      o_offset = static_cast<int64_t>(b) * p.o_batch_stride;
+    }
+    if (p.cu_seqlens_k != nullptr) {
+      const int k_start = p.cu_seqlens_k[b];
+      len_k = p.cu_seqlens_k[b + 1] - k_start;
+      k_offset = static_cast<int64_t>(k_start) * p.k_seq_stride;
+      v_offset = static_cast<int64_t>(k_start) * p.v_seq_stride;
+    } else {
+      len_k = p.max_seqlen_k_alloc;
+      k_offset = p.block_table != nullptr ? 0 : static_cast<int64_t>(b) * p.k_batch_stride;
+      v_offset = p.block_table != nullptr ? 0 : static_cast<int64_t>(b) * p.v_batch_stride;
+    }
+    if (p.seqused_k != nullptr) len_k = min(len_k, p.seqused_k[b]);
+    len_q = max(len_q, 0);
+    len_k = max(len_k, 0);
+  }
+};
+
+}  // namespace flash

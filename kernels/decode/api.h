@@ -1,0 +1,33 @@
+// Host-side entry points of the split-KV decode kernel: plain C++
+// declarations, defined by one .cu file per (dtype, head_dim) in
+// instantiations/.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include "../params.h"
+#include "flash/flash.hpp"
+
+namespace flash::decode {
+
+// Launches the decode kernel for one dtype and head dim on `stream` and,
+// when params.num_splits > 1, the combine kernel after it. The mask and
+// softcap come from `params`. Returns the first launch error.
+template <DType kDType, int kHeadDim>
+cudaError_t run_decode(const detail::FwdParams& params, cudaStream_t stream);
+
+// Packed query rows per CTA and keys per K/V block (the split granularity).
+inline constexpr int kBlockM = 16;
+inline constexpr int kBlockN = 64;
+// Pipeline depth for `head_dim`.
+constexpr int stages(int64_t head_dim) { return head_dim <= 128 ? 3 : 2; }
+// Dynamic shared memory of the decode kernel for `head_dim`, bytes (the
+// kernel's traits assert they agree).
+constexpr int smem_bytes(int64_t head_dim) {
+  const int64_t q = kBlockM * head_dim * 2;
+  const int64_t ring = stages(head_dim) * 2 * kBlockN * head_dim * 2;
+  const int64_t merge = 4 * kBlockM * head_dim * 4 + 2 * 4 * kBlockM * 4;
+  return static_cast<int>(q + (ring > merge ? ring : merge));
+}
+
+}  // namespace flash::decode

@@ -1,0 +1,363 @@
+// Split-KV decode kernel (flash-decoding) for short queries, sm_80 and newer.
+//
+// One CTA owns 16 packed query rows of one (batch, K/V head) and one split
+// (a contiguous range of K/V blocks). Rows are packed GQA-style: packed row
+// r is query token r / g of query head head_kv * g + r % g (g = heads_q /
+// heads_kv), so the g query heads that share a K/V head read it once. The
+// four warps split every 64-key block between them (16 keys each) instead
+// of splitting the rows: each warp keeps its own online softmax over its
+// keys, and the four partial results are merged through shared memory at
+// the end. K/V stream through a kStages-deep cp.async ring (dense,
+// varlen or paged rows).
+//
+// With one split the CTA writes O (and the LSE) directly. With several,
+// each writes its normalised fp32 partial O and its LSE to the workspace and
+// combine_kernel merges the splits in a fixed order (deterministic).
+#pragma once
+
+#include <cstdint>
+
+#include "../common/mask.cuh"
+#include "../common/ptx.cuh"
+#include "../common/seqlen.cuh"
+#include "../common/softmax.cuh"
+#include "../params.h"
+#include "../sm80/fwd_kernel.cuh"  // chunk_offset, LdsmAddress, load_tile, load_kv_paged
+
+namespace flash::decode {
+
+template <int kHeadDim_, typename Element_>
+struct DecodeTraits {
+  using Element = Element_;
+  static constexpr int kHeadDim = kHeadDim_;
+  static constexpr int kNWarps = 4;
+  static constexpr int kNThreads = kNWarps * 32;
+  static constexpr int kBlockM = 16;                // packed query rows per CTA
+  static constexpr int kBlockN = 16 * kNWarps;      // keys per K/V block (16 per warp)
+  static constexpr int kStages = kHeadDim <= 128 ? 3 : 2;
+  static constexpr int kChunksPerRow = kHeadDim * 2 / 16;
+  static constexpr int kSwizzleChunks = (kHeadDim % 64 == 0) ? 8 : 4;
+  static constexpr int kKSteps = kHeadDim / 16;     // k16 steps of Q K^T
+  static constexpr int kNTilesO = kHeadDim / 8;     // n8 tiles of O
+
+  static constexpr int kQBytes = kBlockM * kHeadDim * 2;
+  static constexpr int kKVBytes = kBlockN * kHeadDim * 2;
+  static constexpr int kStageBytes = 2 * kKVBytes;
+  static constexpr int kRingBytes = kStages * kStageBytes;
+  // The merge reuses the ring: each warp's fp32 O, then its row max and sum.
+  static constexpr int kMergeOBytes = kNWarps * kBlockM * kHeadDim * 4;
+  static constexpr int kMergeBytes = kMergeOBytes + 2 * kNWarps * kBlockM * 4;
+  static constexpr int kSmemBytes = kQBytes + (kRingBytes > kMergeBytes ? kRingBytes : kMergeBytes);
+
+  static_assert(kHeadDim % 32 == 0 && kHeadDim <= 256, "head_dim must be a multiple of 32, at most 256");
+  static_assert((kBlockN * kChunksPerRow) % kNThreads == 0, "K/V tiles must split evenly over the threads");
+  static_assert(kSmemBytes <= 160 * 1024, "must fit an A100's shared memory");
+};
+
+template <typename Traits, bool kHasWindow, bool kSoftcap>
+__global__ void __launch_bounds__(Traits::kNThreads)
+    decode_kernel(const __grid_constant__ detail::FwdParams p) {
+  using Element = typename Traits::Element;
+  constexpr int kBlockM = Traits::kBlockM;
+  constexpr int kBlockN = Traits::kBlockN;
+  constexpr int kStages = Traits::kStages;
+  constexpr int kHeadDim = Traits::kHeadDim;
+  constexpr int kCPR = Traits::kChunksPerRow;
+
+  extern __shared__ __align__(128) unsigned char smem[];
+  const int tid = threadIdx.x;
+  const int warp = tid / 32;
+  const int lane = tid % 32;
+
+  const int split = blockIdx.x % p.num_splits;
+  const int m_block = blockIdx.x / p.num_splits;
+  const int head_kv = blockIdx.y;
+  const int batch = blockIdx.z;
+  const int g = p.q_per_kv;
+
+  const SeqInfo seq(p, batch);
+  const int rows = seq.len_q * g;
+  const int row_begin = m_block * kBlockM;
+  if (row_begin >= rows) return;
+  const int row_end = min(row_begin + kBlockM, rows);
+
+  const WindowMask<kHasWindow> mask(seq.len_q, seq.len_k, p.window_left, p.window_right);
+  const Softcap<kSoftcap> softcap{p.softcap_prescale};
+  int n_begin, n_end, u_begin, u_end;
+  mask.template visible_blocks<kBlockN>(row_begin / g, (row_end - 1) / g, &n_begin, &n_end);
+  mask.template unmasked_blocks<kBlockN>(row_begin / g, (row_end - 1) / g, &u_begin, &u_end);
+  // This split's share of the visible blocks (possibly none).
+  const int per_split = (n_end - n_begin + p.num_splits - 1) / p.num_splits;
+  const int s_begin = min(n_end, n_begin + split * per_split);
+  const int s_end = min(n_end, s_begin + per_split);
+
+  const Element* k = static_cast<const Element*>(p.k) + seq.k_offset + head_kv * p.k_head_stride;
+  const Element* v = static_cast<const Element*>(p.v) + seq.v_offset + head_kv * p.v_head_stride;
+  const int* table = p.block_table != nullptr ? p.block_table + batch * p.block_table_batch_stride : nullptr;
+
+  const uint32_t smem_q = ptx::smem_addr(smem);
+  const uint32_t smem_kv = smem_q + Traits::kQBytes;
+
+  auto load_kv = [&](int n_block, int stage) {
+    const uint32_t sk = smem_kv + stage * Traits::kStageBytes;
+    const int first = n_block * kBlockN;
+    if (table == nullptr) {
+      sm80::load_tile<Traits, kBlockN>(sk, k + first * p.k_seq_stride, p.k_seq_stride, seq.len_k - first, tid);
+      sm80::load_tile<Traits, kBlockN>(sk + Traits::kKVBytes, v + first * p.v_seq_stride, p.v_seq_stride,
+                                       seq.len_k - first, tid);
+    } else {
+      sm80::load_kv_paged<Traits, kBlockN>(sk, sk + Traits::kKVBytes, k, v, p.k_batch_stride, p.v_batch_stride,
+                                           p.k_seq_stride, p.v_seq_stride, table, p.page_size, first,
+                                           seq.len_k - first, tid);
+    }
+  };
+
+  // Q: 16 packed rows, each its own (token, head) address.
+  {
+    const Element* q = static_cast<const Element*>(p.q) + seq.q_offset;
+    constexpr int kQIters = (kBlockM * kCPR + Traits::kNThreads - 1) / Traits::kNThreads;
+#pragma unroll
+    for (int i = 0; i < kQIters; ++i) {
+      const int idx = tid + i * Traits::kNThreads;
+      if (idx < kBlockM * kCPR) {
+        const int row = idx / kCPR;
+        const int c = idx % kCPR;
+        const int r = row_begin + row;
+        const bool valid = r < row_end;
+        const Element* src = q;
+        if (valid) {
+          src = q + static_cast<int64_t>(r / g) * p.q_seq_stride +
+                static_cast<int64_t>(head_kv * g + r % g) * p.q_head_stride + c * 8;
+        }
+        ptx::cp_async_16(smem_q + sm80::chunk_offset<Traits, kBlockM>(row, c), src, valid);
+      }
+    }
+  }
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s_begin + s < s_end) load_kv(s_begin + s, s);
+    ptx::cp_async_commit();
+  }
+
+  float acc_o[1][Traits::kNTilesO][4];
+#pragma unroll
+  for (int nt = 0; nt < Traits::kNTilesO; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc_o[0][nt][e] = 0.f;
+  OnlineSoftmax<1> softmax;
+
+  const sm80::LdsmAddress<Traits, kBlockM> q_addr(smem_q, lane % 16, lane / 16);
+  const int k_lane_row = warp * 16 + lane % 8 + (lane / 16) * 8;
+  const int v_lane_row = warp * 16 + lane % 8 + ((lane / 8) % 2) * 8;
+
+  int iter = 0;
+  for (int n_block = s_begin; n_block < s_end; ++n_block, ++iter) {
+    ptx::cp_async_wait<kStages - 2>();
+    __syncthreads();
+    if (n_block + kStages - 1 < s_end) load_kv(n_block + kStages - 1, (iter + kStages - 1) % kStages);
+    ptx::cp_async_commit();
+
+    const uint32_t sk = smem_kv + (iter % kStages) * Traits::kStageBytes;
+    const sm80::LdsmAddress<Traits, kBlockN> k_addr(sk, k_lane_row, (lane / 8) % 2);
+    const sm80::LdsmAddress<Traits, kBlockN> v_addr(sk + Traits::kKVBytes, v_lane_row, lane / 16);
+
+    // S (16 rows x this warp's 16 keys) = Q K^T
+    float s[1][2][4];
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[0][nt][e] = 0.f;
+#pragma unroll
+    for (int ks = 0; ks < Traits::kKSteps; ++ks) {
+      uint32_t a[4], b[4];
+      ptx::ldmatrix_x4(a, q_addr.at(0, 2 * ks));
+      ptx::ldmatrix_x4(b, k_addr.at(0, 2 * ks));
+      ptx::mma_m16n8k16<Element>(s[0][0], a, b[0], b[1]);
+      ptx::mma_m16n8k16<Element>(s[0][1], a, b[2], b[3]);
+    }
+    softcap.apply(s);
+
+    if (n_block >= u_end || n_block < u_begin) {
+#pragma unroll
+      for (int hi = 0; hi < 2; ++hi) {
+        const int pos = (row_begin + lane / 4 + hi * 8) / g;
+        const int begin = mask.col_begin(pos) - n_block * kBlockN - warp * 16;
+        const int limit = mask.col_limit(pos) - n_block * kBlockN - warp * 16;
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int col = nt * 8 + (lane % 4) * 2 + e;
+            if (col >= limit || (kHasWindow && col < begin)) s[0][nt][2 * hi + e] = -INFINITY;
+          }
+        }
+      }
+    }
+
+    float correction[2];
+    softmax.update(s, p.softmax_scale_log2, correction);
+    softmax.rescale(acc_o, correction);
+
+    // O += P V over this warp's 16 keys (one k16 step; P from the S registers).
+    uint32_t a[4];
+    a[0] = ptx::pack2<Element>(s[0][0][0], s[0][0][1]);
+    a[1] = ptx::pack2<Element>(s[0][0][2], s[0][0][3]);
+    a[2] = ptx::pack2<Element>(s[0][1][0], s[0][1][1]);
+    a[3] = ptx::pack2<Element>(s[0][1][2], s[0][1][3]);
+#pragma unroll
+    for (int np = 0; np < Traits::kNTilesO / 2; ++np) {
+      uint32_t b[4];
+      ptx::ldmatrix_x4_trans(b, v_addr.at(0, 2 * np));
+      ptx::mma_m16n8k16<Element>(acc_o[0][2 * np], a, b[0], b[1]);
+      ptx::mma_m16n8k16<Element>(acc_o[0][2 * np + 1], a, b[2], b[3]);
+    }
+  }
+
+  // Merge the four warps' (max, sum, O) through the now idle ring.
+  ptx::cp_async_wait<0>();
+  __syncthreads();
+  float* merge_o = reinterpret_cast<float*>(smem + Traits::kQBytes);  // [warp][row][head_dim]
+  float* merge_m = merge_o + Traits::kNWarps * kBlockM * kHeadDim;     // [warp][row]
+  float* merge_l = merge_m + Traits::kNWarps * kBlockM;                // [warp][row]
+  float row_sum[2];
+#pragma unroll
+  for (int hi = 0; hi < 2; ++hi) {
+    row_sum[hi] = quad_sum(softmax.l[hi]);
+    if (lane % 4 == 0) {
+      merge_m[warp * kBlockM + lane / 4 + hi * 8] = softmax.m[hi];
+      merge_l[warp * kBlockM + lane / 4 + hi * 8] = row_sum[hi];
+    }
+  }
+  __syncthreads();
+  float lse[2];
+#pragma unroll
+  for (int hi = 0; hi < 2; ++hi) {
+    const int row = lane / 4 + hi * 8;
+    float m_all = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < Traits::kNWarps; ++w) m_all = fmaxf(m_all, merge_m[w * kBlockM + row]);
+    const float m_scaled = m_all == -INFINITY ? 0.f : m_all * p.softmax_scale_log2;
+    float l_all = 0.f;
+#pragma unroll
+    for (int w = 0; w < Traits::kNWarps; ++w) {
+      // exp2(-inf) = 0 drops warps that saw no visible key.
+      l_all += merge_l[w * kBlockM + row] * ptx::exp2_approx(merge_m[w * kBlockM + row] * p.softmax_scale_log2 - m_scaled);
+    }
+    const bool empty = l_all == 0.f || m_all == -INFINITY;
+    const float mine = ptx::exp2_approx(softmax.m[hi] * p.softmax_scale_log2 - m_scaled);
+    const float factor = empty ? 0.f : mine / l_all;
+    lse[hi] = empty ? -INFINITY : m_all * p.softmax_scale + logf(l_all);
+#pragma unroll
+    for (int nt = 0; nt < Traits::kNTilesO; ++nt) {
+      float2 val = make_float2(acc_o[0][nt][2 * hi] * factor, acc_o[0][nt][2 * hi + 1] * factor);
+      *reinterpret_cast<float2*>(merge_o + (warp * kBlockM + row) * kHeadDim + nt * 8 + (lane % 4) * 2) = val;
+    }
+  }
+  __syncthreads();
+
+  const int heads_q = p.heads_q;
+  // Each thread sums 4 consecutive columns of one row over the four warps.
+  constexpr int kVecPerRow = kHeadDim / 4;
+  for (int idx = tid; idx < kBlockM * kVecPerRow; idx += Traits::kNThreads) {
+    const int row = idx / kVecPerRow;
+    const int col = (idx % kVecPerRow) * 4;
+    const int r = row_begin + row;
+    if (r >= row_end) continue;
+    float4 sum = *reinterpret_cast<const float4*>(merge_o + row * kHeadDim + col);
+#pragma unroll
+    for (int w = 1; w < Traits::kNWarps; ++w) {
+      const float4 x = *reinterpret_cast<const float4*>(merge_o + (w * kBlockM + row) * kHeadDim + col);
+      sum.x += x.x, sum.y += x.y, sum.z += x.z, sum.w += x.w;
+    }
+    const int token = r / g;
+    const int head = head_kv * g + r % g;
+    if (p.num_splits == 1) {
+      Element* o = static_cast<Element*>(p.o) + seq.o_offset + static_cast<int64_t>(token) * p.o_seq_stride +
+                   static_cast<int64_t>(head) * p.o_head_stride + col;
+      uint2 packed;
+      packed.x = ptx::pack2<Element>(sum.x, sum.y);
+      packed.y = ptx::pack2<Element>(sum.z, sum.w);
+      *reinterpret_cast<uint2*>(o) = packed;
+    } else if (token < p.seqlen_q) {
+      const int64_t slot = ((static_cast<int64_t>(split) * p.batch + batch) * heads_q + head) * p.seqlen_q + token;
+      *reinterpret_cast<float4*>(p.o_partial + slot * kHeadDim + col) = sum;
+    }
+  }
+
+  if (warp == 0 && lane % 4 == 0) {
+#pragma unroll
+    for (int hi = 0; hi < 2; ++hi) {
+      const int r = row_begin + lane / 4 + hi * 8;
+      if (r >= row_end) continue;
+      const int token = r / g;
+      const int head = head_kv * g + r % g;
+      if (p.num_splits == 1) {
+        if (p.lse != nullptr) {
+          const int64_t at = p.cu_seqlens_q != nullptr
+                                 ? static_cast<int64_t>(head) * p.cu_seqlens_q[p.batch] + seq.q_start + token
+                                 : (static_cast<int64_t>(batch) * heads_q + head) * p.seqlen_q + token;
+          p.lse[at] = lse[hi];
+        }
+      } else if (token < p.seqlen_q) {
+        p.lse_partial[((static_cast<int64_t>(split) * p.batch + batch) * heads_q + head) * p.seqlen_q + token] =
+            lse[hi];
+      }
+    }
+  }
+}
+
+// Merges the num_splits partial results of each (batch, head, token) row:
+// O = sum_s exp(lse_s - lse) O_s with lse = log sum_s exp(lse_s), splits in
+// order. One warp per row; lane l owns columns l, l + 32, ...
+template <int kHeadDim, typename Element>
+__global__ void __launch_bounds__(128) combine_kernel(const __grid_constant__ detail::FwdParams p) {
+  constexpr int kCols = kHeadDim / 32;
+  const int lane = threadIdx.x % 32;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * 4 + threadIdx.x / 32;  // over [batch, heads_q, seqlen_q]
+  const int64_t rows = static_cast<int64_t>(p.batch) * p.heads_q * p.seqlen_q;
+  if (row >= rows) return;
+  const int token = static_cast<int>(row % p.seqlen_q);
+  const int head = static_cast<int>((row / p.seqlen_q) % p.heads_q);
+  const int batch = static_cast<int>(row / (static_cast<int64_t>(p.seqlen_q) * p.heads_q));
+  const SeqInfo seq(p, batch);
+  if (token >= seq.len_q) return;
+
+  const int64_t split_stride = rows;  // slots between consecutive splits
+  float m = -INFINITY;
+  for (int s = lane; s < p.num_splits; s += 32) m = fmaxf(m, p.lse_partial[s * split_stride + row]);
+#pragma unroll
+  for (int off = 16; off > 0; off /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
+  float sum = 0.f;
+  if (m != -INFINITY) {
+    for (int s = lane; s < p.num_splits; s += 32) sum += expf(p.lse_partial[s * split_stride + row] - m);
+  }
+#pragma unroll
+  for (int off = 16; off > 0; off /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+  const bool empty = m == -INFINITY || sum == 0.f;
+  const float lse = empty ? -INFINITY : m + logf(sum);
+
+  float acc[kCols];
+#pragma unroll
+  for (int c = 0; c < kCols; ++c) acc[c] = 0.f;
+  if (!empty) {
+    for (int s = 0; s < p.num_splits; ++s) {
+      const float w = expf(p.lse_partial[s * split_stride + row] - lse);
+      if (w == 0.f) continue;  // an empty split (its O is zeros anyway)
+      const float* src = p.o_partial + (s * split_stride + row) * kHeadDim + lane;
+#pragma unroll
+      for (int c = 0; c < kCols; ++c) acc[c] = fmaf(w, src[c * 32], acc[c]);
+    }
+  }
+  Element* o = static_cast<Element*>(p.o) + seq.o_offset + static_cast<int64_t>(token) * p.o_seq_stride +
+               static_cast<int64_t>(head) * p.o_head_stride + lane;
+#pragma unroll
+  for (int c = 0; c < kCols; ++c) o[c * 32] = ptx::from_float<Element>(acc[c]);
+  if (p.lse != nullptr && lane == 0) {
+    const int64_t at = p.cu_seqlens_q != nullptr
+                           ? static_cast<int64_t>(head) * p.cu_seqlens_q[p.batch] + seq.q_start + token
+                           : (static_cast<int64_t>(batch) * p.heads_q + head) * p.seqlen_q + token;
+    p.lse[at] = lse;
+  }
+}
+
+}  // namespace flash::decode

@@ -1,0 +1,57 @@
+// Definition of flash::decode::run_decode, included by the instantiation files.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include "../common/element.cuh"
+#include "api.h"
+#include "decode_kernel.cuh"
+
+namespace flash::decode {
+
+template <typename Traits, bool kHasWindow, bool kSoftcap>
+cudaError_t launch_decode(const detail::FwdParams& params, cudaStream_t stream) {
+  auto* kernel = &decode_kernel<Traits, kHasWindow, kSoftcap>;
+  constexpr int kSmemBytes = Traits::kSmemBytes;
+  if constexpr (kSmemBytes > 48 * 1024) {
+    const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
+    if (err != cudaSuccess) return err;
+  }
+  const int rows = params.seqlen_q * params.q_per_kv;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(((rows + Traits::kBlockM - 1) / Traits::kBlockM) * params.num_splits, params.heads_kv,
+                        params.batch);
+  config.blockDim = dim3(Traits::kNThreads);
+  config.dynamicSmemBytes = kSmemBytes;
+  config.stream = stream;
+  return cudaLaunchKernelEx(&config, kernel, params);
+}
+
+template <DType kDType, int kHeadDim>
+cudaError_t run_decode(const detail::FwdParams& params, cudaStream_t stream) {
+  using Element = typename ElementOf<kDType>::type;
+  using Traits = DecodeTraits<kHeadDim, Element>;
+  static_assert(Traits::kBlockM == kBlockM && Traits::kBlockN == kBlockN && Traits::kStages == stages(kHeadDim) &&
+                    Traits::kSmemBytes == smem_bytes(kHeadDim),
+                "api.h constants out of date");
+  const bool window = params.window_left >= 0 || params.window_right >= 0;
+  const bool softcap = params.softcap > 0.f;
+  cudaError_t err;
+  if (window) {
+    err = softcap ? launch_decode<Traits, true, true>(params, stream) : launch_decode<Traits, true, false>(params, stream);
+  } else {
+    err = softcap ? launch_decode<Traits, false, true>(params, stream)
+                  : launch_decode<Traits, false, false>(params, stream);
+  }
+  if (err != cudaSuccess || params.num_splits <= 1) return err;
+  const int64_t rows = static_cast<int64_t>(params.batch) * params.heads_q * params.seqlen_q;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(static_cast<unsigned>((rows + 3) / 4));
+  config.blockDim = dim3(128);
+  config.stream = stream;
+  return cudaLaunchKernelEx(&config, &combine_kernel<kHeadDim, Element>, params);
+}
+
+}  // namespace flash::decode
