@@ -60,13 +60,17 @@ cudaError_t launch_sm90(DType dtype, const FwdParams& f, bool causal, int index,
 
 // The sm90 heuristic's pick among the compiled candidates: candidate 0 (the
 // tile each head dim and mask was tuned for at long sequences) except where
-// the H200 sweep of flash_bench --autotune (bench/NOTES.md, run 15) showed
-// candidate 1 (128 x 128) ahead by 10% or more in both dtypes: short causal
-// sequences at head_dim 64 (+10% to +37% up to N = 2048) and short
-// non-causal ones at head_dim 128 (+12% to +22% up to N = 1024).
+// the H200 autotune sweeps (bench/NOTES.md, runs 15 and 18) showed candidate
+// 1 ahead: 128 x 128 for short causal sequences at head_dim 64 (+10% to +37%
+// up to N = 2048) and short non-causal ones at head_dim 128 (+12% to +22% up
+// to N = 1024), both dtypes; 128 x 176 for long causal ones at head_dim 128.
 int sm90_heuristic_index(const AttentionParams& p) {
   if (p.head_dim == 64 && p.causal && p.seqlen_q <= 2048) return 1;
   if (p.head_dim == 128 && !p.causal && p.seqlen_k <= 1024) return 1;
+  // 128 x 176 for causal head_dim 128 at N >= 16k: ahead of 128 x 128 by
+  // 6-10% in four alternating rounds of run 18 and by 2% in run 15 (3%
+  // behind at 8k in run 15, hence the threshold).
+  if (p.head_dim == 128 && p.causal && p.seqlen_q >= 16384) return 1;
   return 0;
 }
 
@@ -92,8 +96,11 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 }  // namespace
 
 // Splits fill the GPU when the (batch, K/V head, row block) CTAs alone would
-// leave it under 80% occupied: enough splits for about one full wave, but
-// each split keeps at least four K/V blocks (256 keys), and at most 128.
+// leave it under 80% occupied. Among split counts that keep at least two
+// K/V blocks (128 keys) per split, at most 128, it takes the smallest whose
+// last wave is nearly as full as the best one's (as FlashAttention-2's
+// heuristic does): a wave is every CTA slot of the GPU, and a partly filled
+// last wave costs as much as a full one.
 int decode_splits_wanted(const AttentionParams& p, const DeviceCaps& caps) {
   if (p.num_splits >= 1) return static_cast<int>(std::min<int64_t>(p.num_splits, kMaxSplits));
   const int64_t g = p.heads_q / p.heads_kv;
@@ -105,9 +112,18 @@ int decode_splits_wanted(const AttentionParams& p, const DeviceCaps& caps) {
   if (units * 5 >= slots * 4) return 1;
   int64_t keys = p.seqlen_k;
   if (p.block_table != nullptr && p.seqused_k != nullptr) keys = std::max(keys, p.max_pages_per_seq * p.page_size);
-  const int64_t by_keys = ceil_div(keys, decode::kBlockN) / 4;
-  const int64_t splits = std::min<int64_t>({ceil_div(slots, units), by_keys, kMaxSplits});
-  return static_cast<int>(std::max<int64_t>(splits, 1));
+  const int64_t max_splits = std::min<int64_t>(ceil_div(keys, decode::kBlockN) / 2, kMaxSplits);
+  if (max_splits <= 1) return 1;
+  auto efficiency = [&](int64_t s) {
+    const double waves = static_cast<double>(units * s) / static_cast<double>(slots);
+    return waves / std::ceil(waves);
+  };
+  double best = 0.0;
+  for (int64_t s = 1; s <= max_splits; ++s) best = std::max(best, efficiency(s));
+  for (int64_t s = 1; s <= max_splits; ++s) {
+    if (efficiency(s) >= 0.85 * best) return static_cast<int>(s);
+  }
+  return 1;
 }
 
 size_t decode_workspace_bytes(const AttentionParams& p, int num_splits) {
