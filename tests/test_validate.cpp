@@ -9,6 +9,7 @@
 #include <initializer_list>
 #include <limits>
 #include <string>
+#include <utility>
 
 #include "flash/flash.hpp"
 
@@ -106,7 +107,7 @@ TEST(Validate, AcceptsValidCalls) {
     p.set_contiguous_bnhd();
     EXPECT_TRUE(flash::validate(p).ok()) << "head_dim " << head_dim << ": " << flash::validate(p).message;
   }
-  for (Backend backend : {Backend::kAuto, Backend::kSm80, Backend::kSm90}) {
+  for (Backend backend : {Backend::kAuto, Backend::kSm80, Backend::kSm90, Backend::kDecode}) {
     p = valid_params();
     p.backend = backend;
     EXPECT_TRUE(flash::validate(p).ok()) << flash::validate(p).message;
@@ -160,6 +161,15 @@ TEST(Validate, RejectsBadDtypeAndBackend) {
   p = valid_params();
   p.backend = static_cast<Backend>(9);
   EXPECT_TRUE(invalid(p, {"backend", "9"}));
+  p = valid_params();
+  p.backend = static_cast<Backend>(4);  // the first value past kDecode
+  EXPECT_TRUE(invalid(p, {"backend", "4"}));
+  p = valid_params();
+  p.backend = static_cast<Backend>(-1);
+  EXPECT_TRUE(invalid(p, {"backend"}));
+  p = valid_params();
+  p.backend = static_cast<Backend>(3);  // Backend::kDecode
+  EXPECT_TRUE(flash::validate(p).ok()) << flash::validate(p).message;
 }
 
 TEST(Validate, RejectsUnsupportedHeadDim) {
@@ -368,6 +378,225 @@ TEST(Validate, EmptyWorkSucceedsWithoutGpu) {
   EXPECT_TRUE(flash::validate(p).ok()) << flash::validate(p).message;
   s = flash::attention_forward(p, nullptr);
   EXPECT_TRUE(s.ok()) << s.message;
+}
+
+// ---------------------------------------------------------------- inference-engine features
+
+// valid_params() with K and V as a paged cache: [num_pages, page_size,
+// heads_kv, head_dim], 13 pages of 16 keys per sequence (208 >= seqlen_k 200).
+AttentionParams paged_params() {
+  AttentionParams p = valid_params();
+  p.block_table = static_cast<const int32_t*>(fake_ptr(5));
+  p.page_size = 16;
+  p.max_pages_per_seq = 13;
+  p.block_table_batch_stride = 13;
+  p.num_pages = 26;
+  p.k_seq_stride = p.v_seq_stride = p.heads_kv * p.head_dim;
+  p.k_batch_stride = p.v_batch_stride = p.page_size * p.k_seq_stride;
+  return p;
+}
+
+// A valid call is accepted by validate() (attention_forward needs a GPU).
+::testing::AssertionResult valid(const AttentionParams& p) {
+  const Status s = flash::validate(p);
+  if (s.ok()) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "validate rejected a valid call: " << s.message;
+}
+
+TEST(Validate, AcceptsFeatureCalls) {
+  AttentionParams p = valid_params();
+  p.cu_seqlens_q = static_cast<const int32_t*>(fake_ptr(6));  // varlen Q
+  EXPECT_TRUE(valid(p));
+  p.cu_seqlens_k = static_cast<const int32_t*>(fake_ptr(7));  // and varlen K
+  EXPECT_TRUE(valid(p));
+  p.cu_seqlens_q = nullptr;  // varlen K alone
+  EXPECT_TRUE(valid(p));
+
+  p = valid_params();
+  p.seqused_k = static_cast<const int32_t*>(fake_ptr(8));  // dense cache with seqused_k
+  EXPECT_TRUE(valid(p));
+
+  p = paged_params();
+  EXPECT_TRUE(valid(p));
+  p.seqused_k = static_cast<const int32_t*>(fake_ptr(8));
+  EXPECT_TRUE(valid(p));
+  p.cu_seqlens_q = static_cast<const int32_t*>(fake_ptr(6));  // chunked prefill over a paged cache
+  EXPECT_TRUE(valid(p));
+  for (int64_t page_size : {16, 48, 64, 256}) {
+    p = paged_params();
+    p.page_size = page_size;
+    p.max_pages_per_seq = (p.seqlen_k + page_size - 1) / page_size;
+    p.block_table_batch_stride = p.max_pages_per_seq + 3;  // a padded table row is fine
+    p.k_batch_stride = p.v_batch_stride = page_size * p.k_seq_stride;
+    EXPECT_TRUE(valid(p)) << "page_size " << page_size;
+  }
+  // seqlen_k exactly max_pages_per_seq * page_size.
+  p = paged_params();
+  p.max_pages_per_seq = p.block_table_batch_stride = 25;
+  p.page_size = 16;
+  p.seqlen_k = 400;
+  EXPECT_TRUE(valid(p));
+  // One sequence: the table's batch stride is never used (the check is for batch > 1).
+  p = paged_params();
+  p.batch = 1;
+  p.block_table_batch_stride = 0;
+  EXPECT_TRUE(valid(p));
+
+  for (auto [left, right] : {std::pair<int64_t, int64_t>{128, 0}, {0, 0}, {64, 64}, {-1, 32}, {5, -1}, {-1, -1}}) {
+    p = valid_params();
+    p.window_left = left;
+    p.window_right = right;
+    EXPECT_TRUE(valid(p)) << "window (" << left << ", " << right << ")";
+  }
+  for (auto [left, right] : {std::pair<int64_t, int64_t>{-1, -1}, {-1, 0}, {128, -1}, {128, 0}, {0, 0}}) {
+    p = valid_params();
+    p.causal = true;
+    p.window_left = left;
+    p.window_right = right;
+    EXPECT_TRUE(valid(p)) << "causal with window (" << left << ", " << right << ")";
+  }
+  for (float softcap : {0.f, 5.f, 30.f, 1e-3f}) {
+    p = valid_params();
+    p.softcap = softcap;
+    EXPECT_TRUE(valid(p)) << "softcap " << softcap;
+  }
+  for (int32_t num_splits : {0, 1, 2, 7, 128}) {
+    p = valid_params();
+    p.num_splits = num_splits;
+    EXPECT_TRUE(valid(p)) << "num_splits " << num_splits;
+  }
+  p = valid_params();
+  p.workspace = fake_ptr(9);
+  p.workspace_bytes = 1 << 20;
+  EXPECT_TRUE(valid(p));
+  p.workspace = fake_ptr(9, 256);  // 256-byte aligned is enough
+  EXPECT_TRUE(valid(p));
+  p.num_splits = 7;
+  EXPECT_TRUE(valid(p));
+
+  // Everything at once.
+  p = paged_params();
+  p.backend = Backend::kDecode;
+  p.seqlen_q = 16;
+  p.set_contiguous_bnhd();
+  p.k_seq_stride = p.v_seq_stride = p.heads_kv * p.head_dim;
+  p.k_batch_stride = p.v_batch_stride = p.page_size * p.k_seq_stride;
+  p.cu_seqlens_q = static_cast<const int32_t*>(fake_ptr(6));
+  p.seqused_k = static_cast<const int32_t*>(fake_ptr(8));
+  p.causal = true;
+  p.window_left = 128;
+  p.softcap = 30.f;
+  p.num_splits = 7;
+  p.workspace = fake_ptr(9);
+  p.workspace_bytes = 1 << 20;
+  EXPECT_TRUE(valid(p));
+}
+
+TEST(Validate, RejectsCuSeqlensKWithBlockTable) {
+  AttentionParams p = paged_params();
+  p.cu_seqlens_k = static_cast<const int32_t*>(fake_ptr(7));
+  EXPECT_TRUE(invalid(p, {"cu_seqlens_k", "block_table"}));
+  p.seqused_k = static_cast<const int32_t*>(fake_ptr(8));
+  EXPECT_TRUE(invalid(p, {"cu_seqlens_k", "block_table"}));
+}
+
+TEST(Validate, RejectsPageSizeNotAPositiveMultipleOf16) {
+  for (int64_t page_size : {0, 8, 24, -16, 1, 15, 40}) {
+    AttentionParams p = paged_params();
+    p.page_size = page_size;
+    p.max_pages_per_seq = p.block_table_batch_stride = 256;
+    p.seqused_k = static_cast<const int32_t*>(fake_ptr(8));  // so seqlen_k cannot be what fails
+    EXPECT_TRUE(invalid(p, {"page_size"})) << "page_size " << page_size;
+  }
+  AttentionParams p = paged_params();
+  p.page_size = 48;  // a multiple of 16, not a power of two
+  p.max_pages_per_seq = p.block_table_batch_stride = 5;
+  EXPECT_TRUE(valid(p));
+}
+
+TEST(Validate, RejectsMaxPagesPerSeqBelowOne) {
+  for (int64_t max_pages : {0, -1}) {
+    AttentionParams p = paged_params();
+    p.max_pages_per_seq = max_pages;
+    p.seqused_k = static_cast<const int32_t*>(fake_ptr(8));  // so seqlen_k is not what fails
+    EXPECT_TRUE(invalid(p, {"max_pages_per_seq"})) << "max_pages_per_seq " << max_pages;
+  }
+}
+
+TEST(Validate, RejectsBlockTableBatchStrideBelowMaxPages) {
+  AttentionParams p = paged_params();  // batch 2
+  p.block_table_batch_stride = p.max_pages_per_seq - 1;
+  EXPECT_TRUE(invalid(p, {"block_table_batch_stride"}));
+  p.block_table_batch_stride = 0;
+  EXPECT_TRUE(invalid(p, {"block_table_batch_stride"}));
+}
+
+TEST(Validate, RejectsSeqlenKBeyondTheBlockTable) {
+  AttentionParams p = paged_params();
+  p.max_pages_per_seq = p.block_table_batch_stride = 12;  // 192 keys < seqlen_k 200
+  EXPECT_TRUE(invalid(p, {"seqlen_k"}));
+  p.seqlen_k = 192;
+  EXPECT_TRUE(valid(p));
+}
+
+TEST(Validate, RejectsNumPagesBelowOne) {
+  for (int64_t num_pages : {0, -3}) {
+    AttentionParams p = paged_params();
+    p.num_pages = num_pages;
+    EXPECT_TRUE(invalid(p, {"num_pages"})) << "num_pages " << num_pages;
+  }
+}
+
+TEST(Validate, RejectsBadWindows) {
+  for (int64_t bad : {-2, -100}) {
+    AttentionParams p = valid_params();
+    p.window_left = bad;
+    EXPECT_TRUE(invalid(p, {"window_left"})) << bad;
+    p = valid_params();
+    p.window_right = bad;
+    EXPECT_TRUE(invalid(p, {"window_right"})) << bad;
+  }
+  for (int64_t right : {1, 5, 128}) {
+    AttentionParams p = valid_params();
+    p.causal = true;
+    p.window_right = right;
+    EXPECT_TRUE(invalid(p, {"window_right"})) << "causal with window_right " << right;
+  }
+}
+
+TEST(Validate, RejectsNonFiniteOrNegativeSoftcap) {
+  for (float softcap : {-1.f, -std::numeric_limits<float>::min(), std::numeric_limits<float>::quiet_NaN(),
+                        std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity()}) {
+    AttentionParams p = valid_params();
+    p.softcap = softcap;
+    EXPECT_TRUE(invalid(p, {"softcap"})) << softcap;
+  }
+}
+
+TEST(Validate, RejectsNumSplitsOutOfRange) {
+  for (int32_t num_splits : {-1, 129, 1000, std::numeric_limits<int32_t>::min()}) {
+    AttentionParams p = valid_params();
+    p.num_splits = num_splits;
+    EXPECT_TRUE(invalid(p, {"num_splits"})) << num_splits;
+    size_t bytes = 0;
+    EXPECT_EQ(flash::attention_workspace_size(p, &bytes).code, StatusCode::kInvalidArgument) << num_splits;
+  }
+}
+
+// validate() cannot know the device, so it checks the workspace's alignment
+// only; its size is attention_forward's business (tested on a GPU).
+TEST(Validate, RejectsMisalignedWorkspace) {
+  for (int64_t offset : {8, 16, 128, 255}) {
+    AttentionParams p = valid_params();
+    p.workspace = fake_ptr(9, offset);
+    p.workspace_bytes = 1 << 20;
+    p.num_splits = 7;
+    EXPECT_TRUE(invalid(p, {"workspace"})) << "offset " << offset;
+  }
+}
+
+TEST(Validate, WorkspaceSizeNeedsAnOutput) {
+  EXPECT_EQ(flash::attention_workspace_size(valid_params(), nullptr).code, StatusCode::kInvalidArgument);
 }
 
 }  // namespace
