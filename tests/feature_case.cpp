@@ -1,0 +1,556 @@
+// One inference-engine call on the device and its per-sequence reference.
+// See feature_case.h.
+#include "feature_case.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <numeric>
+#include <random>
+
+#include "device_tensor.h"
+#include "reference.h"
+
+namespace flash::test {
+namespace {
+
+constexpr uint16_t kPoison16 = 0xFFFF;  // NaN in fp16 and bf16: what poison() writes
+constexpr int64_t kPad = 8;             // elements of padding per head, row and batch/page when padded
+
+#define RETURN_IF_CUDA_ERROR(expr)                                                              \
+  do {                                                                                          \
+    const cudaError_t err_ = (expr);                                                            \
+    if (err_ != cudaSuccess) {                                                                  \
+      return ::testing::AssertionFailure() << #expr << " failed: " << cudaGetErrorString(err_); \
+    }                                                                                           \
+  } while (0)
+
+const char* dtype_name(DType dtype) {
+  return dtype == DType::kFloat16 ? "fp16" : "bf16";
+}
+
+std::string list(const std::vector<int64_t>& values) {
+  std::string s = "[";
+  for (size_t i = 0; i < values.size(); ++i) s += (i ? "," : "") + std::to_string(values[i]);
+  return s + "]";
+}
+
+int64_t longest(const std::vector<int64_t>& values) {
+  return values.empty() ? 0 : *std::max_element(values.begin(), values.end());
+}
+
+bool all_equal(const std::vector<int64_t>& values) {
+  return std::adjacent_find(values.begin(), values.end(), std::not_equal_to<int64_t>()) == values.end();
+}
+
+// The host twin of ref::fill_uniform's element: uniform in (-scale, scale),
+// never zero, a function of (seed, index) only.
+float uniform(uint64_t seed, uint64_t index, float scale) {
+  constexpr float kInv2p24 = 1.0f / 16777216.0f;
+  const uint64_t h = splitmix64(seed ^ splitmix64(index));
+  const int32_t numerator = 2 * static_cast<int32_t>(h >> 40) + 1 - (1 << 24);
+  return static_cast<float>(numerator) * kInv2p24 * scale;
+}
+
+template <typename T>
+cudaError_t upload(DeviceBuffer* dst, const std::vector<T>& host) {
+  cudaError_t err = dst->allocate(host.size() * sizeof(T));
+  if (err == cudaSuccess && !host.empty()) {
+    err = cudaMemcpy(dst->ptr, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice);
+  }
+  return err;
+}
+
+template <typename T>
+cudaError_t download(std::vector<T>* host, const void* src, size_t count) {
+  host->resize(count);
+  if (count == 0) return cudaSuccess;
+  return cudaMemcpy(host->data(), src, count * sizeof(T), cudaMemcpyDeviceToHost);
+}
+
+}  // namespace
+
+const char* kv_layout_name(KvLayout kv) {
+  switch (kv) {
+    case KvLayout::kDense:
+      return "dense";
+    case KvLayout::kVarlen:
+      return "varlen";
+    case KvLayout::kPaged:
+      return "paged";
+  }
+  return "?";
+}
+
+std::string FeatureConfig::name() const {
+  std::string s = std::string(dtype_name(dtype)) + " hd" + std::to_string(head_dim) + " h" + std::to_string(heads_q) +
+                  "/" + std::to_string(heads_kv);
+  s += varlen_q
+           ? " q:varlen" + list(seqlens_q)
+           : " q:dense" + std::to_string(seqlens_q.empty() ? 0 : seqlens_q[0]) + "x" + std::to_string(seqlens_q.size());
+  if (varlen_q && max_seqlen_q_slack != 0) s += "+" + std::to_string(max_seqlen_q_slack);
+  s += " k:" + std::string(kv_layout_name(kv));
+  if (kv == KvLayout::kPaged) s += std::to_string(page_size) + (shuffle_pages ? "shuffled" : "inorder");
+  if (kv == KvLayout::kDense && k_capacity != 0) s += "cap" + std::to_string(k_capacity);
+  s += list(seqlens_k);
+  if (use_seqused_k) s += " seqused_k";
+  if (padded) s += " padded";
+  if (causal) s += " causal";
+  if (window_left != -1 || window_right != -1) {
+    s += " window(" + std::to_string(window_left) + "," + std::to_string(window_right) + ")";
+  }
+  if (softcap != 0.f) s += " softcap " + std::to_string(softcap);
+  if (softmax_scale != 0.f) s += " scale " + std::to_string(softmax_scale);
+  if (input_scale != 1.f) s += " inputs x" + std::to_string(input_scale);
+  if (!with_lse) s += " no-lse";
+  return s;
+}
+
+DeviceBuffer::~DeviceBuffer() {
+  cudaFree(ptr);
+}
+
+cudaError_t DeviceBuffer::allocate(size_t n) {
+  cudaFree(ptr);
+  ptr = nullptr;
+  bytes = n;
+  return cudaMalloc(&ptr, n < 256 ? 256 : n);
+}
+
+bool uses_sm90_unsupported_feature(const AttentionParams& p) {
+  return p.cu_seqlens_q != nullptr || p.cu_seqlens_k != nullptr || p.seqused_k != nullptr || p.block_table != nullptr ||
+         p.window_left >= 0 || p.window_right > 0 || p.softcap > 0.f;
+}
+
+// ---------------------------------------------------------------- FeatureCase
+
+FeatureCase::FeatureCase(const FeatureConfig& cfg, cudaStream_t stream) : cfg_(cfg), stream_(stream) {}
+
+::testing::AssertionResult FeatureCase::check_config() const {
+  auto bad = [](const char* why) { return ::testing::AssertionFailure() << "bad FeatureConfig: " << why; };
+  if (cfg_.seqlens_q.empty() || cfg_.seqlens_q.size() != cfg_.seqlens_k.size()) {
+    return bad("seqlens_q and seqlens_k need the same, nonzero, number of entries");
+  }
+  for (size_t b = 0; b < cfg_.seqlens_q.size(); ++b) {
+    if (cfg_.seqlens_q[b] < 0 || cfg_.seqlens_k[b] < 0) return bad("negative length");
+  }
+  if (!cfg_.varlen_q && !all_equal(cfg_.seqlens_q)) return bad("dense Q needs equal seqlens_q");
+  if (cfg_.heads_q % cfg_.heads_kv != 0) return bad("heads_q must be a multiple of heads_kv");
+  switch (cfg_.kv) {
+    case KvLayout::kDense: {
+      const int64_t capacity = cfg_.k_capacity != 0 ? cfg_.k_capacity : longest(cfg_.seqlens_k);
+      if (longest(cfg_.seqlens_k) > capacity) return bad("a sequence has more keys than the capacity");
+      if (!cfg_.use_seqused_k && (!all_equal(cfg_.seqlens_k) || cfg_.seqlens_k[0] != capacity)) {
+        return bad("dense K without seqused_k needs every seqlens_k equal to the capacity");
+      }
+      break;
+    }
+    case KvLayout::kVarlen:
+      if (cfg_.use_seqused_k) return bad("varlen K with seqused_k is not modelled");
+      break;
+    case KvLayout::kPaged:
+      if (cfg_.page_size <= 0) return bad("page_size must be positive");
+      if (!cfg_.use_seqused_k && !all_equal(cfg_.seqlens_k))
+        return bad("paged K without seqused_k needs equal lengths");
+      break;
+  }
+  return ::testing::AssertionSuccess();
+}
+
+void FeatureCase::plan() {
+  const int64_t d = cfg_.head_dim;
+  const int64_t pad = cfg_.padded ? kPad : 0;
+  batch_ = cfg_.batch();
+
+  // Rows of [.., heads, head_dim] with padded heads and rows when asked.
+  auto rows_of = [&](int64_t heads) {
+    Placement t;
+    t.offset = pad;
+    t.head_stride = d + pad;
+    t.seq_stride = heads * t.head_stride + pad;
+    return t;
+  };
+
+  // Q and O.
+  q_ = rows_of(cfg_.heads_q);
+  if (cfg_.varlen_q) {
+    cu_q_.assign(1, 0);
+    for (int64_t len : cfg_.seqlens_q) cu_q_.push_back(cu_q_.back() + static_cast<int32_t>(len));
+    rows_ = cu_q_.back();
+    seqlen_q_ = longest(cfg_.seqlens_q) + cfg_.max_seqlen_q_slack;
+    q_elements_ = q_.offset + rows_ * q_.seq_stride + pad;
+  } else {
+    seqlen_q_ = cfg_.seqlens_q[0];
+    rows_ = batch_ * seqlen_q_;
+    q_.batch_stride = seqlen_q_ * q_.seq_stride + pad;
+    q_elements_ = q_.offset + batch_ * q_.batch_stride;
+  }
+  o_ = q_;
+  o_elements_ = q_elements_;
+
+  // K and V.
+  k_ = rows_of(cfg_.heads_kv);
+  switch (cfg_.kv) {
+    case KvLayout::kDense: {
+      seqlen_k_ = cfg_.k_capacity != 0 ? cfg_.k_capacity : longest(cfg_.seqlens_k);
+      k_.batch_stride = seqlen_k_ * k_.seq_stride + pad;
+      k_elements_ = k_.offset + batch_ * k_.batch_stride;
+      break;
+    }
+    case KvLayout::kVarlen: {
+      cu_k_.assign(1, 0);
+      for (int64_t len : cfg_.seqlens_k) cu_k_.push_back(cu_k_.back() + static_cast<int32_t>(len));
+      seqlen_k_ = longest(cfg_.seqlens_k);
+      k_elements_ = k_.offset + cu_k_.back() * k_.seq_stride + pad;
+      break;
+    }
+    case KvLayout::kPaged: {
+      const int64_t ps = cfg_.page_size;
+      std::vector<int64_t> needed;
+      for (int64_t len : cfg_.seqlens_k) needed.push_back((len + ps - 1) / ps);
+      num_pages_ = std::accumulate(needed.begin(), needed.end(), int64_t{0}) + cfg_.spare_pages;
+      num_pages_ = std::max<int64_t>(num_pages_, 1);
+      max_pages_ = std::max<int64_t>(longest(needed) + cfg_.spare_table_entries, 1);
+      table_stride_ = max_pages_ + cfg_.table_stride_pad;
+      std::vector<int32_t> order(static_cast<size_t>(num_pages_));
+      std::iota(order.begin(), order.end(), 0);
+      if (cfg_.shuffle_pages) {
+        std::mt19937_64 rng(splitmix64(cfg_.seed ^ 0x9A6E5ull));
+        std::shuffle(order.begin(), order.end(), rng);
+      }
+      table_.assign(static_cast<size_t>(batch_ * table_stride_), -1);  // unused entries: -1
+      size_t next = 0;
+      for (int64_t b = 0; b < batch_; ++b) {
+        for (int64_t page = 0; page < needed[b]; ++page) table_[b * table_stride_ + page] = order[next++];
+      }
+      k_.batch_stride = ps * k_.seq_stride + pad;  // between pages
+      k_elements_ = k_.offset + num_pages_ * k_.batch_stride;
+      seqlen_k_ = cfg_.use_seqused_k ? (cfg_.seqlen_k_hint != 0 ? cfg_.seqlen_k_hint : longest(cfg_.seqlens_k))
+                                     : cfg_.seqlens_k[0];
+      break;
+    }
+  }
+  if (cfg_.use_seqused_k) {
+    for (int64_t len : cfg_.seqlens_k) seqused_.push_back(static_cast<int32_t>(len));
+  }
+  lse_elements_ = cfg_.heads_q * rows_;
+  q_elements_ = std::max<int64_t>(q_elements_, 64);
+  o_elements_ = std::max<int64_t>(o_elements_, 64);
+  k_elements_ = std::max<int64_t>(k_elements_, 64);
+}
+
+int64_t FeatureCase::q_row(const Placement& t, int64_t b, int64_t i) const {
+  if (cfg_.varlen_q) return t.offset + (cu_q_[b] + i) * t.seq_stride;
+  return t.offset + b * t.batch_stride + i * t.seq_stride;
+}
+
+int64_t FeatureCase::k_row(const Placement& t, int64_t b, int64_t j) const {
+  switch (cfg_.kv) {
+    case KvLayout::kDense:
+      return t.offset + b * t.batch_stride + j * t.seq_stride;
+    case KvLayout::kVarlen:
+      return t.offset + (cu_k_[b] + j) * t.seq_stride;
+    case KvLayout::kPaged: {
+      const int64_t page = table_[b * table_stride_ + j / cfg_.page_size];
+      return t.offset + page * t.batch_stride + (j % cfg_.page_size) * t.seq_stride;
+    }
+  }
+  return 0;
+}
+
+int64_t FeatureCase::check_row(int64_t b, int64_t i) const {
+  return cfg_.varlen_q ? cu_q_[b] + i : b * seqlen_q_ + i;
+}
+
+int64_t FeatureCase::lse_index(int64_t b, int64_t i, int64_t h) const {
+  if (cfg_.varlen_q) return h * rows_ + cu_q_[b] + i;
+  return (b * cfg_.heads_q + h) * seqlen_q_ + i;
+}
+
+AttentionParams FeatureCase::check_params() const {
+  AttentionParams p;
+  p.dtype = cfg_.dtype;
+  p.batch = cfg_.varlen_q ? 1 : batch_;
+  p.seqlen_q = cfg_.varlen_q ? rows_ : seqlen_q_;
+  p.seqlen_k = seqlen_k_;
+  p.heads_q = cfg_.heads_q;
+  p.heads_kv = cfg_.heads_kv;
+  p.head_dim = cfg_.head_dim;
+  return p;
+}
+
+int64_t FeatureCase::rows_seeing_no_key() const {
+  int64_t rows = 0;
+  for (int64_t b = 0; b < batch_; ++b) {
+    const int64_t len_q = cfg_.seqlens_q[b], len_k = keys_of(b);
+    for (int64_t i = 0; i < len_q; ++i) {
+      const ref::KeyRange r = ref::visible_keys(i, len_q, len_k, cfg_.causal, cfg_.window_left, cfg_.window_right);
+      if (r.first > r.last) rows += cfg_.heads_q;
+    }
+  }
+  return rows;
+}
+
+::testing::AssertionResult FeatureCase::init() {
+  auto ok = check_config();
+  if (!ok) return ok;
+  plan();
+  const int64_t d = cfg_.head_dim;
+
+  // Host inputs: NaN everywhere, then random values where a call may read.
+  q_host_.assign(static_cast<size_t>(q_elements_), kPoison16);
+  k_host_.assign(static_cast<size_t>(k_elements_), kPoison16);
+  v_host_.assign(static_cast<size_t>(k_elements_), kPoison16);
+  const uint64_t seed_q = splitmix64(cfg_.seed + 0), seed_k = splitmix64(cfg_.seed + 1),
+                 seed_v = splitmix64(cfg_.seed + 2);
+  auto fill_row = [&](std::vector<uint16_t>* host, uint64_t seed, int64_t row, int64_t heads, int64_t head_stride) {
+    for (int64_t h = 0; h < heads; ++h) {
+      for (int64_t e = 0; e < d; ++e) {
+        const int64_t x = row + h * head_stride + e;
+        (*host)[x] = ref::from_float(uniform(seed, static_cast<uint64_t>(x), cfg_.input_scale), cfg_.dtype);
+      }
+    }
+  };
+  for (int64_t b = 0; b < batch_; ++b) {
+    for (int64_t i = 0; i < cfg_.seqlens_q[b]; ++i) {
+      fill_row(&q_host_, seed_q, q_row(q_, b, i), cfg_.heads_q, q_.head_stride);
+    }
+    for (int64_t j = 0; j < keys_of(b); ++j) {
+      fill_row(&k_host_, seed_k, k_row(k_, b, j), cfg_.heads_kv, k_.head_stride);
+      fill_row(&v_host_, seed_v, k_row(k_, b, j), cfg_.heads_kv, k_.head_stride);
+    }
+  }
+
+  RETURN_IF_CUDA_ERROR(upload(&q_dev_, q_host_));
+  RETURN_IF_CUDA_ERROR(upload(&k_dev_, k_host_));
+  RETURN_IF_CUDA_ERROR(upload(&v_dev_, v_host_));
+  RETURN_IF_CUDA_ERROR(o_dev_.allocate(static_cast<size_t>(o_elements_) * 2));
+  RETURN_IF_CUDA_ERROR(lse_dev_.allocate(static_cast<size_t>(std::max<int64_t>(lse_elements_, 1)) * sizeof(float)));
+  if (!cu_q_.empty()) RETURN_IF_CUDA_ERROR(upload(&cu_q_dev_, cu_q_));
+  if (!cu_k_.empty()) RETURN_IF_CUDA_ERROR(upload(&cu_k_dev_, cu_k_));
+  if (cfg_.use_seqused_k) RETURN_IF_CUDA_ERROR(upload(&seqused_k_, seqused_));
+  if (!table_.empty()) RETURN_IF_CUDA_ERROR(upload(&table_dev_, table_));
+
+  auto at = [](const DeviceBuffer& buffer, int64_t elements) { return static_cast<char*>(buffer.ptr) + elements * 2; };
+  AttentionParams& p = params_;
+  p = AttentionParams{};
+  p.q = at(q_dev_, q_.offset);
+  p.k = at(k_dev_, k_.offset);
+  p.v = at(v_dev_, k_.offset);
+  p.o = at(o_dev_, o_.offset);
+  p.lse = cfg_.with_lse ? static_cast<float*>(lse_dev_.ptr) : nullptr;
+  p.dtype = cfg_.dtype;
+  p.batch = batch_;
+  p.seqlen_q = seqlen_q_;
+  p.seqlen_k = seqlen_k_;
+  p.heads_q = cfg_.heads_q;
+  p.heads_kv = cfg_.heads_kv;
+  p.head_dim = d;
+  // Offsets of the tensors are in the pointers; strides relative to them.
+  p.q_batch_stride = cfg_.varlen_q ? 0 : q_.batch_stride;
+  p.q_seq_stride = q_.seq_stride;
+  p.q_head_stride = q_.head_stride;
+  p.o_batch_stride = cfg_.varlen_q ? 0 : o_.batch_stride;
+  p.o_seq_stride = o_.seq_stride;
+  p.o_head_stride = o_.head_stride;
+  p.k_batch_stride = p.v_batch_stride = cfg_.kv == KvLayout::kVarlen ? 0 : k_.batch_stride;
+  p.k_seq_stride = p.v_seq_stride = k_.seq_stride;
+  p.k_head_stride = p.v_head_stride = k_.head_stride;
+  p.causal = cfg_.causal;
+  p.softmax_scale = cfg_.softmax_scale;
+  p.window_left = cfg_.window_left;
+  p.window_right = cfg_.window_right;
+  p.softcap = cfg_.softcap;
+  p.cu_seqlens_q = cfg_.varlen_q ? static_cast<const int32_t*>(cu_q_dev_.ptr) : nullptr;
+  p.cu_seqlens_k = cfg_.kv == KvLayout::kVarlen ? static_cast<const int32_t*>(cu_k_dev_.ptr) : nullptr;
+  p.seqused_k = cfg_.use_seqused_k ? static_cast<const int32_t*>(seqused_k_.ptr) : nullptr;
+  if (cfg_.kv == KvLayout::kPaged) {
+    p.block_table = static_cast<const int32_t*>(table_dev_.ptr);
+    p.block_table_batch_stride = table_stride_;
+    p.max_pages_per_seq = max_pages_;
+    p.page_size = cfg_.page_size;
+    p.num_pages = num_pages_;
+  }
+  return ::testing::AssertionSuccess();
+}
+
+Status FeatureCase::run(Backend backend) {
+  AttentionParams p = params_;
+  p.backend = backend;
+  return run(p);
+}
+
+Status FeatureCase::run(const AttentionParams& p, int workspace_fill) {
+  cudaError_t err = ref::poison(o_dev_.ptr, static_cast<size_t>(o_elements_) * 2, stream_);
+  if (err == cudaSuccess) {
+    err = ref::poison(lse_dev_.ptr, static_cast<size_t>(std::max<int64_t>(lse_elements_, 1)) * 4, stream_);
+  }
+  if (err == cudaSuccess && p.workspace != nullptr && p.workspace_bytes > 0) {
+    err = cudaMemsetAsync(p.workspace, workspace_fill, p.workspace_bytes, stream_);
+  }
+  if (err != cudaSuccess) {
+    Status s;
+    s.code = StatusCode::kCudaError;
+    std::snprintf(s.message, sizeof(s.message), "poisoning the outputs failed: %s", cudaGetErrorString(err));
+    return s;
+  }
+  return attention_forward(p, stream_);
+}
+
+::testing::AssertionResult FeatureCase::read_raw(std::vector<uint16_t>* o, std::vector<float>* lse) {
+  RETURN_IF_CUDA_ERROR(cudaStreamSynchronize(stream_));
+  RETURN_IF_CUDA_ERROR(download(o, o_dev_.ptr, static_cast<size_t>(o_elements_)));
+  RETURN_IF_CUDA_ERROR(download(lse, lse_dev_.ptr, static_cast<size_t>(lse_elements_)));
+  return ::testing::AssertionSuccess();
+}
+
+::testing::AssertionResult FeatureCase::read_output(std::vector<float>* o, std::vector<float>* lse) {
+  std::vector<uint16_t> raw;
+  std::vector<float> raw_lse;
+  auto ok = read_raw(&raw, &raw_lse);
+  if (!ok) return ok;
+  const int64_t d = cfg_.head_dim;
+  o->assign(static_cast<size_t>(rows_ * cfg_.heads_q * d), 0.f);
+  for (int64_t b = 0; b < batch_; ++b) {
+    for (int64_t i = 0; i < cfg_.seqlens_q[b]; ++i) {
+      for (int64_t h = 0; h < cfg_.heads_q; ++h) {
+        const uint16_t* src = raw.data() + q_row(o_, b, i) + h * o_.head_stride;
+        float* dst = o->data() + (check_row(b, i) * cfg_.heads_q + h) * d;
+        for (int64_t e = 0; e < d; ++e) dst[e] = ref::to_float(src[e], cfg_.dtype);
+      }
+    }
+  }
+  if (cfg_.with_lse) {
+    *lse = std::move(raw_lse);
+  } else {
+    lse->clear();
+  }
+  return ::testing::AssertionSuccess();
+}
+
+::testing::AssertionResult FeatureCase::outputs_untouched() {
+  std::vector<uint16_t> raw;
+  std::vector<float> lse;
+  auto ok = read_raw(&raw, &lse);
+  if (!ok) return ok;
+  for (size_t x = 0; x < raw.size(); ++x) {
+    if (raw[x] != kPoison16) return ::testing::AssertionFailure() << "O buffer element " << x << " was written";
+  }
+  for (size_t x = 0; x < lse.size(); ++x) {
+    uint32_t bits;
+    std::memcpy(&bits, &lse[x], 4);
+    if (bits != 0xFFFFFFFFu) return ::testing::AssertionFailure() << "LSE element " << x << " was written";
+  }
+  return ::testing::AssertionSuccess();
+}
+
+::testing::AssertionResult FeatureCase::padding_untouched() {
+  std::vector<uint16_t> raw;
+  std::vector<float> lse;
+  auto ok = read_raw(&raw, &lse);
+  if (!ok) return ok;
+  std::vector<uint8_t> logical(raw.size(), 0);
+  for (int64_t b = 0; b < batch_; ++b) {
+    for (int64_t i = 0; i < cfg_.seqlens_q[b]; ++i) {
+      for (int64_t h = 0; h < cfg_.heads_q; ++h) {
+        std::memset(logical.data() + q_row(o_, b, i) + h * o_.head_stride, 1, static_cast<size_t>(cfg_.head_dim));
+      }
+    }
+  }
+  int64_t written = 0;
+  size_t first = 0;
+  for (size_t x = 0; x < raw.size(); ++x) {
+    if (!logical[x] && raw[x] != kPoison16 && written++ == 0) first = x;
+  }
+  if (written == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << written << " elements outside O's logical elements were written; first at "
+                                       << "element " << first << " of the O buffer";
+}
+
+::testing::AssertionResult FeatureCase::reference(cublasHandle_t handle, std::vector<double>* o,
+                                                  std::vector<double>* lse, SequenceReference which) {
+  const int64_t d = cfg_.head_dim, hq = cfg_.heads_q, hkv = cfg_.heads_kv;
+  o->assign(static_cast<size_t>(rows_ * hq * d), 0.0);
+  lse->assign(static_cast<size_t>(lse_elements_), -INFINITY);
+
+  std::vector<uint16_t> qb, kb, vb;
+  std::vector<double> ob, lseb;
+  std::vector<float> host;
+  for (int64_t b = 0; b < batch_; ++b) {
+    const int64_t len_q = cfg_.seqlens_q[b], len_k = keys_of(b);
+    if (len_q == 0 || len_k == 0) continue;  // no rows, or rows that see no key: O 0, LSE -inf
+
+    // This sequence's rows, gathered densely: [len, heads, head_dim].
+    qb.resize(static_cast<size_t>(len_q * hq * d));
+    kb.resize(static_cast<size_t>(len_k * hkv * d));
+    vb.resize(kb.size());
+    for (int64_t i = 0; i < len_q; ++i) {
+      for (int64_t h = 0; h < hq; ++h) {
+        std::memcpy(qb.data() + (i * hq + h) * d, q_host_.data() + q_row(q_, b, i) + h * q_.head_stride,
+                    static_cast<size_t>(d) * 2);
+      }
+    }
+    for (int64_t j = 0; j < len_k; ++j) {
+      for (int64_t h = 0; h < hkv; ++h) {
+        const int64_t src = k_row(k_, b, j) + h * k_.head_stride;
+        std::memcpy(kb.data() + (j * hkv + h) * d, k_host_.data() + src, static_cast<size_t>(d) * 2);
+        std::memcpy(vb.data() + (j * hkv + h) * d, v_host_.data() + src, static_cast<size_t>(d) * 2);
+      }
+    }
+
+    AttentionParams r;
+    r.dtype = cfg_.dtype;
+    r.batch = 1;
+    r.seqlen_q = len_q;
+    r.seqlen_k = len_k;
+    r.heads_q = hq;
+    r.heads_kv = hkv;
+    r.head_dim = d;
+    r.causal = cfg_.causal;
+    r.window_left = cfg_.window_left;
+    r.window_right = cfg_.window_right;
+    r.softcap = cfg_.softcap;
+    r.softmax_scale = cfg_.softmax_scale;
+    r.set_contiguous_bnhd();
+
+    if (which == SequenceReference::kCpu) {
+      const Status s = ref::cpu_attention(r, qb.data(), kb.data(), vb.data(), &ob, &lseb);
+      if (!s.ok()) return ::testing::AssertionFailure() << "sequence " << b << ": cpu_attention: " << s.message;
+    } else {
+      DeviceBuffer q, k, v, o16, o32, l, workspace;
+      RETURN_IF_CUDA_ERROR(upload(&q, qb));
+      RETURN_IF_CUDA_ERROR(upload(&k, kb));
+      RETURN_IF_CUDA_ERROR(upload(&v, vb));
+      RETURN_IF_CUDA_ERROR(o16.allocate(qb.size() * 2));
+      RETURN_IF_CUDA_ERROR(o32.allocate(qb.size() * sizeof(float)));
+      RETURN_IF_CUDA_ERROR(l.allocate(static_cast<size_t>(hq * len_q) * sizeof(float)));
+      r.q = q.ptr;
+      r.k = k.ptr;
+      r.v = v.ptr;
+      r.o = o16.ptr;
+      r.lse = static_cast<float*>(l.ptr);
+      const size_t workspace_bytes = ref::standard_attention_workspace_bytes(r);
+      RETURN_IF_CUDA_ERROR(workspace.allocate(workspace_bytes));
+      const Status s =
+          ref::standard_attention(r, static_cast<float*>(o32.ptr), workspace.ptr, workspace_bytes, handle, stream_);
+      if (!s.ok()) return ::testing::AssertionFailure() << "sequence " << b << ": standard_attention: " << s.message;
+      RETURN_IF_CUDA_ERROR(cudaStreamSynchronize(stream_));
+      RETURN_IF_CUDA_ERROR(download(&host, o32.ptr, qb.size()));
+      ob.assign(host.begin(), host.end());
+      RETURN_IF_CUDA_ERROR(download(&host, l.ptr, static_cast<size_t>(hq * len_q)));
+      lseb.assign(host.begin(), host.end());
+    }
+
+    // Scatter into check_params()' layout: ob is [len_q, hq, d], lseb [hq, len_q].
+    for (int64_t i = 0; i < len_q; ++i) {
+      for (int64_t h = 0; h < hq; ++h) {
+        std::copy_n(ob.data() + (i * hq + h) * d, d, o->data() + (check_row(b, i) * hq + h) * d);
+        (*lse)[static_cast<size_t>(lse_index(b, i, h))] = lseb[static_cast<size_t>(h * len_q + i)];
+      }
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+}  // namespace flash::test
