@@ -8,6 +8,7 @@
 // too).
 #include <algorithm>
 #include <cinttypes>
+#include <cstdlib>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -138,7 +139,11 @@ class Features : public GpuTest {
     FeatureCase c(cfg, stream_);
     ASSERT_TRUE(c.init());
     std::vector<double> ref_o, ref_lse;
-    ASSERT_TRUE(c.reference(cublas_, &ref_o, &ref_lse));
+    // FLASH_TEST_FEATURE_REF=cpu checks against the float64 CPU reference
+    // instead of cuBLAS (slow; for investigating a failure).
+    const char* which = std::getenv("FLASH_TEST_FEATURE_REF");
+    const bool cpu = which != nullptr && std::string(which) == "cpu";
+    ASSERT_TRUE(c.reference(cublas_, &ref_o, &ref_lse, cpu ? SequenceReference::kCpu : SequenceReference::kCublas));
     rows_without_keys_ += c.rows_seeing_no_key();
     for (const FlashRun& run : runs) {
       expect_run_matches(c, run, ref_o, ref_lse);
@@ -650,7 +655,11 @@ TEST_F(Features, SplitKvIsDeterministic) {
     FeatureCase c(cfg, stream_);
     ASSERT_TRUE(c.init());
     std::vector<double> ref_o, ref_lse;
-    ASSERT_TRUE(c.reference(cublas_, &ref_o, &ref_lse));
+    // FLASH_TEST_FEATURE_REF=cpu checks against the float64 CPU reference
+    // instead of cuBLAS (slow; for investigating a failure).
+    const char* which = std::getenv("FLASH_TEST_FEATURE_REF");
+    const bool cpu = which != nullptr && std::string(which) == "cpu";
+    ASSERT_TRUE(c.reference(cublas_, &ref_o, &ref_lse, cpu ? SequenceReference::kCpu : SequenceReference::kCublas));
     for (int32_t splits : {2, 7, 64, 128}) {
       SCOPED_TRACE("num_splits " + std::to_string(splits));
       AttentionParams p = c.params();

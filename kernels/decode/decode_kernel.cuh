@@ -22,7 +22,7 @@
 #include "../common/seqlen.cuh"
 #include "../common/softmax.cuh"
 #include "../params.h"
-#include "../sm80/fwd_kernel.cuh"  // chunk_offset, LdsmAddress, load_tile, load_kv_paged
+#include "../sm80/fwd_kernel.cuh"  // chunk_offset, LdsmAddress, load_tile, PagedKV
 
 namespace flash::decode {
 
@@ -98,6 +98,15 @@ __global__ void __launch_bounds__(Traits::kNThreads)
   const uint32_t smem_q = ptx::smem_addr(smem);
   const uint32_t smem_kv = smem_q + Traits::kQBytes;
 
+  // Paged: the page numbers of the next block to copy are read one step
+  // ahead (see sm80::PagedKV), so the table read's latency hides under a
+  // block's compute instead of stalling the copies.
+  sm80::PagedKV<Traits, kBlockN> pages;
+  auto fetch_pages = [&](int n_block) {
+    if (table != nullptr && n_block < s_end) {
+      pages.fetch(table, p.page_size, n_block * kBlockN, seq.len_k - n_block * kBlockN, tid);
+    }
+  };
   auto load_kv = [&](int n_block, int stage) {
     const uint32_t sk = smem_kv + stage * Traits::kStageBytes;
     const int first = n_block * kBlockN;
@@ -106,9 +115,8 @@ __global__ void __launch_bounds__(Traits::kNThreads)
       sm80::load_tile<Traits, kBlockN>(sk + Traits::kKVBytes, v + first * p.v_seq_stride, p.v_seq_stride,
                                        seq.len_k - first, tid);
     } else {
-      sm80::load_kv_paged<Traits, kBlockN>(sk, sk + Traits::kKVBytes, k, v, p.k_batch_stride, p.v_batch_stride,
-                                           p.k_seq_stride, p.v_seq_stride, table, p.page_size, first,
-                                           seq.len_k - first, tid);
+      pages.issue(sk, sk + Traits::kKVBytes, k, v, p.k_batch_stride, p.v_batch_stride, p.k_seq_stride,
+                  p.v_seq_stride, p.page_size, first, seq.len_k - first, tid);
     }
   };
 
@@ -135,9 +143,13 @@ __global__ void __launch_bounds__(Traits::kNThreads)
   }
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
-    if (s_begin + s < s_end) load_kv(s_begin + s, s);
+    if (s_begin + s < s_end) {
+      fetch_pages(s_begin + s);
+      load_kv(s_begin + s, s);
+    }
     ptx::cp_async_commit();
   }
+  fetch_pages(s_begin + kStages - 1);
 
   float acc_o[1][Traits::kNTilesO][4];
 #pragma unroll
@@ -156,6 +168,7 @@ __global__ void __launch_bounds__(Traits::kNThreads)
     __syncthreads();
     if (n_block + kStages - 1 < s_end) load_kv(n_block + kStages - 1, (iter + kStages - 1) % kStages);
     ptx::cp_async_commit();
+    fetch_pages(n_block + kStages);
 
     const uint32_t sk = smem_kv + (iter % kStages) * Traits::kStageBytes;
     const sm80::LdsmAddress<Traits, kBlockN> k_addr(sk, k_lane_row, (lane / 8) % 2);

@@ -94,39 +94,46 @@ __device__ __forceinline__ void load_tile(uint32_t smem, const typename Traits::
   }
 }
 
-// The K and V blocks of keys [first, first + kRows) of a paged cache, like
-// load_tile: each row's page comes from the sequence's block-table row
-// `table`. The page numbers are all read before the first copy is issued,
-// so their latencies overlap instead of adding up (a copy is asm volatile:
-// the compiler cannot move a later table read above it). `k_head` / `v_head`
-// point at the head's element 0 of page 0.
+// The K and V blocks of keys [first, first + kRows) of a paged cache, in two
+// halves: fetch() reads the page number of each row this thread copies from
+// the sequence's block-table row `table`, issue() starts the copies (like
+// load_tile). Split so a kernel can fetch the page numbers a step ahead:
+// a copy is asm volatile, so the compiler cannot hoist a later table read
+// above it, and reading the table right before copying stalls on it.
 template <typename Traits, int kRows>
-__device__ __forceinline__ void load_kv_paged(uint32_t smem_k, uint32_t smem_v,
-                                              const typename Traits::Element* k_head,
-                                              const typename Traits::Element* v_head, int64_t k_page_stride,
-                                              int64_t v_page_stride, int64_t k_row_stride, int64_t v_row_stride,
-                                              const int* table, int page_size, int first, int valid_rows, int tid) {
-  constexpr int kCPR = Traits::kChunksPerRow;
-  constexpr int kIters = kRows * kCPR / Traits::kNThreads;
+struct PagedKV {
+  static constexpr int kCPR = Traits::kChunksPerRow;
+  static constexpr int kIters = kRows * kCPR / Traits::kNThreads;
+  using Element = typename Traits::Element;
   int page[kIters];
+
+  __device__ __forceinline__ void fetch(const int* table, int page_size, int first, int valid_rows, int tid) {
 #pragma unroll
-  for (int i = 0; i < kIters; ++i) {
-    const int row = (tid + i * Traits::kNThreads) / kCPR;
-    page[i] = row < valid_rows ? __ldg(table + (first + row) / page_size) : 0;
+    for (int i = 0; i < kIters; ++i) {
+      const int row = (tid + i * Traits::kNThreads) / kCPR;
+      page[i] = row < valid_rows ? __ldg(table + (first + row) / page_size) : 0;
+    }
   }
+
+  // `k_head` / `v_head` point at the head's element 0 of page 0.
+  __device__ __forceinline__ void issue(uint32_t smem_k, uint32_t smem_v, const Element* k_head,
+                                        const Element* v_head, int64_t k_page_stride, int64_t v_page_stride,
+                                        int64_t k_row_stride, int64_t v_row_stride, int page_size, int first,
+                                        int valid_rows, int tid) const {
 #pragma unroll
-  for (int i = 0; i < kIters; ++i) {
-    const int idx = tid + i * Traits::kNThreads;
-    const int row = idx / kCPR;
-    const int c = idx % kCPR;
-    const bool valid = row < valid_rows;
-    const int in_page = (first + row) % page_size;
-    const auto* k_src = valid ? k_head + page[i] * k_page_stride + in_page * k_row_stride + c * 8 : k_head;
-    const auto* v_src = valid ? v_head + page[i] * v_page_stride + in_page * v_row_stride + c * 8 : v_head;
-    ptx::cp_async_16(smem_k + chunk_offset<Traits, kRows>(row, c), k_src, valid);
-    ptx::cp_async_16(smem_v + chunk_offset<Traits, kRows>(row, c), v_src, valid);
+    for (int i = 0; i < kIters; ++i) {
+      const int idx = tid + i * Traits::kNThreads;
+      const int row = idx / kCPR;
+      const int c = idx % kCPR;
+      const bool valid = row < valid_rows;
+      const int in_page = (first + row) % page_size;
+      const Element* k_src = valid ? k_head + page[i] * k_page_stride + in_page * k_row_stride + c * 8 : k_head;
+      const Element* v_src = valid ? v_head + page[i] * v_page_stride + in_page * v_row_stride + c * 8 : v_head;
+      ptx::cp_async_16(smem_k + chunk_offset<Traits, kRows>(row, c), k_src, valid);
+      ptx::cp_async_16(smem_v + chunk_offset<Traits, kRows>(row, c), v_src, valid);
+    }
   }
-}
+};
 
 // kHasWindow: a causal or sliding-window mask (else only the ragged tail);
 // kSoftcap: the logit softcap; kPaged: K/V rows found through the block
@@ -180,10 +187,10 @@ __global__ void __launch_bounds__(Traits::kNThreads)
       load_tile<Traits, kBlockN>(sk + Traits::kKVBytes, v + first * p.v_seq_stride, p.v_seq_stride,
                                  seq.len_k - first, tid);
     } else {
-      load_kv_paged<Traits, kBlockN>(sk, sk + Traits::kKVBytes, k, v, p.k_batch_stride, p.v_batch_stride,
-                                     p.k_seq_stride, p.v_seq_stride,
-                                     p.block_table + batch * p.block_table_batch_stride, p.page_size, first,
-                                     seq.len_k - first, tid);
+      PagedKV<Traits, kBlockN> pages;
+      pages.fetch(p.block_table + batch * p.block_table_batch_stride, p.page_size, first, seq.len_k - first, tid);
+      pages.issue(sk, sk + Traits::kKVBytes, k, v, p.k_batch_stride, p.v_batch_stride, p.k_seq_stride,
+                  p.v_seq_stride, p.page_size, first, seq.len_k - first, tid);
     }
   };
 
