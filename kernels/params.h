@@ -34,6 +34,8 @@ struct FwdParams {
   const int* cu_seqlens_q;  // varlen Q/O: [batch + 1] row offsets, or null
   const int* cu_seqlens_k;  // varlen K/V: [batch + 1] row offsets, or null
   const int* seqused_k;     // keys used per sequence, or null
+  int64_t total_q;          // varlen: rows of packed Q/O (sm90 tensor maps; 0 if not given)
+  int64_t total_k;          // varlen: rows of packed K/V (sm90 tensor maps; 0 if not given)
   const int* block_table;   // paged K/V: [batch, block_table_batch_stride], or null
   int64_t block_table_batch_stride;
   int page_size;         // keys per page (multiple of 16)

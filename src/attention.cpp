@@ -53,10 +53,10 @@ Status candidates_for(const AttentionParams& p, const DeviceCaps& caps, Candidat
                        "(this build has: %s)",
                        static_cast<long long>(p.head_dim), FLASH_HEAD_DIMS_STRING);
   }
-  if (p.backend == Backend::kSm90 && detail::uses_engine_features(p)) {
+  if (p.backend == Backend::kSm90 && !detail::sm90_supports_features(p)) {
     return make_status(StatusCode::kUnsupported,
-                       "Backend::kSm90 has no varlen, seqused_k, paged KV, sliding window, softcap or split-KV; "
-                       "use Backend::kAuto, kSm80 or kDecode");
+                       "Backend::kSm90 has no paged KV, sliding window, softcap or split-KV, and runs varlen calls "
+                       "only with total_q / total_k given; use Backend::kAuto, kSm80 or kDecode");
   }
   if (p.backend == Backend::kSm80 && p.num_splits > 1) {
     return make_status(StatusCode::kUnsupported,

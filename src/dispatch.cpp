@@ -78,6 +78,12 @@ int sm90_heuristic_index(const AttentionParams& p) {
 
 bool sm80_available(const AttentionParams& p) { return head_dim_compiled(p.head_dim); }
 
+bool sm90_supports_features(const AttentionParams& p) {
+  return p.block_table == nullptr && p.window_left < 0 && (p.window_right < 0 || p.causal) && p.softcap == 0.f &&
+         p.num_splits <= 1 && (p.cu_seqlens_q == nullptr || p.total_q > 0) &&
+         (p.cu_seqlens_k == nullptr || p.total_k > 0);
+}
+
 bool uses_engine_features(const AttentionParams& p) {
   return p.cu_seqlens_q != nullptr || p.cu_seqlens_k != nullptr || p.seqused_k != nullptr ||
          p.block_table != nullptr || p.window_left >= 0 || (p.window_right >= 0 && !p.causal) ||
@@ -182,7 +188,7 @@ int list_candidates(const AttentionParams& p, const DeviceCaps& caps, Candidate*
   const bool features = uses_engine_features(p);
   const bool want_decode = p.backend == Backend::kDecode ||
                            (p.backend == Backend::kAuto && (p.seqlen_q <= 16 || p.num_splits > 1));
-  const bool want_sm90 = (p.backend == Backend::kSm90 || p.backend == Backend::kAuto) && !features;
+  const bool want_sm90 = (p.backend == Backend::kSm90 || p.backend == Backend::kAuto) && sm90_supports_features(p);
   const bool want_sm80 = (p.backend == Backend::kSm80 || p.backend == Backend::kAuto) && p.num_splits <= 1;
   // Short queries: the decode kernel (GQA rows packed, keys split) goes first.
   if (want_decode && decode_available(p, caps) && n < capacity) out[n++] = Candidate{Backend::kDecode, 0};
@@ -324,6 +330,8 @@ FwdParams make_fwd_params(const AttentionParams& p, int num_sms) {
   f.cu_seqlens_q = p.cu_seqlens_q;
   f.cu_seqlens_k = p.cu_seqlens_k;
   f.seqused_k = p.seqused_k;
+  f.total_q = p.total_q;
+  f.total_k = p.total_k;
   f.block_table = p.block_table;
   f.block_table_batch_stride = p.block_table_batch_stride;
   f.page_size = static_cast<int>(p.page_size);

@@ -30,6 +30,10 @@ struct DeviceCaps {
 // Whether `p` uses anything the sm90 kernel does not have: varlen, seqused_k,
 // a paged cache, a sliding window, a softcap or a requested split.
 bool uses_engine_features(const AttentionParams& p);
+// Whether the sm90 kernel covers every feature `p` uses: varlen (with
+// total_q / total_k given) and seqused_k on dense caches, causal; not paged
+// caches, sliding windows, softcap or splits.
+bool sm90_supports_features(const AttentionParams& p);
 // Whether the split-KV decode kernel exists in this build for p.head_dim and fits `caps`.
 bool decode_available(const AttentionParams& p, const DeviceCaps& caps);
 // Shared memory the decode kernel needs per block for p.head_dim, bytes.

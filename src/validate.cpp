@@ -99,6 +99,9 @@ bool byte_ranges_overlap(const void* a, int64_t a_bytes, const void* b, int64_t 
 
 // The inference-engine fields: each alone, then how they combine.
 Status validate_engine_features(const AttentionParams& p) noexcept {
+  if (p.total_q < 0 || p.total_k < 0) {
+    return invalid("total_q (%lld) and total_k (%lld) must be >= 0 (0: not given)", p.total_q, p.total_k);
+  }
   if (p.window_left < -1 || p.window_right < -1) {
     return invalid("window_left (%lld) and window_right (%lld) must be >= -1 (-1: unbounded)", p.window_left,
                    p.window_right);
@@ -249,21 +252,25 @@ Status validate(const AttentionParams& p) noexcept {
   // Empty work touches no memory: a successful no-op, whatever the pointers.
   if (p.batch == 0 || p.seqlen_q == 0) return Status{};
 
-  // Packed (varlen) tensors are seen as one sequence of the longest length:
-  // their strides are checked, their full extent is not known here.
+  // Packed (varlen) tensors are seen as one sequence of total_q / total_k rows
+  // when given, else of the longest length (then only their strides are
+  // checked: their full extent is not known here).
   const bool varlen_q = p.cu_seqlens_q != nullptr;
   const bool varlen_k = p.cu_seqlens_k != nullptr;
   const bool paged = p.block_table != nullptr;
   const int64_t q_batches = varlen_q ? 1 : p.batch;
   const int64_t kv_batches = varlen_k ? 1 : (paged ? p.num_pages : p.batch);
-  const int64_t kv_rows = paged ? p.page_size : p.seqlen_k;
-  const TensorView q{"q", p.q, {q_batches, p.seqlen_q, p.heads_q},
+  // With total_q / total_k given, a packed tensor's full extent is known.
+  const int64_t q_rows = varlen_q && p.total_q > 0 ? p.total_q : p.seqlen_q;
+  const int64_t k_rows_varlen = p.total_k > 0 ? p.total_k : p.seqlen_k;
+  const int64_t kv_rows = paged ? p.page_size : (varlen_k ? k_rows_varlen : p.seqlen_k);
+  const TensorView q{"q", p.q, {q_batches, q_rows, p.heads_q},
                      {varlen_q ? 0 : p.q_batch_stride, p.q_seq_stride, p.q_head_stride}, p.head_dim, 2};
   const TensorView k{"k", p.k, {kv_batches, kv_rows, p.heads_kv},
                      {varlen_k ? 0 : p.k_batch_stride, p.k_seq_stride, p.k_head_stride}, p.head_dim, 2};
   const TensorView v{"v", p.v, {kv_batches, kv_rows, p.heads_kv},
                      {varlen_k ? 0 : p.v_batch_stride, p.v_seq_stride, p.v_head_stride}, p.head_dim, 2};
-  const TensorView o{"o", p.o, {q_batches, p.seqlen_q, p.heads_q},
+  const TensorView o{"o", p.o, {q_batches, q_rows, p.heads_q},
                      {varlen_q ? 0 : p.o_batch_stride, p.o_seq_stride, p.o_head_stride}, p.head_dim, 2};
   for (const TensorView* t : {&q, &k, &v, &o}) {
     if (t->ptr == nullptr) {

@@ -121,6 +121,12 @@ struct AttentionParams {
   // (k/v_batch_stride ignored; seqlen_k is then only a hint, the longest
   // sequence). Not together with block_table.
   const int32_t* cu_seqlens_k = nullptr;
+  // Rows of the packed tensors: total_q = cu_seqlens_q[batch], total_k =
+  // cu_seqlens_k[batch]. Optional (0: not given), but the Hopper kernel
+  // needs them to describe packed tensors to TMA; varlen calls without them
+  // run the sm80 kernel. When given they must be exact.
+  int64_t total_q = 0;
+  int64_t total_k = 0;
   // Keys actually used per sequence (device, int32, batch entries): sequence
   // b attends to its first seqused_k[b] keys. For a KV cache: K/V are
   // allocated for seqlen_k (dense) or max_pages_per_seq * page_size (paged)

@@ -14,6 +14,7 @@ struct SeqInfo {
   int len_q;         // query rows of this sequence
   int len_k;         // keys of this sequence
   int q_start;       // first row in packed Q/O (varlen), else 0; indexes the varlen LSE
+  int k_start;       // first row in packed K/V (varlen), else 0
   int64_t q_offset;  // element offset of row 0 of Q
   int64_t o_offset;  // element offset of row 0 of O
   int64_t k_offset;  // element offset of key 0 of K (0 when paged: pages are looked up per row)
@@ -32,11 +33,12 @@ struct SeqInfo {
       o_offset = static_cast<int64_t>(b) * p.o_batch_stride;
     }
     if (p.cu_seqlens_k != nullptr) {
-      const int k_start = p.cu_seqlens_k[b];
+      k_start = p.cu_seqlens_k[b];
       len_k = p.cu_seqlens_k[b + 1] - k_start;
       k_offset = static_cast<int64_t>(k_start) * p.k_seq_stride;
       v_offset = static_cast<int64_t>(k_start) * p.v_seq_stride;
     } else {
+      k_start = 0;
       len_k = p.max_seqlen_k_alloc;
       k_offset = p.block_table != nullptr ? 0 : static_cast<int64_t>(b) * p.k_batch_stride;
       v_offset = p.block_table != nullptr ? 0 : static_cast<int64_t>(b) * p.v_batch_stride;

@@ -65,7 +65,6 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
   const int warpgroup = threadIdx.x / 128;
   const int lane = threadIdx.x % 32;
 
-  const CausalTailMask<kIsCausal> mask(p.seqlen_q, p.seqlen_k);
   const TileScheduler<kIsCausal> scheduler((p.seqlen_q + kBlockM - 1) / kBlockM);
   const int num_units = TileScheduler<kIsCausal>::units(scheduler.num_m_blocks, p.heads_q * p.batch);
 
@@ -94,7 +93,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
       int q_count = 0;
       for (int u = blockIdx.x; u < num_units; u += gridDim.x) {
         for (int k = 0; k < scheduler.tiles_in_unit(u); ++k) {
-          const Tile tile = scheduler.template tile<kBlockM, kBlockN>(u, k, p, mask);
+          const Tile tile = scheduler.template tile<kBlockM, kBlockN>(u, k, p);
           if (tile.n_blocks == 0) continue;
           const int head_kv = tile.head / p.q_per_kv;
           // Wait until the consumers are done with the previous tile's Q.
@@ -103,8 +102,8 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
           mbarrier_arrive_expect_tx(bar_q_full, Traits::kQBytes);
 #pragma unroll
           for (int cb = 0; cb < Traits::kColBlocks; ++cb) {
-            tma_load_4d(smem_q + cb * kBlockM * 128, &params.tma_q, bar_q_full, cb * 64, tile.row_begin, tile.head,
-                        tile.batch);
+            tma_load_4d(smem_q + cb * kBlockM * 128, &params.tma_q, bar_q_full, cb * 64, tile.q_row, tile.head,
+                        tile.q_batch);
           }
           for (int i = 0; i < tile.n_blocks; ++i, ++kv_count) {
             const int n_block = tile.n_blocks - 1 - i;
@@ -116,14 +115,14 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
 #pragma unroll
             for (int cb = 0; cb < Traits::kColBlocks; ++cb) {
               tma_load_4d(smem_k(stage) + cb * kBlockN * 128, &params.tma_k, bar_k_full(stage), cb * 64,
-                          n_block * kBlockN, head_kv, tile.batch);
+                          tile.k_row + n_block * kBlockN, head_kv, tile.k_batch);
             }
             mbarrier_wait(bar_v_empty(stage), empty_parity);
             mbarrier_arrive_expect_tx(bar_v_full(stage), Traits::kKVBytes);
 #pragma unroll
             for (int cb = 0; cb < Traits::kColBlocks; ++cb) {
               tma_load_4d(smem_v(stage) + cb * kBlockN * 128, &params.tma_v, bar_v_full(stage), cb * 64,
-                          n_block * kBlockN, head_kv, tile.batch);
+                          tile.k_row + n_block * kBlockN, head_kv, tile.k_batch);
             }
           }
         }
@@ -172,6 +171,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
   auto softmax_step = [&](const Tile& tile, float(&s)[kBlockN / 2], int n_block, float(&correction)[2]) {
     auto& s_frag = *reinterpret_cast<float(*)[1][kBlockN / 8][4]>(&s);
     if (n_block >= tile.n_unmasked) {
+      const CausalTailMask<kIsCausal> mask(tile.len_q, tile.len_k);
 #pragma unroll
       for (int hi = 0; hi < 2; ++hi) {
         const int row = tile.row_begin + wg * 64 + warp_in_wg * 16 + lane / 4 + hi * 8;
@@ -214,11 +214,11 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
   // Whether any tile after (u, k) in this CTA's walk has work.
   auto work_after = [&](int u, int k) {
     for (int k2 = k + 1; k2 < scheduler.tiles_in_unit(u); ++k2) {
-      if (scheduler.template tile<kBlockM, kBlockN>(u, k2, p, mask).n_blocks > 0) return true;
+      if (scheduler.template tile<kBlockM, kBlockN>(u, k2, p).n_blocks > 0) return true;
     }
     for (int u2 = u + gridDim.x; u2 < num_units; u2 += gridDim.x) {
       for (int k2 = 0; k2 < scheduler.tiles_in_unit(u2); ++k2) {
-        if (scheduler.template tile<kBlockM, kBlockN>(u2, k2, p, mask).n_blocks > 0) return true;
+        if (scheduler.template tile<kBlockM, kBlockN>(u2, k2, p).n_blocks > 0) return true;
       }
     }
     return false;
@@ -229,7 +229,8 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
   int q_count = 0;
   for (int u = blockIdx.x; u < num_units; u += gridDim.x) {
     for (int k = 0; k < scheduler.tiles_in_unit(u); ++k) {
-      const Tile tile = scheduler.template tile<kBlockM, kBlockN>(u, k, p, mask);
+      const Tile tile = scheduler.template tile<kBlockM, kBlockN>(u, k, p);
+      if (tile.skip) continue;
 #pragma unroll
       for (int i = 0; i < kHeadDim / 2; ++i) o[i] = 0.f;
       softmax = OnlineSoftmax<1>();
@@ -306,9 +307,9 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
 #pragma unroll
         for (int hi = 0; hi < 2; ++hi) {
           const int row = tile.row_begin + wg * 64 + warp_in_wg * 16 + lane / 4 + hi * 8;
-          if (row >= p.seqlen_q) continue;
-          Element* o_row = static_cast<Element*>(p.o) + tile.batch * p.o_batch_stride + tile.head * p.o_head_stride +
-                           row * p.o_seq_stride;
+          if (row >= tile.len_q) continue;
+          Element* o_row = static_cast<Element*>(p.o) + tile.o_offset + tile.head * p.o_head_stride +
+                           static_cast<int64_t>(row) * p.o_seq_stride;
 #pragma unroll
           for (int nt = 0; nt < kHeadDim / 8; ++nt) {
             *reinterpret_cast<uint32_t*>(o_row + nt * 8 + (lane % 4) * 2) = 0u;
@@ -334,15 +335,33 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
                                          (lane % 4) * 4) = packed;
           }
         }
-        fence_proxy_async_smem();
-        named_barrier_sync(1 + wg, 128);
-        if (wg_thread == 0) {
-#pragma unroll
-          for (int cb = 0; cb < Traits::kColBlocks; ++cb) {
-            tma_store_4d(&params.tma_o, smem_o_wg + cb * kBlockM * 128, cb * 64, tile.row_begin + wg * 64, tile.head,
-                         tile.batch);
+        if (p.cu_seqlens_q != nullptr) {
+          // Varlen: a TMA store would also write the rows past this
+          // sequence's end, which belong to the next one; 16-byte stores of
+          // the rows it has instead.
+          named_barrier_sync(1 + wg, 128);
+          constexpr int kChunks = kHeadDim / 8;
+          Element* o_base = static_cast<Element*>(p.o) + tile.o_offset + tile.head * p.o_head_stride;
+          for (int idx = wg_thread; idx < 64 * kChunks; idx += 128) {
+            const int r = idx / kChunks;
+            const int c = idx % kChunks;
+            const int row = tile.row_begin + wg * 64 + r;
+            if (row >= tile.len_q) continue;
+            const uint4 val = *reinterpret_cast<const uint4*>(smem_ptr + Traits::kOOffset + (c / 8) * kBlockM * 128 +
+                                                              (wg * 64 + r) * 128 + ((c % 8) ^ (r % 8)) * 16);
+            *reinterpret_cast<uint4*>(o_base + static_cast<int64_t>(row) * p.o_seq_stride + c * 8) = val;
           }
-          tma_store_commit();
+        } else {
+          fence_proxy_async_smem();
+          named_barrier_sync(1 + wg, 128);
+          if (wg_thread == 0) {
+#pragma unroll
+            for (int cb = 0; cb < Traits::kColBlocks; ++cb) {
+              tma_store_4d(&params.tma_o, smem_o_wg + cb * kBlockM * 128, cb * 64, tile.row_begin + wg * 64,
+                           tile.head, tile.batch);
+            }
+            tma_store_commit();
+          }
         }
         if constexpr (!Traits::kSeparateO) {
           // O was staged in the Q tile: hand Q back only once the store has read it.
@@ -353,11 +372,14 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
       }
 
       if (p.lse != nullptr && lane % 4 == 0) {
-        float* lse_row = p.lse + (static_cast<int64_t>(tile.batch) * p.heads_q + tile.head) * p.seqlen_q;
+        // Dense: [batch, heads_q, seqlen_q]; varlen: [heads_q, total_q].
+        float* lse_row = p.cu_seqlens_q != nullptr
+                             ? p.lse + static_cast<int64_t>(tile.head) * p.cu_seqlens_q[p.batch] + tile.q_start
+                             : p.lse + (static_cast<int64_t>(tile.batch) * p.heads_q + tile.head) * p.seqlen_q;
 #pragma unroll
         for (int hi = 0; hi < 2; ++hi) {
           const int row = tile.row_begin + wg * 64 + warp_in_wg * 16 + lane / 4 + hi * 8;
-          if (row < p.seqlen_q) lse_row[row] = lse[hi];
+          if (row < tile.len_q) lse_row[row] = lse[hi];
         }
       }
     }

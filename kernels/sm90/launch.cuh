@@ -62,15 +62,26 @@ cudaError_t run_with_traits(const detail::FwdParams& p, cudaStream_t stream) {
   constexpr int kHeadDim = Traits::kHeadDim;
   FwdParams params;
   params.common = p;
+  // Packed (varlen) tensors are one "batch" of total rows; the kernel adds
+  // each sequence's first row to the row coordinate.
+  const bool varlen_q = p.cu_seqlens_q != nullptr;
+  const bool varlen_k = p.cu_seqlens_k != nullptr;
+  if ((varlen_q && p.total_q <= 0) || (varlen_k && p.total_k <= 0) || p.block_table != nullptr) {
+    return cudaErrorNotSupported;
+  }
+  const int64_t q_rows = varlen_q ? p.total_q : p.seqlen_q;
+  const int64_t q_batch = varlen_q ? 1 : p.batch;
+  const int64_t k_rows = varlen_k ? p.total_k : p.seqlen_k;
+  const int64_t k_batch = varlen_k ? 1 : p.batch;
   const bool ok =
-      make_tensor_map(&params.tma_q, p.q, kIsBf16, kHeadDim, p.seqlen_q, p.heads_q, p.batch, p.q_seq_stride,
-                      p.q_head_stride, p.q_batch_stride, Traits::kBlockM) &&
-      make_tensor_map(&params.tma_k, p.k, kIsBf16, kHeadDim, p.seqlen_k, p.heads_kv, p.batch, p.k_seq_stride,
-                      p.k_head_stride, p.k_batch_stride, Traits::kBlockN) &&
-      make_tensor_map(&params.tma_v, p.v, kIsBf16, kHeadDim, p.seqlen_k, p.heads_kv, p.batch, p.v_seq_stride,
-                      p.v_head_stride, p.v_batch_stride, Traits::kBlockN) &&
-      make_tensor_map(&params.tma_o, p.o, kIsBf16, kHeadDim, p.seqlen_q, p.heads_q, p.batch, p.o_seq_stride,
-                      p.o_head_stride, p.o_batch_stride, 64);
+      make_tensor_map(&params.tma_q, p.q, kIsBf16, kHeadDim, q_rows, p.heads_q, q_batch, p.q_seq_stride,
+                      p.q_head_stride, varlen_q ? 0 : p.q_batch_stride, Traits::kBlockM) &&
+      make_tensor_map(&params.tma_k, p.k, kIsBf16, kHeadDim, k_rows, p.heads_kv, k_batch, p.k_seq_stride,
+                      p.k_head_stride, varlen_k ? 0 : p.k_batch_stride, Traits::kBlockN) &&
+      make_tensor_map(&params.tma_v, p.v, kIsBf16, kHeadDim, k_rows, p.heads_kv, k_batch, p.v_seq_stride,
+                      p.v_head_stride, varlen_k ? 0 : p.v_batch_stride, Traits::kBlockN) &&
+      make_tensor_map(&params.tma_o, p.o, kIsBf16, kHeadDim, q_rows, p.heads_q, q_batch, p.o_seq_stride,
+                      p.o_head_stride, varlen_q ? 0 : p.o_batch_stride, 64);
   if (!ok) return cudaErrorNotSupported;
   return launch_fwd<Traits, kIsCausal>(params, stream);
 }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "../common/mask.cuh"
+#include "../common/seqlen.cuh"
 #include "../params.h"
 
 namespace flash::sm90 {
@@ -10,9 +11,15 @@ namespace flash::sm90 {
 // One tile of work: kBlockM query rows of one (batch, head).
 struct Tile {
   int m_block, head, batch;
-  int row_begin;   // first query row
+  int row_begin;   // first query row, within the sequence
   int n_blocks;    // K/V blocks any row of the tile sees (0: all rows see nothing)
   int n_unmasked;  // leading blocks every row sees in full
+  bool skip;       // varlen: the sequence is shorter than row_begin; nothing to compute or write
+  int len_q, len_k;  // this sequence's query rows and keys
+  int q_start;       // varlen: the sequence's first row in packed Q/O (else 0)
+  int q_row, q_batch;  // TMA coordinates of Q/O row row_begin: (row, batch)
+  int k_row, k_batch;  // TMA coordinates of key 0: (row, batch)
+  int64_t o_offset;    // element offset of the sequence's row 0 in O
 };
 
 // Static persistent schedule. CTA c takes units c, c + gridDim.x, ...; a
@@ -40,9 +47,10 @@ struct TileScheduler {
       return 1;
     }
   }
+  // Varlen and seqused_k calls: the sequence's lengths and offsets come
+  // from the cu_seqlens / seqused_k arrays (SeqInfo), the mask is per sequence.
   template <int kBlockM, int kBlockN>
-  __device__ __forceinline__ Tile tile(int u, int k, const detail::FwdParams& p,
-                                       const CausalTailMask<kIsCausal>& mask) const {
+  __device__ __forceinline__ Tile tile(int u, int k, const detail::FwdParams& p) const {
     Tile t;
     const int j = u % units_per_head;
     const int bh = u / units_per_head;
@@ -50,7 +58,24 @@ struct TileScheduler {
     t.head = bh % p.heads_q;
     t.batch = bh / p.heads_q;
     t.row_begin = t.m_block * kBlockM;
-    const int row_end = min(t.row_begin + kBlockM, p.seqlen_q);
+    const SeqInfo seq(p, t.batch);
+    t.len_q = seq.len_q;
+    t.len_k = seq.len_k;
+    t.q_start = seq.q_start;
+    t.o_offset = seq.o_offset;
+    const bool varlen_q = p.cu_seqlens_q != nullptr;
+    const bool varlen_k = p.cu_seqlens_k != nullptr;
+    t.q_row = varlen_q ? seq.q_start + t.row_begin : t.row_begin;
+    t.q_batch = varlen_q ? 0 : t.batch;
+    t.k_row = varlen_k ? seq.k_start : 0;
+    t.k_batch = varlen_k ? 0 : t.batch;
+    t.skip = t.row_begin >= seq.len_q;
+    if (t.skip) {
+      t.n_blocks = t.n_unmasked = 0;
+      return t;
+    }
+    const int row_end = min(t.row_begin + kBlockM, seq.len_q);
+    const CausalTailMask<kIsCausal> mask(seq.len_q, seq.len_k);
     t.n_blocks = mask.template num_visible_blocks<kBlockN>(t.row_begin, row_end);
     t.n_unmasked = min(t.n_blocks, mask.template num_unmasked_blocks<kBlockN>(t.row_begin, row_end));
     return t;
