@@ -49,6 +49,8 @@ FLASH_SAME_FIELD_TYPE(softcap);
 FLASH_SAME_FIELD_TYPE(num_splits);
 FLASH_SAME_FIELD_TYPE(workspace);
 FLASH_SAME_FIELD_TYPE(workspace_bytes);
+FLASH_SAME_FIELD_TYPE(total_q);
+FLASH_SAME_FIELD_TYPE(total_k);
 #undef FLASH_SAME_FIELD_TYPE
 
 // This thread's last message; what flash_last_error_message() returns.
@@ -104,6 +106,8 @@ AttentionParams to_cpp(const flash_attention_params& c) noexcept {
   p.num_splits = c.num_splits;
   p.workspace = c.workspace;
   p.workspace_bytes = c.workspace_bytes;
+  p.total_q = c.total_q;
+  p.total_k = c.total_k;
   return p;
 }
 
@@ -154,6 +158,8 @@ void to_c(const AttentionParams& p, flash_attention_params* c) noexcept {
   c->num_splits = p.num_splits;
   c->workspace = p.workspace;
   c->workspace_bytes = p.workspace_bytes;
+  c->total_q = p.total_q;
+  c->total_k = p.total_k;
 }
 
 // Records `status` as this thread's last message and returns its code.

@@ -5,9 +5,10 @@
 // comes back through flash_validate and flash_attention_forward with the
 // same code and a message naming the field, null params, the thread-local
 // message, status names and the version macros; for the inference-engine
-// fields (varlen, paged KV, window, softcap, split-KV workspace): their
-// defaults, that they survive the C/C++ conversions, that the C API gives
-// the C++ API's answers for them, and flash_attention_workspace_size.
+// fields (varlen and its total_q / total_k, paged KV, window, softcap,
+// split-KV workspace): their defaults, that they survive the C/C++
+// conversions, that the C API gives the C++ API's answers for them, and
+// flash_attention_workspace_size.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -103,6 +104,8 @@ flash::AttentionParams as_cpp(const flash_attention_params& c) {
   p.num_splits = c.num_splits;
   p.workspace = c.workspace;
   p.workspace_bytes = c.workspace_bytes;
+  p.total_q = c.total_q;
+  p.total_k = c.total_k;
   return p;
 }
 
@@ -172,6 +175,8 @@ TEST(CApi, InitGivesTheCppDefaults) {
   EXPECT_EQ(p.num_splits, 0);
   EXPECT_EQ(p.workspace, nullptr);
   EXPECT_EQ(p.workspace_bytes, size_t{0});
+  EXPECT_EQ(p.total_q, 0);
+  EXPECT_EQ(p.total_k, 0);
   // ... and the C++ defaults, field by field.
   EXPECT_EQ(p.cu_seqlens_q, cpp.cu_seqlens_q);
   EXPECT_EQ(p.cu_seqlens_k, cpp.cu_seqlens_k);
@@ -187,6 +192,8 @@ TEST(CApi, InitGivesTheCppDefaults) {
   EXPECT_EQ(p.num_splits, cpp.num_splits);
   EXPECT_EQ(p.workspace, cpp.workspace);
   EXPECT_EQ(p.workspace_bytes, cpp.workspace_bytes);
+  EXPECT_EQ(p.total_q, cpp.total_q);
+  EXPECT_EQ(p.total_k, cpp.total_k);
 
   flash_attention_params_init(nullptr);  // ignored, no crash
 }
@@ -241,6 +248,7 @@ TEST(CApi, SetContiguousMatchesTheCppHelpers) {
     p.num_splits = 5;
     p.workspace = fake_ptr(9);
     p.workspace_bytes = 12345;
+    p.total_q = 4321, p.total_k = (int64_t{1} << 40) + 3;  // past 32 bits: no narrowing on the way
     helper.c(&p);
 
     flash::AttentionParams cpp;
@@ -282,6 +290,8 @@ TEST(CApi, SetContiguousMatchesTheCppHelpers) {
     EXPECT_EQ(p.num_splits, 5);
     EXPECT_EQ(p.workspace, fake_ptr(9));
     EXPECT_EQ(p.workspace_bytes, size_t{12345});
+    EXPECT_EQ(p.total_q, 4321);
+    EXPECT_EQ(p.total_k, (int64_t{1} << 40) + 3);
     helper.c(nullptr);  // ignored, no crash
   }
   // The [B, N, H, D] values spelled out once.
@@ -509,6 +519,48 @@ std::vector<InferenceCase> inference_cases() {
        },
        FLASH_SUCCESS,
        {}},
+      {"varlen q and k with total_q / total_k",
+       false,
+       [](flash_attention_params& p) {
+         p.cu_seqlens_q = static_cast<const int32_t*>(fake_ptr(5));
+         p.cu_seqlens_k = static_cast<const int32_t*>(fake_ptr(6));
+         p.total_q = 300, p.total_k = 500;
+       },
+       FLASH_SUCCESS,
+       {}},
+      {"varlen q, total_q only",
+       false,
+       [](flash_attention_params& p) {
+         p.cu_seqlens_q = static_cast<const int32_t*>(fake_ptr(5));
+         p.total_q = 150;
+       },
+       FLASH_SUCCESS,
+       {}},
+      {"total_q -1",
+       false,
+       [](flash_attention_params& p) {
+         p.cu_seqlens_q = static_cast<const int32_t*>(fake_ptr(5));
+         p.total_q = -1;
+       },
+       FLASH_INVALID_ARGUMENT,
+       {"total_q"}},
+      {"total_k -1",
+       false,
+       [](flash_attention_params& p) {
+         p.cu_seqlens_k = static_cast<const int32_t*>(fake_ptr(6));
+         p.total_k = -1;
+       },
+       FLASH_INVALID_ARGUMENT,
+       {"total_k"}},
+      {"varlen o past max_seqlen_q rows but inside total_q rows of q",
+       false,
+       [](flash_attention_params& p) {
+         p.cu_seqlens_q = static_cast<const int32_t*>(fake_ptr(5));
+         p.total_q = 300;
+         p.o = fake_ptr(0, p.seqlen_q * p.q_seq_stride * 2);
+       },
+       FLASH_INVALID_ARGUMENT,
+       {"o overlaps q"}},
       {"dense seqused_k",
        false,
        [](flash_attention_params& p) { p.seqused_k = static_cast<const int32_t*>(fake_ptr(6)); },

@@ -153,14 +153,22 @@ typedef struct flash_attention_params {
   int32_t num_splits;
   void* workspace;
   size_t workspace_bytes;
+
+  /* Rows of the packed (varlen) tensors: total_q = cu_seqlens_q[batch],
+   * total_k = cu_seqlens_k[batch]. Optional (0, the default: not given), but
+   * the Hopper kernel needs them to describe packed tensors to TMA: varlen
+   * calls without them run the sm80 kernel (FLASH_BACKEND_SM90 returns
+   * FLASH_UNSUPPORTED). When given they must be exact; never negative. */
+  int64_t total_q;
+  int64_t total_k;
 } flash_attention_params;
 
 /* Sets every field to its default, as the C++ AttentionParams{}: null
  * pointers, zero sizes and strides, dim strides 1, bf16, not causal,
  * softmax_scale 0 (1/sqrt(head_dim)), FLASH_BACKEND_AUTO, autotune 0; the
  * inference-engine fields off (null pointers, zero sizes, window_left and
- * window_right -1, softcap 0, num_splits 0, no workspace). A null `params` is
- * ignored. */
+ * window_right -1, softcap 0, num_splits 0, no workspace, total_q and
+ * total_k 0). A null `params` is ignored. */
 void flash_attention_params_init(flash_attention_params* params) FLASH_C_NOEXCEPT;
 
 /* Fill all strides for densely packed [batch, seq, heads, head_dim] tensors
