@@ -599,4 +599,151 @@ TEST(Validate, WorkspaceSizeNeedsAnOutput) {
   EXPECT_EQ(flash::attention_workspace_size(valid_params(), nullptr).code, StatusCode::kInvalidArgument);
 }
 
+// ---------------------------------------------------------------- total_q / total_k
+
+// valid_params() as a varlen call: three sequences packed in Q/O (300 rows,
+// the longest 100 = seqlen_q) and in K/V (450 rows, the longest 200 =
+// seqlen_k), with total_q and total_k given.
+AttentionParams varlen_params() {
+  AttentionParams p = valid_params();
+  p.batch = 3;
+  p.cu_seqlens_q = static_cast<const int32_t*>(fake_ptr(6));
+  p.cu_seqlens_k = static_cast<const int32_t*>(fake_ptr(7));
+  p.total_q = 300;
+  p.total_k = 450;
+  return p;
+}
+
+// Bytes of `rows` packed rows of Q/O (8 heads) and of K/V (2 heads) of valid_params().
+constexpr int64_t kQRowBytes = 8 * 128 * 2;
+constexpr int64_t kKRowBytes = 2 * 128 * 2;
+
+TEST(Validate, AcceptsVarlenTotals) {
+  AttentionParams p = varlen_params();
+  EXPECT_TRUE(valid(p));
+  for (Backend backend : {Backend::kAuto, Backend::kSm80, Backend::kSm90, Backend::kDecode}) {
+    p.backend = backend;
+    EXPECT_TRUE(valid(p)) << "backend " << static_cast<int>(backend);
+  }
+  p = varlen_params();
+  p.total_k = 0;  // total_q alone
+  EXPECT_TRUE(valid(p));
+  p = varlen_params();
+  p.total_q = 0;  // total_k alone
+  EXPECT_TRUE(valid(p));
+  p.total_k = 0;  // neither (0: not given)
+  EXPECT_TRUE(valid(p));
+
+  p = varlen_params();  // varlen Q over a dense K/V
+  p.cu_seqlens_k = nullptr;
+  p.total_k = 0;
+  EXPECT_TRUE(valid(p));
+  p.seqused_k = static_cast<const int32_t*>(fake_ptr(8));  // ... a dense cache with seqused_k
+  EXPECT_TRUE(valid(p));
+  p = varlen_params();  // dense Q over packed K/V
+  p.batch = 2;
+  p.cu_seqlens_q = nullptr;
+  p.total_q = 0;
+  EXPECT_TRUE(valid(p));
+  p = varlen_params();  // causal
+  p.causal = true;
+  EXPECT_TRUE(valid(p));
+
+  // Totals far beyond batch * max_seqlen are fine for validate (it cannot
+  // read cu_seqlens; exactness is the caller's contract).
+  p = varlen_params();
+  p.total_q = int64_t{1} << 24;
+  p.total_k = int64_t{1} << 25;
+  EXPECT_TRUE(valid(p));
+
+  // O right after Q's total_q rows, in the same allocation: no overlap.
+  p = varlen_params();
+  p.o = fake_ptr(0, p.total_q * kQRowBytes);
+  EXPECT_TRUE(valid(p));
+  // O right after K's total_k rows: no overlap either.
+  p = varlen_params();
+  p.o = fake_ptr(1, p.total_k * kKRowBytes);
+  EXPECT_TRUE(valid(p));
+  // K and V adjacent in one allocation (inputs may share memory anyway).
+  p = varlen_params();
+  p.v = fake_ptr(1, p.total_k * kKRowBytes);
+  EXPECT_TRUE(valid(p));
+  // Padded strides over packed rows.
+  p = varlen_params();
+  p.q_head_stride = p.o_head_stride = 136;
+  p.q_seq_stride = p.o_seq_stride = 8 * 136 + 8;
+  p.k_head_stride = p.v_head_stride = 136;
+  p.k_seq_stride = p.v_seq_stride = 2 * 136 + 8;
+  EXPECT_TRUE(valid(p));
+}
+
+TEST(Validate, RejectsNegativeTotals) {
+  for (int64_t bad : {int64_t{-1}, int64_t{-300}, std::numeric_limits<int64_t>::min()}) {
+    AttentionParams p = varlen_params();
+    p.total_q = bad;
+    EXPECT_TRUE(invalid(p, {"total_q", ">= 0"})) << "total_q " << bad;
+    p = varlen_params();
+    p.total_k = bad;
+    EXPECT_TRUE(invalid(p, {"total_k", ">= 0"})) << "total_k " << bad;
+    // Also on a call that is not varlen: the fields are checked whatever the layout.
+    p = valid_params();
+    p.total_q = bad;
+    EXPECT_TRUE(invalid(p, {"total_q"})) << "dense call, total_q " << bad;
+    p = valid_params();
+    p.total_k = bad;
+    EXPECT_TRUE(invalid(p, {"total_k"})) << "dense call, total_k " << bad;
+  }
+}
+
+// With total_q / total_k given, validate knows the packed tensors' full
+// extent, so an O that runs into the packed rows past the first seqlen_q
+// (max_seqlen_q) rows of Q, or past the first seqlen_k rows of K, is caught.
+TEST(Validate, RejectsVarlenOutputOverlappingInputsGivenTotals) {
+  // O starts right after Q's first seqlen_q rows: inside Q's 300 rows.
+  AttentionParams p = varlen_params();
+  p.o = fake_ptr(0, p.seqlen_q * kQRowBytes);
+  EXPECT_TRUE(invalid(p, {"o overlaps q"}));
+  p.total_q = 0;  // the premise: without total_q only seqlen_q rows are known
+  EXPECT_TRUE(valid(p));
+
+  // O's first row on Q's last row; then O right after it (valid).
+  p = varlen_params();
+  p.o = fake_ptr(0, (p.total_q - 1) * kQRowBytes);
+  EXPECT_TRUE(invalid(p, {"o overlaps q"}));
+  p.o = fake_ptr(0, p.total_q * kQRowBytes);
+  EXPECT_TRUE(valid(p));
+
+  // O placed just before V: its total_q rows run into V (its first
+  // seqlen_q rows would not).
+  p = varlen_params();
+  p.o = fake_ptr(2, -150 * kQRowBytes);
+  EXPECT_TRUE(invalid(p, {"o overlaps v"}));
+  p.total_q = 0;
+  EXPECT_TRUE(valid(p));
+
+  // O starts right after K's first seqlen_k rows: inside K's 450 rows.
+  p = varlen_params();
+  p.o = fake_ptr(1, p.seqlen_k * kKRowBytes);
+  EXPECT_TRUE(invalid(p, {"o overlaps k"}));
+  p.total_k = 0;  // without total_k only seqlen_k rows of K are known
+  EXPECT_TRUE(valid(p));
+
+  // Varlen Q alone, O inside Q's packed rows.
+  p = varlen_params();
+  p.cu_seqlens_k = nullptr;
+  p.total_k = 0;
+  p.o = fake_ptr(0, 200 * kQRowBytes);
+  EXPECT_TRUE(invalid(p, {"o overlaps q"}));
+}
+
+// The packed extents enter the overflow checks too.
+TEST(Validate, RejectsTotalsOverflowingInt64) {
+  AttentionParams p = varlen_params();
+  p.total_q = int64_t{1} << 60;
+  EXPECT_TRUE(invalid(p, {"q:", "overflow"}));
+  p = varlen_params();
+  p.total_k = int64_t{1} << 60;
+  EXPECT_TRUE(invalid(p, {"k:", "overflow"}));
+}
+
 }  // namespace
