@@ -90,6 +90,7 @@ std::string FeatureConfig::name() const {
            ? " q:varlen" + list(seqlens_q)
            : " q:dense" + std::to_string(seqlens_q.empty() ? 0 : seqlens_q[0]) + "x" + std::to_string(seqlens_q.size());
   if (varlen_q && max_seqlen_q_slack != 0) s += "+" + std::to_string(max_seqlen_q_slack);
+  if (tail_rows != 0) s += " tail" + std::to_string(tail_rows);
   s += " k:" + std::string(kv_layout_name(kv));
   if (kv == KvLayout::kPaged) s += std::to_string(page_size) + (shuffle_pages ? "shuffled" : "inorder");
   if (kv == KvLayout::kDense && k_capacity != 0) s += "cap" + std::to_string(k_capacity);
@@ -119,8 +120,37 @@ cudaError_t DeviceBuffer::allocate(size_t n) {
 }
 
 bool uses_sm90_unsupported_feature(const AttentionParams& p) {
-  return p.cu_seqlens_q != nullptr || p.cu_seqlens_k != nullptr || p.seqused_k != nullptr || p.block_table != nullptr ||
-         p.window_left >= 0 || p.window_right > 0 || p.softcap > 0.f;
+  return p.block_table != nullptr || p.window_left >= 0 || (p.window_right >= 0 && !p.causal) || p.softcap > 0.f ||
+         p.num_splits > 1 || (p.cu_seqlens_q != nullptr && p.total_q <= 0) ||
+         (p.cu_seqlens_k != nullptr && p.total_k <= 0);
+}
+
+bool sm90_runs(const AttentionParams& p) {
+  if (uses_sm90_unsupported_feature(p)) return false;
+  CaseConfig cfg;
+  cfg.head_dim = p.head_dim;
+  const std::vector<Backend> backends = backends_for(cfg);
+  if (std::find(backends.begin(), backends.end(), Backend::kSm90) == backends.end()) return false;
+  // What the Hopper kernel's tensor maps describe: packed tensors as one
+  // batch of total rows, dense ones as [batch, seqlen, heads].
+  const bool varlen_q = p.cu_seqlens_q != nullptr, varlen_k = p.cu_seqlens_k != nullptr;
+  const int64_t q_rows = varlen_q ? p.total_q : p.seqlen_q, q_batch = varlen_q ? 1 : p.batch;
+  const int64_t k_rows = varlen_k ? p.total_k : p.seqlen_k, k_batch = varlen_k ? 1 : p.batch;
+  const int64_t sizes[4][3] = {{q_batch, q_rows, p.heads_q},
+                               {k_batch, k_rows, p.heads_kv},
+                               {k_batch, k_rows, p.heads_kv},
+                               {q_batch, q_rows, p.heads_q}};
+  const int64_t strides[4][3] = {{p.q_batch_stride, p.q_seq_stride, p.q_head_stride},
+                                 {p.k_batch_stride, p.k_seq_stride, p.k_head_stride},
+                                 {p.v_batch_stride, p.v_seq_stride, p.v_head_stride},
+                                 {p.o_batch_stride, p.o_seq_stride, p.o_head_stride}};
+  for (int t = 0; t < 4; ++t) {
+    for (int d = 0; d < 3; ++d) {
+      if (sizes[t][d] <= 0) return false;
+      if (strides[t][d] == 0 && sizes[t][d] > 1) return false;
+    }
+  }
+  return true;
 }
 
 // ---------------------------------------------------------------- FeatureCase
@@ -136,6 +166,10 @@ FeatureCase::FeatureCase(const FeatureConfig& cfg, cudaStream_t stream) : cfg_(c
     if (cfg_.seqlens_q[b] < 0 || cfg_.seqlens_k[b] < 0) return bad("negative length");
   }
   if (!cfg_.varlen_q && !all_equal(cfg_.seqlens_q)) return bad("dense Q needs equal seqlens_q");
+  if (cfg_.tail_rows < 0) return bad("tail_rows must be >= 0");
+  if (cfg_.tail_rows > 0 && !cfg_.varlen_q && cfg_.kv != KvLayout::kVarlen) {
+    return bad("tail_rows needs packed (varlen) Q or K");
+  }
   if (cfg_.heads_q % cfg_.heads_kv != 0) return bad("heads_q must be a multiple of heads_kv");
   switch (cfg_.kv) {
     case KvLayout::kDense: {
@@ -179,7 +213,7 @@ void FeatureCase::plan() {
     for (int64_t len : cfg_.seqlens_q) cu_q_.push_back(cu_q_.back() + static_cast<int32_t>(len));
     rows_ = cu_q_.back();
     seqlen_q_ = longest(cfg_.seqlens_q) + cfg_.max_seqlen_q_slack;
-    q_elements_ = q_.offset + rows_ * q_.seq_stride + pad;
+    q_elements_ = q_.offset + (rows_ + cfg_.tail_rows) * q_.seq_stride + pad;
   } else {
     seqlen_q_ = cfg_.seqlens_q[0];
     rows_ = batch_ * seqlen_q_;
@@ -202,7 +236,7 @@ void FeatureCase::plan() {
       cu_k_.assign(1, 0);
       for (int64_t len : cfg_.seqlens_k) cu_k_.push_back(cu_k_.back() + static_cast<int32_t>(len));
       seqlen_k_ = longest(cfg_.seqlens_k);
-      k_elements_ = k_.offset + cu_k_.back() * k_.seq_stride + pad;
+      k_elements_ = k_.offset + (cu_k_.back() + cfg_.tail_rows) * k_.seq_stride + pad;
       break;
     }
     case KvLayout::kPaged: {
@@ -365,6 +399,9 @@ int64_t FeatureCase::rows_seeing_no_key() const {
   p.cu_seqlens_q = cfg_.varlen_q ? static_cast<const int32_t*>(cu_q_dev_.ptr) : nullptr;
   p.cu_seqlens_k = cfg_.kv == KvLayout::kVarlen ? static_cast<const int32_t*>(cu_k_dev_.ptr) : nullptr;
   p.seqused_k = cfg_.use_seqused_k ? static_cast<const int32_t*>(seqused_k_.ptr) : nullptr;
+  // The rows of the packed tensors, exact (the tail rows are no sequence's).
+  p.total_q = cfg_.varlen_q ? rows_ : 0;
+  p.total_k = cfg_.kv == KvLayout::kVarlen ? cu_k_.back() : 0;
   if (cfg_.kv == KvLayout::kPaged) {
     p.block_table = static_cast<const int32_t*>(table_dev_.ptr);
     p.block_table_batch_stride = table_stride_;

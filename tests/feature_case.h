@@ -5,8 +5,9 @@
 //
 // Inputs are generated on the host (so the gather has them) and uploaded:
 // every element a call may legitimately read holds a fresh random value;
-// everything else in the buffers holds NaN: head/row padding, the rows of a
-// dense KV cache past seqused_k, the unused rows of a sequence's last page,
+// everything else in the buffers holds NaN: head/row padding, rows after
+// the last sequence of packed tensors (tail_rows), the rows of a dense KV
+// cache past seqused_k, the unused rows of a sequence's last page,
 // the pages no sequence owns. Block-table entries past the pages a sequence
 // uses are -1. So a kernel that reads a key it must not (or multiplies a
 // masked probability by an unused value) poisons its output. O and LSE are
@@ -70,6 +71,10 @@ struct FeatureConfig {
   // Padded head and row strides (and a padded batch / page stride); the
   // padding holds NaN.
   bool padded = false;
+  // Packed (varlen) Q/O and K/V: rows allocated after the last sequence's.
+  // They hold NaN in Q, K and V, and O's must stay unwritten (total_q and
+  // total_k are still exact: these rows are no sequence's).
+  int64_t tail_rows = 0;
 
   bool causal = false;
   int64_t window_left = -1;
@@ -113,7 +118,9 @@ class FeatureCase {
   ::testing::AssertionResult init();
 
   const FeatureConfig& config() const { return cfg_; }
-  // The call as flash sees it (backend kAuto, num_splits 0, no workspace).
+  // The call as flash sees it (backend kAuto, num_splits 0, no workspace;
+  // total_q / total_k given, exact, for varlen Q / K: cu_seqlens_q[batch]
+  // and cu_seqlens_k[batch]).
   const AttentionParams& params() const { return params_; }
   // The shape check_attention() compares in: [batch, seqlen_q, heads_q,
   // head_dim] for dense Q; one sequence of total_q rows for varlen Q (so the
@@ -181,8 +188,18 @@ class FeatureCase {
   AttentionParams params_;
 };
 
-// Whether `p` uses a feature Backend::kSm90 does not support (varlen,
-// seqused_k, paging, a window, a softcap).
+// Whether `p` uses a feature Backend::kSm90 does not support: a paged
+// cache, a sliding window (other than causal: window_left >= 0, or
+// window_right >= 0 without causal), a softcap, a requested split, or
+// varlen Q / K without total_q / total_k. (Varlen with the totals and
+// seqused_k on a dense cache it runs.)
 bool uses_sm90_unsupported_feature(const AttentionParams& p);
+
+// Whether Backend::kSm90 should run `p` (and match the reference) on this
+// device: no unsupported feature, a build and GPU with the Hopper kernel for
+// p.head_dim, and tensors TMA can describe (no zero stride over a dimension
+// of size > 1, no empty dimension). Otherwise kSm90 must return
+// kUnsupported and write nothing.
+bool sm90_runs(const AttentionParams& p);
 
 }  // namespace flash::test

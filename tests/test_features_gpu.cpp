@@ -2,16 +2,20 @@
 // references (tests/feature_case.h): varlen prefill, a dense KV cache with
 // seqused_k, a paged KV cache with shuffled pages, sliding windows, softcap,
 // their combinations, decode shapes with split-KV (explicit and automatic,
-// deterministic), the workspace checks, and Backend::kSm90 refusing every
-// feature. Every case runs on each backend that should take it: kAuto,
-// kSm80 and kDecode (kDecode takes any seqlen_q, so prefill cases run there
-// too).
+// deterministic), the workspace checks, and Backend::kSm90 refusing what it
+// lacks. Every case runs on each backend that should take it: kAuto, kSm80
+// and kDecode (kDecode takes any seqlen_q, so prefill cases run there too),
+// and kSm90 where the case uses only what the Hopper kernel supports (varlen
+// with total_q / total_k given, seqused_k on a dense cache, causal) and the
+// device has it; everywhere else kSm90 must return kUnsupported and write
+// nothing.
 #include <algorithm>
 #include <cinttypes>
 #include <cstdlib>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <initializer_list>
 #include <string>
 #include <utility>
 #include <vector>
@@ -35,6 +39,20 @@ constexpr int kNumLengths = sizeof(kLengths) / sizeof(kLengths[0]);
 std::vector<int64_t> rotated(int shift) {
   std::vector<int64_t> v;
   for (int i = 0; i < kNumLengths; ++i) v.push_back(kLengths[(i + shift) % kNumLengths]);
+  return v;
+}
+
+// Ragged lengths around the Hopper kernel's 128- and 192-row query tiles and
+// its K/V blocks: empty, one, short, one row either side of 128, long, and
+// one row past 2048, so tiles end inside sequences and sequences end inside
+// tiles.
+constexpr int64_t kTileLengths[] = {0, 1, 17, 127, 128, 129, 1000, 2049};
+constexpr int kNumTileLengths = sizeof(kTileLengths) / sizeof(kTileLengths[0]);
+
+// kTileLengths rotated left by `shift`.
+std::vector<int64_t> tile_rotated(int shift) {
+  std::vector<int64_t> v;
+  for (int i = 0; i < kNumTileLengths; ++i) v.push_back(kTileLengths[(i + shift) % kNumTileLengths]);
   return v;
 }
 
@@ -108,6 +126,12 @@ class Features : public GpuTest {
     DeviceBuffer workspace;
     AttentionParams p;
     ASSERT_TRUE(params_for(c, run, &workspace, &p));
+    expect_params_match(c, p, ref_o, ref_lse);
+  }
+
+  // The same for the call `p` (the case's params, edited).
+  void expect_params_match(FeatureCase& c, const AttentionParams& p, const std::vector<double>& ref_o,
+                           const std::vector<double>& ref_lse) {
     const Status s = c.run(p);
     if (!s.ok()) {
       ADD_FAILURE() << "attention_forward failed: " << s.message;
@@ -131,9 +155,27 @@ class Features : public GpuTest {
     }
   }
 
-  // Builds `cfg`, computes its reference, runs every entry of `runs`, and
-  // checks that Backend::kSm90 refuses it (writing nothing) when it uses a
-  // feature the Hopper kernel lacks.
+  // Backend::kSm90 on `c`: where sm90_runs(p) it must match the reference
+  // like any backend; elsewhere (a feature it lacks, varlen without the
+  // totals, no Hopper kernel for this device or head dim) it must return
+  // kUnsupported and write nothing.
+  void expect_sm90(FeatureCase& c, const AttentionParams& params, const std::vector<double>& ref_o,
+                   const std::vector<double>& ref_lse) {
+    SCOPED_TRACE("backend sm90");
+    AttentionParams p = params;
+    p.backend = Backend::kSm90;
+    if (sm90_runs(p)) {
+      expect_params_match(c, p, ref_o, ref_lse);
+      ++sm90_runs_;
+      return;
+    }
+    const Status s = c.run(p);
+    EXPECT_EQ(s.code, StatusCode::kUnsupported) << s.message;
+    EXPECT_TRUE(c.outputs_untouched());
+  }
+
+  // Builds `cfg`, computes its reference, runs every entry of `runs`, then
+  // Backend::kSm90 (see expect_sm90).
   void check_case(const FeatureConfig& cfg, const std::vector<FlashRun>& runs = kAllBackends) {
     SCOPED_TRACE(cfg.name() + ", seed " + std::to_string(cfg.seed));
     FeatureCase c(cfg, stream_);
@@ -149,21 +191,18 @@ class Features : public GpuTest {
       expect_run_matches(c, run, ref_o, ref_lse);
       if (HasFatalFailure()) return;
     }
-    if (uses_sm90_unsupported_feature(c.params())) {
-      SCOPED_TRACE("backend sm90");
-      const Status s = c.run(Backend::kSm90);
-      EXPECT_EQ(s.code, StatusCode::kUnsupported) << s.message;
-      EXPECT_TRUE(c.outputs_untouched());
-    }
+    expect_sm90(c, c.params(), ref_o, ref_lse);
+    if (HasFatalFailure()) return;
     ++cases_;
   }
 
   void TearDown() override {
     if (cases_ > 0) {
-      std::printf("[flash tests] %d feature cases, %" PRId64
+      std::printf("[flash tests] %d feature cases (%d run on sm90), %" PRId64
                   " (row, head) pairs seeing no key; worst rel_l2 %.3g, "
                   "max_abs/max|ref| %.3g, lse %.3g\n",
-                  cases_, rows_without_keys_, worst_.worst.rel_l2, worst_.worst.max_abs_rel(), worst_.worst.max_lse);
+                  cases_, sm90_runs_, rows_without_keys_, worst_.worst.rel_l2, worst_.worst.max_abs_rel(),
+                  worst_.worst.max_lse);
     }
     GpuTest::TearDown();
   }
@@ -172,6 +211,7 @@ class Features : public GpuTest {
 
   WorstErrors worst_;
   int cases_ = 0;
+  int sm90_runs_ = 0;  // kSm90 runs checked against the reference
   int64_t rows_without_keys_ = 0;
   uint64_t seed_index_ = 0;
 };
@@ -196,7 +236,12 @@ std::vector<int64_t> repeat(int64_t value, size_t count) {
 
 // Q and K/V both packed with ragged lengths (0, 1, 17, 63, 64, 65, 300, 1000,
 // paired differently for q and k, so causal rows with no key appear), Q
-// packed over a dense K/V, and dense Q over packed K/V.
+// packed over a dense K/V, and dense Q over packed K/V; then, for head dims
+// 64, 128 and 256 (what the Hopper kernel has), causal and not, the lengths
+// around its 128/192-row tiles (0, 1, 17, 127, 128, 129, 1000, 2049), packed
+// Q and K/V, packed Q over a dense cache with seqused_k, and dense Q over
+// packed K/V. total_q / total_k are always given (exact), so kSm90 runs
+// every one of these on a Hopper GPU.
 TEST_F(Features, VarlenPrefill) {
   int variant = 0;
   for (DType dtype : {DType::kFloat16, DType::kBFloat16}) {
@@ -250,7 +295,83 @@ TEST_F(Features, VarlenPrefill) {
       if (HasFatalFailure()) return;
     }
   }
+
+  // Around the Hopper kernel's tiles.
+  variant = 0;
+  for (int64_t hd : {64, 128, 256}) {
+    if (!head_dim_compiled(hd)) continue;
+    for (DType dtype : {DType::kFloat16, DType::kBFloat16}) {
+      for (bool causal : {false, true}) {
+        ++variant;
+        FeatureConfig both = make_config(dtype, hd, variant % 2 ? 8 : 4, variant % 2 ? 2 : 4, next_seed());
+        both.causal = causal;
+        both.varlen_q = true;
+        both.max_seqlen_q_slack = variant % 3 == 0 ? 61 : 0;
+        both.seqlens_q = tile_rotated(variant);
+        both.seqlens_k = tile_rotated(variant + 3);
+        both.kv = KvLayout::kVarlen;
+        both.padded = variant % 2 == 0;
+        both.tail_rows = variant % 2 ? 37 : 0;
+        both.with_lse = variant % 4 != 2;
+        check_case(both);
+        if (HasFatalFailure()) return;
+
+        if (variant % 2) {
+          // Chunked prefill over a dense cache: packed Q, seqused_k keys of
+          // a cache allocated for 2100.
+          FeatureConfig cache = make_config(dtype, hd, 8, 1, next_seed());
+          cache.causal = causal;
+          cache.varlen_q = true;
+          cache.seqlens_q = tile_rotated(variant + 1);
+          cache.seqlens_k = tile_rotated(variant + 6);
+          cache.kv = KvLayout::kDense;
+          cache.use_seqused_k = true;
+          cache.k_capacity = 2100;
+          cache.tail_rows = 64;
+          check_case(cache);
+        } else {
+          FeatureConfig k_only = make_config(dtype, hd, 6, 3, next_seed());
+          k_only.causal = causal;
+          k_only.seqlens_q = repeat(129, kNumTileLengths);
+          k_only.seqlens_k = tile_rotated(variant + 2);
+          k_only.kv = KvLayout::kVarlen;
+          k_only.tail_rows = 19;
+          check_case(k_only);
+        }
+        if (HasFatalFailure()) return;
+      }
+    }
+  }
   EXPECT_GT(rows_without_keys_, 0) << "the premise: some causal rows see no key";
+}
+
+// The natural varlen layout: in packed Q and O the rows right after a short
+// sequence (1, 5, 17, 127 rows: a fraction of a tile) are the next
+// sequence's, and after the last sequence come rows that are no sequence's
+// (tail_rows, NaN). A kernel that writes a whole tile would overwrite the
+// next sequence's first rows (caught by the full comparison) or the tail
+// (caught by the padding check); one that reads K/V past a sequence's keys
+// reads the next sequence's keys (wrong result) or the NaN tail (NaN).
+TEST_F(Features, VarlenNeighbouringSequences) {
+  const std::vector<int64_t> lengths_q = {1, 2049, 5, 129, 0, 17, 1000, 127};
+  const std::vector<int64_t> lengths_k = {3, 2049, 17, 129, 64, 1, 1100, 127};
+  int variant = 0;
+  for (int64_t hd : {64, 128, 256}) {
+    if (!head_dim_compiled(hd)) continue;
+    for (bool causal : {false, true}) {
+      ++variant;
+      FeatureConfig cfg = make_config(variant % 2 ? DType::kBFloat16 : DType::kFloat16, hd, 8, 2, next_seed());
+      cfg.causal = causal;
+      cfg.varlen_q = true;
+      cfg.seqlens_q = lengths_q;
+      cfg.seqlens_k = lengths_k;
+      cfg.kv = KvLayout::kVarlen;
+      cfg.tail_rows = 200;  // more than a tile: a whole tile past the last sequence stays unwritten
+      cfg.padded = variant % 3 == 0;
+      check_case(cfg);
+      if (HasFatalFailure()) return;
+    }
+  }
 }
 
 // ---------------------------------------------------------------- paged KV
@@ -386,6 +507,7 @@ TEST_F(Features, SequsedKIsClampedToTheAllocation) {
     expect_run_matches(c, run, ref_o, ref_lse);
     if (HasFatalFailure()) return;
   }
+  expect_sm90(c, c.params(), ref_o, ref_lse);  // seqused_k on a dense cache: the Hopper kernel clamps too
 }
 
 // ---------------------------------------------------------------- sliding window
@@ -810,53 +932,140 @@ TEST_F(Features, Sm80WithSplitsIsRightOrUnsupported) {
 
 // ---------------------------------------------------------------- kSm90 and the edges
 
-// Backend::kSm90 supports none of the features: each alone gets
+// What Backend::kSm90 lacks: a paged cache, sliding windows (other than
+// causal, including causal spelled as window_right 0 without `causal`), a
+// softcap, and varlen Q or K without total_q / total_k. Each alone gets
 // kUnsupported and nothing is written (on any GPU: elsewhere kSm90 is
 // unsupported anyway), and kAuto never picks it for them.
-TEST_F(Features, Sm90RefusesEveryFeature) {
+TEST_F(Features, Sm90RefusesWhatItLacks) {
   const int64_t hd = head_dim_compiled(128) ? 128 : 64;
   if (!head_dim_compiled(hd)) GTEST_SKIP() << "neither head_dim 64 nor 128 compiled";
-  std::vector<FeatureConfig> configs;
   auto base = [&] {
     FeatureConfig cfg = make_config(DType::kBFloat16, hd, 8, 2, next_seed());
     cfg.seqlens_q = repeat(128, 2);
     cfg.seqlens_k = repeat(256, 2);
     return cfg;
   };
+  // A config and how its params are edited (e.g. the totals taken away).
+  struct Refused {
+    FeatureConfig cfg;
+    bool drop_total_q = false, drop_total_k = false;
+  };
+  std::vector<Refused> refused;
   FeatureConfig cfg = base();
   cfg.varlen_q = true;
-  configs.push_back(cfg);
+  refused.push_back({cfg, true, false});  // varlen Q without total_q
   cfg = base();
   cfg.kv = KvLayout::kVarlen;
-  configs.push_back(cfg);
+  refused.push_back({cfg, false, true});  // varlen K without total_k
   cfg = base();
-  cfg.use_seqused_k = true;
-  configs.push_back(cfg);
+  cfg.varlen_q = true;
+  cfg.kv = KvLayout::kVarlen;
+  refused.push_back({cfg, true, true});   // neither
+  refused.push_back({cfg, false, true});  // total_q alone
+  refused.push_back({cfg, true, false});  // total_k alone
   cfg = base();
   cfg.kv = KvLayout::kPaged;
   cfg.page_size = 64;
-  configs.push_back(cfg);
-  for (auto [left, right] : {std::pair<int64_t, int64_t>{128, 0}, {-1, 32}, {16, -1}}) {
+  refused.push_back({cfg});
+  cfg.use_seqused_k = true;
+  refused.push_back({cfg});
+  for (auto [left, right] : std::initializer_list<std::pair<int64_t, int64_t>>{{128, 0}, {-1, 32}, {16, -1}, {-1, 0}}) {
     cfg = base();
     cfg.window_left = left;
     cfg.window_right = right;
-    configs.push_back(cfg);
+    refused.push_back({cfg});
   }
   cfg = base();
+  cfg.causal = true;
+  cfg.window_left = 64;  // causal with a left window
+  refused.push_back({cfg});
+  cfg = base();
   cfg.softcap = 30.f;
-  configs.push_back(cfg);
-  for (const FeatureConfig& f : configs) {
-    SCOPED_TRACE(f.name());
-    FeatureCase c(f, stream_);
+  refused.push_back({cfg});
+  for (const Refused& r : refused) {
+    SCOPED_TRACE(r.cfg.name() + (r.drop_total_q ? ", total_q not given" : "") +
+                 (r.drop_total_k ? ", total_k not given" : ""));
+    FeatureCase c(r.cfg, stream_);
     ASSERT_TRUE(c.init());
-    ASSERT_TRUE(uses_sm90_unsupported_feature(c.params()));
-    const Status s = c.run(Backend::kSm90);
+    AttentionParams p = c.params();
+    if (r.drop_total_q) p.total_q = 0;
+    if (r.drop_total_k) p.total_k = 0;
+    ASSERT_TRUE(uses_sm90_unsupported_feature(p));
+    p.backend = Backend::kSm90;
+    const Status s = c.run(p);
     EXPECT_EQ(s.code, StatusCode::kUnsupported) << s.message;
     EXPECT_TRUE(c.outputs_untouched());
+    p.backend = Backend::kAuto;
     KernelChoice choice;
-    const Status q = query_kernel_choice(c.params(), &choice);
+    const Status q = query_kernel_choice(p, &choice);
     ASSERT_TRUE(q.ok()) << q.message;
-    EXPECT_NE(choice.backend, Backend::kSm90) << "kAuto picked " << choice.name << " for a feature call";
+    EXPECT_NE(choice.backend, Backend::kSm90) << "kAuto picked " << choice.name << " for a call kSm90 refuses";
+  }
+}
+
+// A varlen call without total_q / total_k (the fields left at 0, as callers
+// written before they existed do) is still computed correctly by kAuto and
+// kSm80, and kSm90 refuses it (kUnsupported, nothing written). The same
+// call with the totals given runs on kSm90 where the device has it, and
+// kAuto picks the Hopper kernel for it there (seqlen_q > 16).
+TEST_F(Features, VarlenWithoutTotals) {
+  int variant = 0;
+  for (int64_t hd : {64, 128, 256}) {
+    if (!head_dim_compiled(hd)) continue;
+    for (bool causal : {false, true}) {
+      ++variant;
+      FeatureConfig cfg = make_config(variant % 2 ? DType::kFloat16 : DType::kBFloat16, hd, 8, 2, next_seed());
+      cfg.causal = causal;
+      cfg.varlen_q = true;
+      cfg.seqlens_q = tile_rotated(variant);
+      cfg.seqlens_k = tile_rotated(variant + 4);
+      cfg.kv = KvLayout::kVarlen;
+      cfg.tail_rows = 16;
+      SCOPED_TRACE(cfg.name());
+      FeatureCase c(cfg, stream_);
+      ASSERT_TRUE(c.init());
+      std::vector<double> ref_o, ref_lse;
+      ASSERT_TRUE(c.reference(cublas_, &ref_o, &ref_lse));
+      ASSERT_GT(c.params().total_q, 0);
+      ASSERT_GT(c.params().total_k, 0);
+
+      // Without the totals (both, then each alone missing).
+      for (auto [keep_q, keep_k] : {std::pair<bool, bool>{false, false}, {true, false}, {false, true}}) {
+        SCOPED_TRACE(std::string(keep_q ? "total_q given" : "total_q 0") + ", " +
+                     (keep_k ? "total_k given" : "total_k 0"));
+        AttentionParams p = c.params();
+        if (!keep_q) p.total_q = 0;
+        if (!keep_k) p.total_k = 0;
+        for (Backend backend : {Backend::kAuto, Backend::kSm80}) {
+          SCOPED_TRACE(backend_name(backend));
+          p.backend = backend;
+          expect_params_match(c, p, ref_o, ref_lse);
+          if (HasFatalFailure()) return;
+        }
+        p.backend = Backend::kAuto;
+        KernelChoice choice;
+        const Status q = query_kernel_choice(p, &choice);
+        ASSERT_TRUE(q.ok()) << q.message;
+        EXPECT_NE(choice.backend, Backend::kSm90) << "kAuto picked " << choice.name << " without the totals";
+        ASSERT_TRUE(uses_sm90_unsupported_feature(p));
+        expect_sm90(c, p, ref_o, ref_lse);  // refused: kUnsupported, nothing written
+        if (HasFatalFailure()) return;
+      }
+
+      // With them.
+      expect_sm90(c, c.params(), ref_o, ref_lse);
+      if (HasFatalFailure()) return;
+      KernelChoice choice;
+      const Status q = query_kernel_choice(c.params(), &choice);
+      ASSERT_TRUE(q.ok()) << q.message;
+      AttentionParams forced = c.params();
+      forced.backend = Backend::kSm90;
+      if (sm90_runs(forced)) {
+        EXPECT_EQ(choice.backend, Backend::kSm90) << "kAuto picked " << choice.name
+                                                  << " for a varlen prefill the Hopper kernel takes";
+      }
+    }
   }
 }
 
@@ -879,6 +1088,14 @@ TEST_F(Features, EmptySequences) {
       SCOPED_TRACE(backend_name(backend));
       const Status s = c.run(backend);
       EXPECT_TRUE(s.ok()) << s.message;
+      EXPECT_TRUE(c.outputs_untouched());
+    }
+    {
+      // total_q is 0 here, which reads as "not given": kSm90 may refuse
+      // (kUnsupported); either way it writes nothing.
+      SCOPED_TRACE("backend sm90");
+      const Status s = c.run(Backend::kSm90);
+      EXPECT_TRUE(s.ok() || s.code == StatusCode::kUnsupported) << s.message;
       EXPECT_TRUE(c.outputs_untouched());
     }
   }
