@@ -305,7 +305,12 @@ struct VarlenRun {
     p.k = k.get();
     p.v = v.get();
     p.o = o.get();
-    if (key.packed) p.cu_seqlens_q = p.cu_seqlens_k = static_cast<const int32_t*>(cu_seqlens.get());
+    if (key.packed) {
+      p.cu_seqlens_q = p.cu_seqlens_k = static_cast<const int32_t*>(cu_seqlens.get());
+      // The packed tensors' rows (exact): with them the Hopper kernel can
+      // take the varlen call (without them it runs the sm80 kernel).
+      p.total_q = p.total_k = total;
+    }
     return err;
   }
 };
@@ -415,8 +420,8 @@ void print_varlen_summary(std::FILE* out, const BenchEnv& env) {
                static_cast<long long>(kVarlenBatch), static_cast<long long>(mean),
                static_cast<long long>(kVarlenBatch * mean));
   std::fprintf(out,
-               "- bf16, heads %lld, head_dim %lld, backend %s; FLOPs = 4 * heads * head_dim * real pairs "
-               "(n^2, causal n(n+1)/2 per sequence)\n\n",
+               "- bf16, heads %lld, head_dim %lld, backend %s; the varlen call gives total_q = total_k = the "
+               "token count; FLOPs = 4 * heads * head_dim * real pairs (n^2, causal n(n+1)/2 per sequence)\n\n",
                static_cast<long long>(kVarlenHeads), static_cast<long long>(kHeadDim),
                backend_name(env.options.backend));
   if (varlen_results().empty()) {
