@@ -79,7 +79,10 @@ int sm90_heuristic_index(const AttentionParams& p) {
 bool sm80_available(const AttentionParams& p) { return head_dim_compiled(p.head_dim); }
 
 bool sm90_supports_features(const AttentionParams& p) {
-  return p.block_table == nullptr && p.window_left < 0 && (p.window_right < 0 || p.causal) && p.softcap == 0.f &&
+  // Not seqused_k: the K/V tensor maps cover the allocation, so the last
+  // block would load cache rows past the used length, and a masked zero
+  // times a NaN there (uninitialised cache memory) is NaN in P V.
+  return p.block_table == nullptr && p.seqused_k == nullptr && p.window_left < 0 && (p.window_right < 0 || p.causal) && p.softcap == 0.f &&
          p.num_splits <= 1 && (p.cu_seqlens_q == nullptr || p.total_q > 0) &&
          (p.cu_seqlens_k == nullptr || p.total_k > 0);
 }

@@ -31,8 +31,8 @@ struct DeviceCaps {
 // a paged cache, a sliding window, a softcap or a requested split.
 bool uses_engine_features(const AttentionParams& p);
 // Whether the sm90 kernel covers every feature `p` uses: varlen (with
-// total_q / total_k given) and seqused_k on dense caches, causal; not paged
-// caches, sliding windows, softcap or splits.
+// total_q / total_k given), causal; not seqused_k, paged caches, sliding
+// windows, softcap or splits.
 bool sm90_supports_features(const AttentionParams& p);
 // Whether the split-KV decode kernel exists in this build for p.head_dim and fits `caps`.
 bool decode_available(const AttentionParams& p, const DeviceCaps& caps);
