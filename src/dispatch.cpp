@@ -338,6 +338,10 @@ FwdParams make_fwd_params(const AttentionParams& p, int num_sms) {
   f.block_table = p.block_table;
   f.block_table_batch_stride = p.block_table_batch_stride;
   f.page_size = static_cast<int>(p.page_size);
+  f.page_shift = -1;
+  for (int shift = 4; shift < 31; ++shift) {
+    if (p.page_size == (int64_t{1} << shift)) f.page_shift = shift;
+  }
   // What the K/V allocation holds per sequence: seqused_k is clamped to it.
   f.max_seqlen_k_alloc = p.block_table != nullptr && p.seqused_k != nullptr
                              ? static_cast<int>(p.max_pages_per_seq * p.page_size)

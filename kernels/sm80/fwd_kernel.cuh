@@ -107,26 +107,36 @@ struct PagedKV {
   using Element = typename Traits::Element;
   int page[kIters];
 
-  __device__ __forceinline__ void fetch(const int* table, int page_size, int first, int valid_rows, int tid) {
+  // page_shift: log2(page_size) for a power of two, else -1 (then / and %,
+  // a few dozen instructions each, per row).
+  __device__ __forceinline__ static int page_of(int key, int page_size, int page_shift) {
+    return page_shift >= 0 ? key >> page_shift : key / page_size;
+  }
+  __device__ __forceinline__ static int row_in_page(int key, int page_size, int page_shift) {
+    return page_shift >= 0 ? key & (page_size - 1) : key % page_size;
+  }
+
+  __device__ __forceinline__ void fetch(const int* table, int page_size, int page_shift, int first, int valid_rows,
+                                        int tid) {
 #pragma unroll
     for (int i = 0; i < kIters; ++i) {
       const int row = (tid + i * Traits::kNThreads) / kCPR;
-      page[i] = row < valid_rows ? __ldg(table + (first + row) / page_size) : 0;
+      page[i] = row < valid_rows ? __ldg(table + page_of(first + row, page_size, page_shift)) : 0;
     }
   }
 
   // `k_head` / `v_head` point at the head's element 0 of page 0.
   __device__ __forceinline__ void issue(uint32_t smem_k, uint32_t smem_v, const Element* k_head,
                                         const Element* v_head, int64_t k_page_stride, int64_t v_page_stride,
-                                        int64_t k_row_stride, int64_t v_row_stride, int page_size, int first,
-                                        int valid_rows, int tid) const {
+                                        int64_t k_row_stride, int64_t v_row_stride, int page_size,
+                                        int page_shift, int first, int valid_rows, int tid) const {
 #pragma unroll
     for (int i = 0; i < kIters; ++i) {
       const int idx = tid + i * Traits::kNThreads;
       const int row = idx / kCPR;
       const int c = idx % kCPR;
       const bool valid = row < valid_rows;
-      const int in_page = (first + row) % page_size;
+      const int in_page = row_in_page(first + row, page_size, page_shift);
       const Element* k_src = valid ? k_head + page[i] * k_page_stride + in_page * k_row_stride + c * 8 : k_head;
       const Element* v_src = valid ? v_head + page[i] * v_page_stride + in_page * v_row_stride + c * 8 : v_head;
       ptx::cp_async_16(smem_k + chunk_offset<Traits, kRows>(row, c), k_src, valid);
@@ -188,9 +198,10 @@ __global__ void __launch_bounds__(Traits::kNThreads)
                                  seq.len_k - first, tid);
     } else {
       PagedKV<Traits, kBlockN> pages;
-      pages.fetch(p.block_table + batch * p.block_table_batch_stride, p.page_size, first, seq.len_k - first, tid);
+      pages.fetch(p.block_table + batch * p.block_table_batch_stride, p.page_size, p.page_shift, first,
+                  seq.len_k - first, tid);
       pages.issue(sk, sk + Traits::kKVBytes, k, v, p.k_batch_stride, p.v_batch_stride, p.k_seq_stride,
-                  p.v_seq_stride, p.page_size, first, seq.len_k - first, tid);
+                  p.v_seq_stride, p.page_size, p.page_shift, first, seq.len_k - first, tid);
     }
   };
 
