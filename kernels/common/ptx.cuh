@@ -92,12 +92,6 @@ __device__ __forceinline__ float exp2_approx(float x) {
   return y;
 }
 
-// Asks for the 128-byte line holding `p` to be brought into L2 (no
-// register, no shared memory: more DRAM requests in flight for free).
-__device__ __forceinline__ void prefetch_l2(const void* p) {
-  asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p));
-}
-
 // 1/x to about 1 ulp (MUFU.RCP).
 __device__ __forceinline__ float rcp_approx(float x) {
   float y;

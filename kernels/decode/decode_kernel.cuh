@@ -35,7 +35,6 @@ struct DecodeTraits {
   static constexpr int kBlockM = 16;                // packed query rows per CTA
   static constexpr int kBlockN = 16 * kNWarps;      // keys per K/V block (16 per warp)
   static constexpr int kStages = kHeadDim <= 128 ? 3 : 2;
-  static constexpr int kPrefetch = 2;               // blocks past the ring whose rows are prefetched into L2
   static constexpr int kChunksPerRow = kHeadDim * 2 / 16;
   static constexpr int kSwizzleChunks = (kHeadDim % 64 == 0) ? 8 : 4;
   static constexpr int kKSteps = kHeadDim / 16;     // k16 steps of Q K^T
@@ -171,24 +170,6 @@ __global__ void __launch_bounds__(Traits::kNThreads, 2)
     if (n_block + kStages - 1 < s_end) load_kv(n_block + kStages - 1, (iter + kStages - 1) % kStages);
     ptx::cp_async_commit();
     fetch_pages(n_block + kStages);
-    // Dense caches: ask L2 for the K/V rows of the blocks kPrefetch steps
-    // past the ring (lines of 128 bytes), so more DRAM requests are in
-    // flight than the ring's shared memory alone allows.
-    if (table == nullptr) {
-      const int ahead = n_block + kStages - 1 + Traits::kPrefetch;
-      if (ahead < s_end) {
-        constexpr int kLinesPerRow = kHeadDim * 2 / 128 > 0 ? kHeadDim * 2 / 128 : 1;
-        constexpr int kLines = kBlockN * kLinesPerRow;
-        for (int idx = tid; idx < kLines; idx += Traits::kNThreads) {
-          const int row = ahead * kBlockN + idx / kLinesPerRow;
-          if (row < seq.len_k) {
-            const int64_t col = (idx % kLinesPerRow) * 64;
-            ptx::prefetch_l2(k + row * p.k_seq_stride + col);
-            ptx::prefetch_l2(v + row * p.v_seq_stride + col);
-          }
-        }
-      }
-    }
 
     const uint32_t sk = smem_kv + (iter % kStages) * Traits::kStageBytes;
     const sm80::LdsmAddress<Traits, kBlockN> k_addr(sk, k_lane_row, (lane / 8) % 2);
