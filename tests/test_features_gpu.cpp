@@ -174,6 +174,27 @@ class Features : public GpuTest {
     EXPECT_TRUE(c.outputs_untouched());
   }
 
+  // For compute-sanitizer (scripts/sanitize.sh runs the *Sanitizer* tests,
+  // racecheck only those): no cuBLAS kernel runs, so the reference is
+  // flash's own sm80 kernel and every other run must agree with it.
+  void check_against_sm80(const FeatureConfig& cfg, const std::vector<FlashRun>& runs) {
+    SCOPED_TRACE(cfg.name() + ", seed " + std::to_string(cfg.seed) + ", reference: sm80");
+    FeatureCase c(cfg, stream_);
+    ASSERT_TRUE(c.init());
+    AttentionParams p = c.params();
+    p.backend = Backend::kSm80;
+    const Status s = c.run(p);
+    ASSERT_TRUE(s.ok()) << s.message;
+    std::vector<float> o, lse;
+    ASSERT_TRUE(c.read_output(&o, &lse));
+    const std::vector<double> ref_o(o.begin(), o.end()), ref_lse(lse.begin(), lse.end());
+    for (const FlashRun& run : runs) {
+      expect_run_matches(c, run, ref_o, ref_lse);
+      if (HasFatalFailure()) return;
+    }
+    expect_sm90(c, c.params(), ref_o, ref_lse);
+  }
+
   // Builds `cfg`, computes its reference, runs every entry of `runs`, then
   // Backend::kSm90 (see expect_sm90).
   void check_case(const FeatureConfig& cfg, const std::vector<FlashRun>& runs = kAllBackends) {
@@ -1239,6 +1260,49 @@ TEST_F(FeatureReference, CublasMatchesFloat64) {
     ASSERT_TRUE(c.reference(cublas_, &cpu_o, &cpu_lse, SequenceReference::kCpu));
     const std::vector<float> of(o.begin(), o.end()), lsef(lse.begin(), lse.end());
     EXPECT_TRUE(check_attention(c.check_params(), of, lsef, cpu_o, cpu_lse));
+  }
+}
+
+}  // namespace
+}  // namespace flash::test
+
+namespace flash::test {
+namespace {
+
+// Small cases of each new kernel path for compute-sanitizer: a split-KV
+// decode over a shuffled paged cache (the decode kernel's shared-memory
+// merge and the combine kernel), a causal varlen prefill with totals (the
+// Hopper kernel's varlen tiles and guarded stores), a window with a softcap.
+TEST_F(Features, SanitizerNewPathsAgree) {
+  {
+    FeatureConfig cfg = make_config(DType::kBFloat16, 128, 8, 2, case_seed(9001));
+    cfg.seqlens_q = repeat(1, 3);
+    cfg.seqlens_k = {17, 300, 1000};
+    cfg.kv = KvLayout::kPaged;
+    cfg.page_size = 16;
+    cfg.use_seqused_k = true;
+    check_against_sm80(cfg, {{Backend::kDecode, 3, true}, {Backend::kDecode, 1}});
+    if (HasFatalFailure()) return;
+  }
+  {
+    FeatureConfig cfg = make_config(DType::kFloat16, 64, 4, 2, case_seed(9002));
+    cfg.varlen_q = true;
+    cfg.kv = KvLayout::kVarlen;
+    cfg.seqlens_q = {0, 17, 129};
+    cfg.seqlens_k = {5, 129, 200};
+    cfg.causal = true;
+    cfg.tail_rows = 8;
+    check_against_sm80(cfg, {{Backend::kDecode, 0}});
+    if (HasFatalFailure()) return;
+  }
+  {
+    FeatureConfig cfg = make_config(DType::kBFloat16, 128, 4, 4, case_seed(9003));
+    cfg.seqlens_q = repeat(65, 1);
+    cfg.seqlens_k = repeat(300, 1);
+    cfg.window_left = 32;
+    cfg.window_right = 0;
+    cfg.softcap = 10.f;
+    check_against_sm80(cfg, {{Backend::kDecode, 0}});
   }
 }
 
