@@ -25,6 +25,7 @@ struct FwdParams {
   int heads_kv;   // Key/value heads.
   int q_per_kv;   // heads_q / heads_kv: query heads sharing one K/V head.
   int num_sms;    // Multiprocessors of the device: bounds a persistent grid.
+  int cc_major;   // Compute capability major of the device (programmatic dependent launch from 9).
 
   float softmax_scale;       // Scale applied to Q K^T (natural-log domain, for the LSE).
   float softmax_scale_log2;  // softmax_scale * log2(e): folds the scale into the exp2 FFMA.

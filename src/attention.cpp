@@ -135,7 +135,7 @@ Status attention_forward(const AttentionParams& params, CUstream_st* stream) noe
     // the device unusable.
     return make_status(StatusCode::kCudaError, "autotuning failed: %s", cudaGetErrorString(tune_error));
   }
-  detail::FwdParams f = detail::make_fwd_params(params, caps.num_sms);
+  detail::FwdParams f = detail::make_fwd_params(params, caps);
   if (selection.candidate.backend == Backend::kDecode) detail::set_split(params, plan, &f);
   cudaError_t err = detail::launch(selection.candidate, params, f, stream);
   if (err == cudaErrorNotSupported && selection.candidate.backend == Backend::kSm90) {

@@ -146,6 +146,15 @@ size_t decode_workspace_bytes(const AttentionParams& p, int num_splits) {
 
 Status plan_decode(const AttentionParams& p, const DeviceCaps& caps, DecodePlan* plan) {
   int splits = decode_splits_wanted(p, caps);
+  // The combine kernel's grid has one CTA per (batch, head, query) row.
+  if (p.batch * p.heads_q * p.seqlen_q > INT32_MAX) {
+    if (p.num_splits > 1) {
+      return make_status(StatusCode::kUnsupported,
+                         "num_splits %d: batch * heads_q * seqlen_q must be < 2^31 to split the keys",
+                         static_cast<int>(p.num_splits));
+    }
+    splits = 1;
+  }
   if (splits > 1 && p.workspace == nullptr && p.num_splits == 0) splits = 1;
   plan->num_splits = splits;
   plan->workspace_bytes = decode_workspace_bytes(p, splits);
@@ -300,7 +309,7 @@ cudaError_t launch(const Candidate& c, const AttentionParams& p, const FwdParams
   return cudaErrorInvalidValue;
 }
 
-FwdParams make_fwd_params(const AttentionParams& p, int num_sms) {
+FwdParams make_fwd_params(const AttentionParams& p, const DeviceCaps& caps) {
   FwdParams f{};
   f.q = p.q;
   f.k = p.k;
@@ -325,7 +334,8 @@ FwdParams make_fwd_params(const AttentionParams& p, int num_sms) {
   f.heads_q = static_cast<int>(p.heads_q);
   f.heads_kv = static_cast<int>(p.heads_kv);
   f.q_per_kv = static_cast<int>(p.heads_q / p.heads_kv);
-  f.num_sms = num_sms;
+  f.num_sms = caps.num_sms;
+  f.cc_major = caps.major;
   constexpr float kLog2e = 1.4426950408889634f;
   f.softmax_scale = p.softmax_scale != 0.f ? p.softmax_scale : 1.f / std::sqrt(static_cast<float>(p.head_dim));
   f.softmax_scale_log2 = f.softmax_scale * kLog2e;

@@ -72,7 +72,7 @@ bool describe(const Candidate& c, const AttentionParams& p, KernelChoice* choice
 // cannot describe the tensors and nothing was launched.
 cudaError_t launch(const Candidate& c, const AttentionParams& p, const FwdParams& f, cudaStream_t stream);
 
-FwdParams make_fwd_params(const AttentionParams& p, int num_sms);
+FwdParams make_fwd_params(const AttentionParams& p, const DeviceCaps& caps);
 // Points f's split fields at p.workspace for `plan`.
 void set_split(const AttentionParams& p, const DecodePlan& plan, FwdParams* f);
 

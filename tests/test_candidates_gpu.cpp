@@ -51,7 +51,7 @@ TEST_F(Candidates, EveryCompiledConfigurationMatchesTheReference) {
       detail::Candidate cands[8];
       const int n = detail::list_candidates(p, caps, cands, 8);
       ASSERT_GT(n, 0);
-      const detail::FwdParams f = detail::make_fwd_params(p, caps.num_sms);
+      const detail::FwdParams f = detail::make_fwd_params(p, caps);
       for (int i = 0; i < n; ++i) {
         KernelChoice choice;
         ASSERT_TRUE(detail::describe(cands[i], p, &choice));

@@ -119,7 +119,7 @@ cudaError_t tune(const AttentionParams& p, const DeviceCaps& caps, const Candida
     s.o_head_stride = p.head_dim;
     s.o_seq_stride = p.heads_q * p.head_dim;
     s.o_batch_stride = p.seqlen_q * s.o_seq_stride;
-    const FwdParams f = make_fwd_params(s, caps.num_sms);
+    const FwdParams f = make_fwd_params(s, caps);
     for (int i = 0; i < n; ++i) {
       float ms = 0.f;
       if (!time_candidate(cands[i], s, f, stream, start, stop, &ms)) {
