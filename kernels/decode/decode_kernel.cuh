@@ -54,8 +54,8 @@ struct DecodeTraits {
   static_assert(kSmemBytes <= 160 * 1024, "must fit an A100's shared memory");
 };
 
-template <typename Traits, bool kHasWindow, bool kSoftcap>
 // Two CTAs per SM (their rings fill the shared memory): registers capped at 256.
+template <typename Traits, bool kHasWindow, bool kSoftcap>
 __global__ void __launch_bounds__(Traits::kNThreads, 2)
     decode_kernel(const __grid_constant__ detail::FwdParams p) {
   using Element = typename Traits::Element;
