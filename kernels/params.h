@@ -44,9 +44,10 @@ struct FwdParams {
   int max_seqlen_k_alloc;  // keys the K/V allocation holds per sequence (dense seqlen_k, paged pages*page_size)
   int window_left;       // -1: unbounded (causal is window_right = 0)
   int window_right;      // -1: unbounded
-  // Softcap: when softcap > 0, s = softcap * tanh(s * softcap_prescale),
-  // softcap_prescale = softmax_scale / softcap; the softmax then runs with
-  // scale 1 (softmax_scale = 1, softmax_scale_log2 = log2(e)).
+  // Softcap: when softcap > 0, the kernels replace s by tanh(s * softcap_prescale),
+  // softcap_prescale = (user scale) / softcap, and the host folds the cap into
+  // the softmax: softmax_scale = softcap, softmax_scale_log2 = softcap * log2(e),
+  // so the LSE comes out in units of the capped scores.
   float softcap;
   float softcap_prescale;
 

@@ -63,10 +63,10 @@ Status candidates_for(const AttentionParams& p, const DeviceCaps& caps, Candidat
                        "Backend::kSm80 does not split the keys (num_splits %d); use Backend::kAuto or kDecode",
                        static_cast<int>(p.num_splits));
   }
-  if (p.backend == Backend::kDecode) {
+  if (p.backend == Backend::kDecode || p.num_splits > 1) {
     return make_status(StatusCode::kUnsupported,
-                       "Backend::kDecode for head_dim %lld needs %d KiB of shared memory per block; device %d "
-                       "allows %d KiB",
+                       "the split-KV decode kernel (Backend::kDecode, or num_splits > 1) for head_dim %lld needs "
+                       "%d KiB of shared memory per block; device %d allows %d KiB",
                        static_cast<long long>(p.head_dim), detail::decode_smem_bytes(p) / 1024, caps.device,
                        caps.max_smem / 1024);
   }
@@ -183,7 +183,7 @@ Status query_kernel_choice(const AttentionParams& params, KernelChoice* choice) 
 Status attention_workspace_size(const AttentionParams& params, size_t* bytes) noexcept {
   if (bytes == nullptr) return make_status(StatusCode::kInvalidArgument, "bytes is null");
   *bytes = 0;
-  Status status = validate(params);
+  Status status = detail::validate_call(params, /*check_workspace=*/false);
   if (!status.ok() || params.batch == 0 || params.seqlen_q == 0) return status;
   DeviceCaps caps;
   Candidate cands[kMaxCandidates];

@@ -122,6 +122,10 @@ int decode_splits_wanted(const AttentionParams& p, const DeviceCaps& caps) {
   if (units * 5 >= slots * 4) return 1;
   int64_t keys = p.seqlen_k;
   if (p.block_table != nullptr && p.seqused_k != nullptr) keys = std::max(keys, p.max_pages_per_seq * p.page_size);
+  // A left window bounds the keys any row sees.
+  if (p.window_left >= 0) {
+    keys = std::min(keys, p.window_left + p.seqlen_q + std::max<int64_t>(p.window_right, 0) + decode::kBlockN);
+  }
   const int64_t max_splits = std::min<int64_t>(ceil_div(keys, decode::kBlockN) / 2, kMaxSplits);
   if (max_splits <= 1) return 1;
   auto efficiency = [&](int64_t s) {

@@ -73,6 +73,11 @@ bool describe(const Candidate& c, const AttentionParams& p, KernelChoice* choice
 cudaError_t launch(const Candidate& c, const AttentionParams& p, const FwdParams& f, cudaStream_t stream);
 
 FwdParams make_fwd_params(const AttentionParams& p, const DeviceCaps& caps);
+
+// flash::validate, optionally without the check that a requested split
+// (num_splits > 1) has its workspace: attention_workspace_size is how a
+// caller learns that size, so it must accept the call before it has one.
+Status validate_call(const AttentionParams& p, bool check_workspace) noexcept;
 // Points f's split fields at p.workspace for `plan`.
 void set_split(const AttentionParams& p, const DecodePlan& plan, FwdParams* f);
 

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "flash/flash.hpp"
+#include "dispatch.h"
 #include "status.h"
 
 namespace flash {
@@ -111,8 +112,9 @@ Status validate_engine_features(const AttentionParams& p) noexcept {
                    "window_right -1 or 0",
                    p.window_right);
   }
-  if (!std::isfinite(p.softcap) || p.softcap < 0.f) {
-    return make_status(StatusCode::kInvalidArgument, "softcap is %g; it must be finite and >= 0 (0: off)",
+  // A tiny cap would make softmax_scale / softcap overflow to inf (and a zero score NaN).
+  if (!std::isfinite(p.softcap) || p.softcap < 0.f || (p.softcap > 0.f && p.softcap < 1e-6f)) {
+    return make_status(StatusCode::kInvalidArgument, "softcap is %g; it must be 0 (off) or finite and >= 1e-6",
                        static_cast<double>(p.softcap));
   }
   if (p.num_splits < 0 || p.num_splits > 128) {
@@ -189,7 +191,11 @@ void AttentionParams::set_contiguous_bhnd() noexcept {
   q_dim_stride = k_dim_stride = v_dim_stride = o_dim_stride = 1;
 }
 
-Status validate(const AttentionParams& p) noexcept {
+Status validate(const AttentionParams& p) noexcept { return detail::validate_call(p, /*check_workspace=*/true); }
+
+namespace detail {
+
+Status validate_call(const AttentionParams& p, bool check_workspace) noexcept {
   if (p.dtype != DType::kFloat16 && p.dtype != DType::kBFloat16) {
     return invalid("dtype %lld is not supported; supported: DType::kFloat16 (0), DType::kBFloat16 (1)",
                    static_cast<int64_t>(p.dtype));
@@ -302,7 +308,13 @@ Status validate(const AttentionParams& p) noexcept {
                          t->name);
     }
   }
-  if (p.lse != nullptr && !varlen_q) {
+  if (varlen_q && p.total_q > 0) {
+    // [heads_q, total_q]
+    if (__builtin_mul_overflow(p.heads_q, p.total_q, &lse_elems)) {
+      return make_status(StatusCode::kInvalidArgument, "lse: heads_q * total_q overflows int64");
+    }
+  }
+  if (p.lse != nullptr && (!varlen_q || p.total_q > 0)) {
     const int64_t lse_bytes = lse_elems * static_cast<int64_t>(sizeof(float));
     for (const TensorView* t : {&q, &k, &v, &o}) {
       if (byte_ranges_overlap(p.lse, lse_bytes, t->ptr, t->span_elements() * 2)) {
@@ -311,7 +323,33 @@ Status validate(const AttentionParams& p) noexcept {
       }
     }
   }
+  if (check_workspace && p.num_splits > 1) {
+    // The split count is the caller's here, so the workspace it needs is
+    // known without the device (attention_workspace_size gives the same).
+    const size_t needed = detail::decode_workspace_bytes(p, p.num_splits);
+    if (p.workspace == nullptr || p.workspace_bytes < needed) {
+      return make_status(StatusCode::kInvalidArgument,
+                         "num_splits %d needs a workspace of %zu bytes (attention_workspace_size()); workspace is "
+                         "%s with workspace_bytes %zu",
+                         static_cast<int>(p.num_splits), needed, p.workspace == nullptr ? "null" : "set",
+                         p.workspace_bytes);
+    }
+  }
+  if (p.workspace != nullptr && p.workspace_bytes > 0) {
+    const auto ws_bytes = static_cast<int64_t>(std::min<size_t>(p.workspace_bytes, INT64_MAX / 2));
+    for (const TensorView* t : {&q, &k, &v, &o}) {
+      if (byte_ranges_overlap(p.workspace, ws_bytes, t->ptr, t->span_elements() * 2)) {
+        return make_status(StatusCode::kInvalidArgument, "workspace overlaps %s; it must be memory of its own",
+                           t->name);
+      }
+    }
+    if (p.lse != nullptr && (!varlen_q || p.total_q > 0) &&
+        byte_ranges_overlap(p.workspace, ws_bytes, p.lse, lse_elems * static_cast<int64_t>(sizeof(float)))) {
+      return make_status(StatusCode::kInvalidArgument, "workspace overlaps lse; it must be memory of its own");
+    }
+  }
   return Status{};
 }
 
+}  // namespace detail
 }  // namespace flash

@@ -463,6 +463,10 @@ TEST(Validate, AcceptsFeatureCalls) {
   for (int32_t num_splits : {0, 1, 2, 7, 128}) {
     p = valid_params();
     p.num_splits = num_splits;
+    if (num_splits > 1) {  // a requested split needs its workspace: splits * B * Hq * Sq * (D + 1) * 4 bytes
+      p.workspace = fake_ptr(9);
+      p.workspace_bytes = static_cast<size_t>(num_splits) * 2 * 8 * 100 * 129 * 4;
+    }
     EXPECT_TRUE(valid(p)) << "num_splits " << num_splits;
   }
   p = valid_params();
@@ -472,7 +476,12 @@ TEST(Validate, AcceptsFeatureCalls) {
   p.workspace = fake_ptr(9, 256);  // 256-byte aligned is enough
   EXPECT_TRUE(valid(p));
   p.num_splits = 7;
+  p.workspace_bytes = size_t{7} * 2 * 8 * 100 * 129 * 4;
   EXPECT_TRUE(valid(p));
+  p.workspace_bytes -= 1;  // one byte short
+  EXPECT_TRUE(invalid(p, {"num_splits", "workspace"}));
+  p.workspace = nullptr;
+  EXPECT_TRUE(invalid(p, {"num_splits", "workspace"}));
 
   // Everything at once.
   p = paged_params();
@@ -488,7 +497,7 @@ TEST(Validate, AcceptsFeatureCalls) {
   p.softcap = 30.f;
   p.num_splits = 7;
   p.workspace = fake_ptr(9);
-  p.workspace_bytes = 1 << 20;
+  p.workspace_bytes = size_t{1} << 30;
   EXPECT_TRUE(valid(p));
 }
 

@@ -28,7 +28,8 @@ enum class Backend : int32_t {
   kAuto = 0,  // the Hopper kernel on sm_90 where it supports the shape, else the sm80 kernel
   kSm80 = 1,  // the FlashAttention-2 mma.sync kernel (sm_80 and newer)
   kSm90 = 2,  // the Hopper wgmma/TMA kernel (sm_90 with an sm_90a build; head_dim 64, 128, 256)
-  kDecode = 3,  // the split-KV decode kernel (mma.sync, sm_80 and newer; short queries: seqlen_q <= 16)
+  kDecode = 3,  // the split-KV decode kernel (mma.sync, sm_80 and newer); for short queries (kAuto takes it
+                // for seqlen_q <= 16), correct but slow for long ones
 };
 
 enum class StatusCode : int32_t {
@@ -136,8 +137,11 @@ struct AttentionParams {
   // [num_pages, page_size, heads_kv, head_dim] (k/v_batch_stride are the
   // strides between pages) and key j of sequence b lives in page
   // block_table[b * block_table_batch_stride + j / page_size], row
-  // j % page_size. block_table is device memory, int32, every used entry in
-  // [0, num_pages). page_size is any positive multiple of 16. Sequence b has
+  // j % page_size. block_table is device memory, int32; every entry for
+  // keys below the sequence's length must be in [0, num_pages), also for
+  // pages wholly outside a sliding window (the kernels load whole 64- or
+  // 128-key blocks and may read those entries). page_size is any positive
+  // multiple of 16. Sequence b has
   // seqused_k[b] keys, or seqlen_k when seqused_k is null; either must be
   // <= max_pages_per_seq * page_size.
   const int32_t* block_table = nullptr;
@@ -155,16 +159,18 @@ struct AttentionParams {
   int64_t window_right = -1;
   // Logit softcap: when > 0, scores become softcap * tanh(score / softcap)
   // (score = softmax_scale * q.k) before masking and the softmax; the LSE
-  // is of the capped scores. 0 turns it off; must be finite and >= 0.
+  // is of the capped scores. 0 turns it off; otherwise finite and >= 1e-6.
   float softcap = 0.0f;
 
   // Split-KV (flash-decoding) for short queries: the keys are split across
   // CTAs, each writing a partial output that a combine kernel merges in a
   // fixed order (so results are deterministic). num_splits = 0 lets flash
   // choose from the GPU and the work, 1 never splits, n > 1 asks for n (at
-  // most 128; fewer if there are fewer key blocks). Splitting needs a
-  // workspace of attention_workspace_size() bytes; with a null workspace
-  // and num_splits = 0 flash does not split.
+  // most 128; a split that gets no keys costs a little and changes nothing)
+  // and runs the call on the decode kernel, whatever seqlen_q. Splitting
+  // needs a workspace of attention_workspace_size() bytes (for n > 1,
+  // validate() checks it: n * batch * heads_q * seqlen_q * (head_dim + 1) *
+  // 4 bytes); with a null workspace and num_splits = 0 flash does not split.
   int32_t num_splits = 0;
   void* workspace = nullptr;   // device memory, 256-byte aligned
   size_t workspace_bytes = 0;  // size of workspace

@@ -35,6 +35,7 @@ struct DecodeTraits {
   static constexpr int kBlockM = 16;                // packed query rows per CTA
   static constexpr int kBlockN = 16 * kNWarps;      // keys per K/V block (16 per warp)
   static constexpr int kStages = kHeadDim <= 128 ? 3 : 2;
+  static constexpr int kMinBlocks = kHeadDim <= 128 ? 2 : 1;  // CTAs per SM the launch bounds ask for
   static constexpr int kChunksPerRow = kHeadDim * 2 / 16;
   static constexpr int kSwizzleChunks = (kHeadDim % 64 == 0) ? 8 : 4;
   static constexpr int kKSteps = kHeadDim / 16;     // k16 steps of Q K^T
@@ -54,9 +55,10 @@ struct DecodeTraits {
   static_assert(kSmemBytes <= 160 * 1024, "must fit an A100's shared memory");
 };
 
-// Two CTAs per SM (their rings fill the shared memory): registers capped at 256.
+// kMinBlocks CTAs per SM, as many as the shared memory holds (2 up to
+// head_dim 128: registers capped at 256; 1 at 256, which needs more).
 template <typename Traits, bool kHasWindow, bool kSoftcap>
-__global__ void __launch_bounds__(Traits::kNThreads, 2)
+__global__ void __launch_bounds__(Traits::kNThreads, Traits::kMinBlocks)
     decode_kernel(const __grid_constant__ detail::FwdParams p) {
   using Element = typename Traits::Element;
   constexpr int kBlockM = Traits::kBlockM;

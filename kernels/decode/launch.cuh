@@ -29,6 +29,21 @@ cudaError_t launch_decode(const detail::FwdParams& params, cudaStream_t stream) 
   return cudaLaunchKernelEx(&config, kernel, params);
 }
 
+// Whether the images of the decode and combine kernels that run on this
+// device were compiled for sm_90 or newer, so that they contain the
+// griddepcontrol instructions a programmatic dependent launch relies on
+// (a build for sm_80 only, JIT-compiled for a newer GPU, has neither).
+template <typename Traits, typename Element, int kHeadDim>
+bool programmatic_launch_compiled() {
+  static const bool compiled = [] {
+    cudaFuncAttributes decode_attr = {}, combine_attr = {};
+    return cudaFuncGetAttributes(&decode_attr, &decode_kernel<Traits, false, false>) == cudaSuccess &&
+           cudaFuncGetAttributes(&combine_attr, &combine_kernel<kHeadDim, Element>) == cudaSuccess &&
+           decode_attr.ptxVersion >= 90 && combine_attr.ptxVersion >= 90;
+  }();
+  return compiled;
+}
+
 template <DType kDType, int kHeadDim>
 cudaError_t run_decode(const detail::FwdParams& params, cudaStream_t stream) {
   using Element = typename ElementOf<kDType>::type;
@@ -56,7 +71,7 @@ cudaError_t run_decode(const detail::FwdParams& params, cudaStream_t stream) {
   config.blockDim = dim3(128);
   config.stream = stream;
   cudaLaunchAttribute attribute = {};
-  if (params.cc_major >= 9) {
+  if (params.cc_major >= 9 && programmatic_launch_compiled<Traits, Element, kHeadDim>()) {
     attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attribute.val.programmaticStreamSerializationAllowed = 1;
     config.attrs = &attribute;
