@@ -51,10 +51,6 @@ struct CaseConfig {
   std::string name() const;
 };
 
-// Success iff every O element still holds kPoison16 and every LSE element
-// the all-ones poison pattern: nothing was written.
-::testing::AssertionResult still_poisoned(const std::vector<uint16_t>& raw, const std::vector<float>& lse);
-
 // The per-run seed: FLASH_TEST_SEED if set, else fresh each run. Printed
 // once per process so a failing run can be repeated.
 uint64_t run_seed();

@@ -35,15 +35,12 @@ constexpr uint64_t kFeatureSeedBase = uint64_t{1} << 28;  // apart from the othe
 constexpr int64_t kLengths[] = {0, 1, 17, 63, 64, 65, 300, 1000};
 constexpr int kNumLengths = sizeof(kLengths) / sizeof(kLengths[0]);
 
-// `lengths` rotated left by `shift`.
-template <size_t kN>
-std::vector<int64_t> rotate(const int64_t (&lengths)[kN], int shift) {
+// kLengths rotated left by `shift`.
+std::vector<int64_t> rotated(int shift) {
   std::vector<int64_t> v;
-  for (size_t i = 0; i < kN; ++i) v.push_back(lengths[(i + static_cast<size_t>(shift)) % kN]);
+  for (int i = 0; i < kNumLengths; ++i) v.push_back(kLengths[(i + shift) % kNumLengths]);
   return v;
 }
-
-std::vector<int64_t> rotated(int shift) { return rotate(kLengths, shift); }
 
 // Ragged lengths around the Hopper kernel's 128- and 192-row query tiles and
 // its K/V blocks: empty, one, short, one row either side of 128, long, and
@@ -52,7 +49,12 @@ std::vector<int64_t> rotated(int shift) { return rotate(kLengths, shift); }
 constexpr int64_t kTileLengths[] = {0, 1, 17, 127, 128, 129, 1000, 2049};
 constexpr int kNumTileLengths = sizeof(kTileLengths) / sizeof(kTileLengths[0]);
 
-std::vector<int64_t> tile_rotated(int shift) { return rotate(kTileLengths, shift); }
+// kTileLengths rotated left by `shift`.
+std::vector<int64_t> tile_rotated(int shift) {
+  std::vector<int64_t> v;
+  for (int i = 0; i < kNumTileLengths; ++i) v.push_back(kTileLengths[(i + shift) % kNumTileLengths]);
+  return v;
+}
 
 // One flash call on a case: backend, num_splits, and whether to pass a
 // workspace of attention_workspace_size() bytes.
