@@ -20,6 +20,7 @@ int flash_c_header_check(void* q, void* k, void* v, void* o, float* lse, void* s
   flash_status_code status;
   flash_dtype dtype = FLASH_DTYPE_FLOAT16;
   flash_backend backend = FLASH_BACKEND_SM80;
+  size_t workspace_bytes = 0;
 
   flash_attention_params_init(&p);
   p.q = q;
@@ -38,6 +39,26 @@ int flash_c_header_check(void* q, void* k, void* v, void* o, float* lse, void* s
   p.autotune = 1;
   flash_set_contiguous_bhnd(&p);
   flash_set_contiguous_bnhd(&p);
+  /* The inference-engine fields, at their defaults (off). */
+  p.cu_seqlens_q = NULL;
+  p.cu_seqlens_k = NULL;
+  p.total_q = 0;
+  p.total_k = 0;
+  p.seqused_k = NULL;
+  p.block_table = NULL;
+  p.block_table_batch_stride = 0;
+  p.max_pages_per_seq = 0;
+  p.page_size = 0;
+  p.num_pages = 0;
+  p.window_left = -1;
+  p.window_right = -1;
+  p.softcap = 0.0f;
+  p.num_splits = 0;
+  p.workspace = NULL;
+  p.workspace_bytes = 0;
+  if (flash_attention_workspace_size(&p, &workspace_bytes) != FLASH_SUCCESS) workspace_bytes = 0;
+  if (workspace_bytes > 0) backend = FLASH_BACKEND_DECODE;
+  p.backend = backend;
   status = flash_validate(&p);
   if (status == FLASH_SUCCESS) status = flash_attention_forward(&p, stream);
   if (status == FLASH_INVALID_ARGUMENT || status == FLASH_UNSUPPORTED || status == FLASH_CUDA_ERROR) {
