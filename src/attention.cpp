@@ -92,6 +92,12 @@ Status prepare(const AttentionParams& p, DeviceCaps* caps, Candidate* cands, int
   return status.ok() ? candidates_for(p, *caps, cands, n) : status;
 }
 
+// The tuner's shape classes and scratch outputs cover dense calls only; the
+// decode kernel and engine features run the heuristic's choice (cands[0]).
+bool tunable(const AttentionParams& p, const Candidate& first) {
+  return first.backend != Backend::kDecode && !detail::uses_engine_features(p);
+}
+
 Status launch_status(cudaError_t launch_error, const DeviceCaps& caps) {
   if (launch_error == cudaErrorNoKernelImageForDevice || launch_error == cudaErrorInvalidDeviceFunction) {
     return make_status(StatusCode::kUnsupported,
@@ -123,12 +129,11 @@ Status attention_forward(const AttentionParams& params, CUstream_st* stream) noe
     status = detail::plan_decode(params, caps, &plan);
     if (!status.ok()) return status;
   }
-  // The tuner's shape classes and scratch outputs cover dense calls only;
-  // the decode kernel and engine features run the heuristic's choice.
-  const bool tunable = cands[0].backend != Backend::kDecode && !detail::uses_engine_features(params);
+  selection.candidate = cands[0];
   const cudaError_t tune_error =
-      tunable ? detail::select_candidate(params, caps, cands, n, stream, /*may_tune=*/true, &selection)
-              : (selection.candidate = cands[0], cudaSuccess);
+      tunable(params, cands[0])
+          ? detail::select_candidate(params, caps, cands, n, stream, /*may_tune=*/true, &selection)
+          : cudaSuccess;
   if (tune_error != cudaSuccess) {
     // select_candidate falls back to the heuristic for what it can recover
     // from (no memory for the scratch outputs, say); what reaches here left
@@ -160,11 +165,9 @@ Status query_kernel_choice(const AttentionParams& params, KernelChoice* choice) 
   status = prepare(params, &caps, cands, &n);
   if (!status.ok()) return status;
   detail::Selection selection;
-  const bool tunable = cands[0].backend != Backend::kDecode && !detail::uses_engine_features(params);
-  if (tunable) {
+  selection.candidate = cands[0];
+  if (tunable(params, cands[0])) {
     (void)detail::select_candidate(params, caps, cands, n, nullptr, /*may_tune=*/false, &selection);
-  } else {
-    selection.candidate = cands[0];
   }
   *choice = KernelChoice{};
   detail::describe(selection.candidate, params, choice);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <type_traits>
 #include <utility>
 
 #include "kernels/decode/api.h"
@@ -15,27 +16,34 @@
 namespace flash::detail {
 namespace {
 
-bool head_dim_compiled(int64_t head_dim) {
+// Calls f(std::integral_constant<int, head_dim>{}) when head_dim is
+// compiled into this build (FLASH_HEAD_DIMS), else returns `otherwise`: the
+// one switch from a runtime head dim to the template argument of every
+// kernel family's instantiations.
+template <typename R, typename F>
+R with_head_dim(int64_t head_dim, R otherwise, F&& f) {
   switch (head_dim) {
 #if FLASH_HAS_HEAD_DIM_32
-    case 32:
+    case 32: return f(std::integral_constant<int, 32>{});
 #endif
 #if FLASH_HAS_HEAD_DIM_64
-    case 64:
+    case 64: return f(std::integral_constant<int, 64>{});
 #endif
 #if FLASH_HAS_HEAD_DIM_96
-    case 96:
+    case 96: return f(std::integral_constant<int, 96>{});
 #endif
 #if FLASH_HAS_HEAD_DIM_128
-    case 128:
+    case 128: return f(std::integral_constant<int, 128>{});
 #endif
 #if FLASH_HAS_HEAD_DIM_256
-    case 256:
+    case 256: return f(std::integral_constant<int, 256>{});
 #endif
-      return true;
-    default:
-      return false;
+    default: return otherwise;
   }
+}
+
+bool head_dim_compiled(int64_t head_dim) {
+  return with_head_dim(head_dim, false, [](auto) { return true; });
 }
 
 template <int kHeadDim>
@@ -56,7 +64,6 @@ cudaError_t launch_sm90(DType dtype, const FwdParams& f, bool causal, int index,
   return dtype == DType::kFloat16 ? sm90::run_fwd<DType::kFloat16, kHeadDim>(f, causal, index, stream)
                                   : sm90::run_fwd<DType::kBFloat16, kHeadDim>(f, causal, index, stream);
 }
-#endif
 
 // The sm90 heuristic's pick among the compiled candidates: candidate 0 (the
 // tile each head dim and mask was tuned for at long sequences) except where
@@ -73,6 +80,7 @@ int sm90_heuristic_index(const AttentionParams& p) {
   if (p.head_dim == 128 && p.causal && p.seqlen_q >= 16384) return 1;
   return 0;
 }
+#endif
 
 }  // namespace
 
@@ -201,7 +209,6 @@ bool sm90_available(const AttentionParams& p, const DeviceCaps& caps) {
 
 int list_candidates(const AttentionParams& p, const DeviceCaps& caps, Candidate* out, int capacity) {
   int n = 0;
-  const bool features = uses_engine_features(p);
   const bool want_decode = p.backend == Backend::kDecode ||
                            (p.backend == Backend::kAuto && (p.seqlen_q <= 16 || p.num_splits > 1));
   const bool want_sm90 = (p.backend == Backend::kSm90 || p.backend == Backend::kAuto) && sm90_supports_features(p);
@@ -252,65 +259,19 @@ bool describe(const Candidate& c, const AttentionParams& p, KernelChoice* choice
 }
 
 // The switch from runtime (backend, head_dim) to compiled instantiations.
-// Head dims pruned from the build (FLASH_HEAD_DIMS) fall to the default.
+// Head dims pruned from the build (FLASH_HEAD_DIMS) give cudaErrorInvalidValue.
 cudaError_t launch(const Candidate& c, const AttentionParams& p, const FwdParams& f, cudaStream_t stream) {
-  if (c.backend == Backend::kSm80) {
-    switch (p.head_dim) {
-#if FLASH_HAS_HEAD_DIM_32
-      case 32: return launch_sm80<32>(p.dtype, f, c.index, stream);
-#endif
-#if FLASH_HAS_HEAD_DIM_64
-      case 64: return launch_sm80<64>(p.dtype, f, c.index, stream);
-#endif
-#if FLASH_HAS_HEAD_DIM_96
-      case 96: return launch_sm80<96>(p.dtype, f, c.index, stream);
-#endif
-#if FLASH_HAS_HEAD_DIM_128
-      case 128: return launch_sm80<128>(p.dtype, f, c.index, stream);
-#endif
-#if FLASH_HAS_HEAD_DIM_256
-      case 256: return launch_sm80<256>(p.dtype, f, c.index, stream);
-#endif
-      default: return cudaErrorInvalidValue;
-    }
-  }
-  if (c.backend == Backend::kDecode) {
-    switch (p.head_dim) {
-#if FLASH_HAS_HEAD_DIM_32
-      case 32: return launch_decode<32>(p.dtype, f, stream);
-#endif
-#if FLASH_HAS_HEAD_DIM_64
-      case 64: return launch_decode<64>(p.dtype, f, stream);
-#endif
-#if FLASH_HAS_HEAD_DIM_96
-      case 96: return launch_decode<96>(p.dtype, f, stream);
-#endif
-#if FLASH_HAS_HEAD_DIM_128
-      case 128: return launch_decode<128>(p.dtype, f, stream);
-#endif
-#if FLASH_HAS_HEAD_DIM_256
-      case 256: return launch_decode<256>(p.dtype, f, stream);
-#endif
-      default: return cudaErrorInvalidValue;
-    }
-  }
+  return with_head_dim(p.head_dim, cudaErrorInvalidValue, [&](auto head_dim) -> cudaError_t {
+    constexpr int kHeadDim = decltype(head_dim)::value;
+    if (c.backend == Backend::kSm80) return launch_sm80<kHeadDim>(p.dtype, f, c.index, stream);
+    if (c.backend == Backend::kDecode) return launch_decode<kHeadDim>(p.dtype, f, stream);
 #if FLASH_HAS_SM90
-  if (c.backend == Backend::kSm90) {
-    switch (p.head_dim) {
-#if FLASH_HAS_HEAD_DIM_64
-      case 64: return launch_sm90<64>(p.dtype, f, p.causal, c.index, stream);
-#endif
-#if FLASH_HAS_HEAD_DIM_128
-      case 128: return launch_sm90<128>(p.dtype, f, p.causal, c.index, stream);
-#endif
-#if FLASH_HAS_HEAD_DIM_256
-      case 256: return launch_sm90<256>(p.dtype, f, p.causal, c.index, stream);
-#endif
-      default: return cudaErrorInvalidValue;
+    if constexpr (kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256) {
+      if (c.backend == Backend::kSm90) return launch_sm90<kHeadDim>(p.dtype, f, p.causal, c.index, stream);
     }
-  }
 #endif
-  return cudaErrorInvalidValue;
+    return cudaErrorInvalidValue;
+  });
 }
 
 FwdParams make_fwd_params(const AttentionParams& p, const DeviceCaps& caps) {
