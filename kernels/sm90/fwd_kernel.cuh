@@ -42,6 +42,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
   constexpr int kHeadDim = Traits::kHeadDim;
   constexpr int kStages = Traits::kStages;
   const detail::FwdParams& p = params.common;
+  using Scheduler = TileScheduler<kIsCausal, kBlockM, kBlockN, Traits::kSchedSeqs, Traits::kNThreads>;
 
   extern __shared__ unsigned char smem_raw[];
   // SWIZZLE_128B tiles need 1024-byte alignment; kSmemBytes has the slack.
@@ -65,8 +66,9 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
   const int warpgroup = threadIdx.x / 128;
   const int lane = threadIdx.x % 32;
 
-  const TileScheduler<kIsCausal> scheduler((p.seqlen_q + kBlockM - 1) / kBlockM);
-  const int num_units = TileScheduler<kIsCausal>::units(scheduler.num_m_blocks, p.heads_q * p.batch);
+  const Scheduler scheduler(p, reinterpret_cast<int*>(smem_ptr + Traits::kSchedOffset));
+  scheduler.build(p);
+  const int num_units = scheduler.num_units(p);
 
   if (threadIdx.x == 0) {
     mbarrier_init(bar_q_full, 1);
@@ -92,8 +94,8 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
       int kv_count = 0;
       int q_count = 0;
       for (int u = blockIdx.x; u < num_units; u += gridDim.x) {
-        for (int k = 0; k < scheduler.tiles_in_unit(u); ++k) {
-          const Tile tile = scheduler.template tile<kBlockM, kBlockN>(u, k, p);
+        for (int k = 0; k < scheduler.tiles_in_unit(u, p); ++k) {
+          const Tile tile = scheduler.tile(u, k, p);
           if (tile.n_blocks == 0) continue;
           const int head_kv = tile.head / p.q_per_kv;
           // Wait until the consumers are done with the previous tile's Q.
@@ -213,12 +215,12 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
   };
   // Whether any tile after (u, k) in this CTA's walk has work.
   auto work_after = [&](int u, int k) {
-    for (int k2 = k + 1; k2 < scheduler.tiles_in_unit(u); ++k2) {
-      if (scheduler.template tile<kBlockM, kBlockN>(u, k2, p).n_blocks > 0) return true;
+    for (int k2 = k + 1; k2 < scheduler.tiles_in_unit(u, p); ++k2) {
+      if (scheduler.tile(u, k2, p).n_blocks > 0) return true;
     }
     for (int u2 = u + gridDim.x; u2 < num_units; u2 += gridDim.x) {
-      for (int k2 = 0; k2 < scheduler.tiles_in_unit(u2); ++k2) {
-        if (scheduler.template tile<kBlockM, kBlockN>(u2, k2, p).n_blocks > 0) return true;
+      for (int k2 = 0; k2 < scheduler.tiles_in_unit(u2, p); ++k2) {
+        if (scheduler.tile(u2, k2, p).n_blocks > 0) return true;
       }
     }
     return false;
@@ -228,8 +230,8 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
   int kv_count = 0;
   int q_count = 0;
   for (int u = blockIdx.x; u < num_units; u += gridDim.x) {
-    for (int k = 0; k < scheduler.tiles_in_unit(u); ++k) {
-      const Tile tile = scheduler.template tile<kBlockM, kBlockN>(u, k, p);
+    for (int k = 0; k < scheduler.tiles_in_unit(u, p); ++k) {
+      const Tile tile = scheduler.tile(u, k, p);
       if (tile.skip) continue;
 #pragma unroll
       for (int i = 0; i < kHeadDim / 2; ++i) o[i] = 0.f;

@@ -39,7 +39,14 @@ struct FwdTraits {
   static constexpr int kVOffset = kKOffset + kStages * kKVBytes;
   static constexpr int kOOffset = kSeparateO ? kVOffset + kStages * kKVBytes : kQOffset;
   static constexpr int kBarrierOffset = kVOffset + kStages * kKVBytes + (kSeparateO ? kQBytes : 0);
-  static constexpr int kSmemBytes = kSmemWithoutO + (kSeparateO ? kQBytes : 0);
+  // Varlen schedule (tile_scheduler.cuh): two int tables of kSchedSeqs + 1
+  // entries after the barriers, as many sequences as one pass of the
+  // threads ranks and the leftover shared memory holds.
+  static constexpr int kTileSmemBytes = kSmemWithoutO + (kSeparateO ? kQBytes : 0);
+  static constexpr int kSchedOffset = kBarrierOffset + 8 * kNumBarriers;
+  static constexpr int kSchedRoom = (227 * 1024 - kTileSmemBytes) / 8 - 1;
+  static constexpr int kSchedSeqs = (kSchedRoom < kNThreads ? kSchedRoom : kNThreads) / 32 * 32;
+  static constexpr int kSmemBytes = kTileSmemBytes + 8 * (kSchedSeqs + 1);
 
   static_assert(sizeof(Element) == 2, "Element must be a 16-bit type (fp16 or bf16)");
   static_assert(kHeadDim % 64 == 0 && kHeadDim <= 256, "sm90 kernel: head_dim must be 64, 128, 192 or 256");

@@ -27,7 +27,7 @@ cudaError_t launch_fwd(const FwdParams& params, cudaStream_t stream) {
   const int64_t num_m_blocks = (p.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM;
   if (num_m_blocks * p.heads_q * p.batch > INT32_MAX) return cudaErrorNotSupported;
   const int num_units =
-      TileScheduler<kIsCausal>::units(static_cast<int>(num_m_blocks), p.heads_q * p.batch);
+      TileScheduler<kIsCausal, Traits::kBlockM, Traits::kBlockN, Traits::kSchedSeqs, Traits::kNThreads>::units(static_cast<int>(num_m_blocks), p.heads_q * p.batch);
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3(static_cast<unsigned>(num_units < num_sms ? num_units : num_sms));
   config.blockDim = dim3(Traits::kNThreads);
