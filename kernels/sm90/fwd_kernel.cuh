@@ -18,7 +18,8 @@
 // Blocks are visited from the last visible one down (masked first); blocks
 // wholly hidden by the causal mask are never loaded. The epilogue stages O
 // through shared memory and writes it with a TMA store, which clips the
-// ragged tail.
+// ragged tail, where shared memory has room for an O buffer; elsewhere it
+// stores O from registers.
 #pragma once
 
 #include <cstdint>
@@ -198,6 +199,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
     }
   };
   // With O staged in its own buffer, Q is free once the tile's last S is done.
+  constexpr bool kEarlyQ = Traits::kSeparateO || Traits::kDirectO;
   auto release_q = [&] {
     if (lane == 0) mbarrier_arrive(bar_q_empty);
   };
@@ -257,7 +259,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
         wgmma_wait<0>();
         fence_registers(s);
         if (lane == 0) mbarrier_arrive(bar_k_empty(stage_of(kv_count)));
-        if (Traits::kSeparateO && n == 1) release_q();
+        if (kEarlyQ && n == 1) release_q();
         softmax_step(tile, s, n - 1, correction);
         convert_p(s, pa);
 
@@ -278,7 +280,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
           wgmma_wait<1>();
           fence_registers(s);
           if (lane == 0) mbarrier_arrive(bar_k_empty(stage_of(cur)));
-          if (Traits::kSeparateO && i == n - 1) release_q();
+          if (kEarlyQ && i == n - 1) release_q();
           softmax_step(tile, s, n - 1 - i, correction);
           wgmma_wait<0>();
           fence_registers(o);
@@ -303,9 +305,14 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
       float lse[2];
       softmax.finalize(p.softmax_scale, inv_l, lse);
 
-      if (tile.n_blocks == 0) {
-        // No row of the tile sees a key: zeros, written directly (no shared
-        // memory is touched, so nothing here can race a Q load in flight).
+      if (Traits::kDirectO || tile.n_blocks == 0) {
+        // O straight from the accumulators, two elements per store (a quad
+        // writes 16 contiguous bytes of a row). Without a staging buffer of
+        // its own O would have to go through Q's, and the next tile's Q
+        // could only load once the store had read it; so these tiles write
+        // from registers and Q was released at the tile's last S. Rows that
+        // see no key have o = 0 and inv_l = 0: zeros. No shared memory is
+        // touched, so nothing here can race a Q load in flight.
 #pragma unroll
         for (int hi = 0; hi < 2; ++hi) {
           const int row = tile.row_begin + wg * 64 + warp_in_wg * 16 + lane / 4 + hi * 8;
@@ -314,7 +321,8 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
                            static_cast<int64_t>(row) * p.o_seq_stride;
 #pragma unroll
           for (int nt = 0; nt < kHeadDim / 8; ++nt) {
-            *reinterpret_cast<uint32_t*>(o_row + nt * 8 + (lane % 4) * 2) = 0u;
+            *reinterpret_cast<uint32_t*>(o_row + nt * 8 + (lane % 4) * 2) =
+                ptx::pack2<Element>(o_frag[0][nt][2 * hi] * inv_l[hi], o_frag[0][nt][2 * hi + 1] * inv_l[hi]);
           }
         }
       } else {
@@ -365,7 +373,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
             tma_store_commit();
           }
         }
-        if constexpr (!Traits::kSeparateO) {
+        if constexpr (!kEarlyQ) {
           // O was staged in the Q tile: hand Q back only once the store has read it.
           if (wg_thread == 0) tma_store_wait_read();
           named_barrier_sync(1 + wg, 128);

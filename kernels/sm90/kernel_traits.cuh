@@ -30,10 +30,13 @@ struct FwdTraits {
   static constexpr int kNumBarriers = 2 + 4 * kStages;     // Q full/empty; K/V full/empty per stage
   // +1024: the dynamic shared memory base is rounded up to a 1024-byte boundary.
   static constexpr int kSmemWithoutO = kQBytes + 2 * kStages * kKVBytes + 8 * kNumBarriers + 1024;
-  // The epilogue stages O through shared memory for its TMA store. With room
-  // for a buffer of its own, the next tile's Q load overlaps this tile's
-  // epilogue; otherwise O reuses the Q tile and the two are serialised.
+  // With room for a buffer of its own, the epilogue stages O through shared
+  // memory for a TMA store; otherwise it writes O from the accumulators
+  // straight to global memory (staging it in Q's buffer would hold the next
+  // tile's Q load back until the store had read it). Either way Q is
+  // released at the tile's last S, so the next Q loads under its last P V.
   static constexpr bool kSeparateO = kSmemWithoutO + kQBytes <= 227 * 1024;
+  static constexpr bool kDirectO = !kSeparateO;
   static constexpr int kQOffset = 0;
   static constexpr int kKOffset = kQOffset + kQBytes;
   static constexpr int kVOffset = kKOffset + kStages * kKVBytes;
