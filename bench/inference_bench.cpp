@@ -131,7 +131,7 @@ struct DecodeRun {
     p.head_dim = kHeadDim;
     p.set_contiguous_bnhd();  // Q, O [B, 1, Hq, D]; a dense cache [B, L, Hkv, D]
     p.backend = env.options.backend;
-    p.num_splits = 0;  // auto: flash splits the keys when the workspace allows it
+    p.num_splits = env.options.num_splits;  // 0, the default: flash splits the keys when the workspace allows it
     std::vector<int32_t> table;
     if (key.page_size > 0) {
       // One pool of B * L / page_size pages [page_size, Hkv, D], handed out
@@ -385,10 +385,11 @@ void print_decode_summary(std::FILE* out, const BenchEnv& env) {
   std::fprintf(out, "- read ceiling: %.1f GiB streamed with 16-byte loads, median: %.0f GB/s\n",
                static_cast<double>(kBandwidthBytes) / (1 << 30), env.bandwidth_gbps);
   std::fprintf(out,
-               "- bf16, heads_q %lld, heads_kv %lld, head_dim %lld, seqlen_q 1, seqused_k = L, num_splits 0 "
-               "(auto) with a workspace of attention_workspace_size() bytes, backend %s\n",
+               "- bf16, heads_q %lld, heads_kv %lld, head_dim %lld, seqlen_q 1, seqused_k = L, num_splits %d%s "
+               "with a workspace of attention_workspace_size() bytes, backend %s\n",
                static_cast<long long>(kDecodeHeadsQ), static_cast<long long>(kDecodeHeadsKv),
-               static_cast<long long>(kHeadDim), backend_name(env.options.backend));
+               static_cast<long long>(kHeadDim), env.options.num_splits,
+               env.options.num_splits == 0 ? " (auto)" : "", backend_name(env.options.backend));
   std::fprintf(out, "- GB/s = K and V bytes (2 * B * L * heads_kv * head_dim * 2 B) / median time\n\n");
   if (decode_results().empty()) {
     std::fprintf(out, "(no decode rows ran)\n");

@@ -96,6 +96,7 @@ const char* usage() {
          "                              GB/s of K+V against a measured 4 GiB read (read_bandwidth_4GiB)\n"
          "  --varlen                    run the varlen prefill rows: 64 sequences of 100..8192 tokens packed\n"
          "                              (cu_seqlens) against a dense batch of 64 at the mean length\n"
+         "  --num_splits=N              the decode rows' split count (default 0: flash picks; 1: no split)\n"
          "  --sweep                     with --decode or --varlen: run the seed's sweep too (else they replace it)\n"
          "  --autotune                  also run each flash row with autotuning on (the first warm-up call\n"
          "                              tunes) and print heuristic vs autotuned\n"
@@ -134,6 +135,10 @@ std::string parse_options(int* argc, char** argv, Options* options, bool* help) 
       int64_t ms = 0;
       if (!parse_int(v, 0, &ms)) err = std::string("--warmup_ms: '") + v + "' is not an integer >= 0";
       options->warmup_ms = static_cast<double>(ms);
+    } else if (const char* v = flag_value(arg, "--num_splits")) {
+      int64_t n = 0;
+      if (!parse_int(v, 0, &n) || n > 128) err = std::string("--num_splits: '") + v + "' is not an integer in [0, 128]";
+      options->num_splits = static_cast<int>(n);
     } else if (std::strcmp(arg, "--autotune") == 0) {
       options->autotune = true;
     } else if (const char* v = flag_value(arg, "--flash_iters")) {

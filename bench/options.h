@@ -29,6 +29,7 @@ struct Options {
   int gemm_warmup = 20;
   bool list_only = false;    // --benchmark_list_tests was given: touch no GPU
   bool autotune = false;     // --autotune: also run every flash row with autotuning on
+  int num_splits = 0;        // --num_splits: the decode rows' split count (0: flash picks)
 };
 
 // Removes the flags it knows from argv (updating *argc) and fills *options.
