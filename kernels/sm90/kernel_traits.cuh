@@ -72,7 +72,7 @@ struct FwdTraits {
 template <int kHeadDim, bool kIsCausal, int kIndex>
 struct CandidateTile;
 template <bool kIsCausal> struct CandidateTile<64, kIsCausal, 0>  { static constexpr int kBlockM = 192, kBlockN = 128, kStages = 2; };
-template <bool kIsCausal> struct CandidateTile<64, kIsCausal, 1>  { static constexpr int kBlockM = 128, kBlockN = 128, kStages = 2; };
+template <bool kIsCausal> struct CandidateTile<64, kIsCausal, 1>  { static constexpr int kBlockM = 128, kBlockN = 128, kStages = 3; };
 template <> struct CandidateTile<128, false, 0> { static constexpr int kBlockM = 128, kBlockN = 176, kStages = 2; };
 template <> struct CandidateTile<128, false, 1> { static constexpr int kBlockM = 128, kBlockN = 128, kStages = 2; };
 template <> struct CandidateTile<128, true, 0>  { static constexpr int kBlockM = 128, kBlockN = 128, kStages = 2; };
