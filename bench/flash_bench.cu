@@ -21,8 +21,9 @@
 //   --decode: split-KV decode against dense and paged KV caches, in GB/s of
 //   K and V read and as a fraction of a 4 GiB read measured in the same run
 //   (row "read_bandwidth_4GiB"); --varlen: a packed varlen prefill batch
-//   against a dense batch of the same tokens, in TFLOP/s. Either flag
-//   replaces the sweep; add --sweep to run it too.
+//   against a dense batch of the same tokens, in TFLOP/s; --window: causal
+//   sliding-window prefill on flash's pick and on the sm80 kernel. Any of
+//   them replaces the sweep; add --sweep to run it too.
 //
 // Usage:
 //   flash_bench                                   # the full sweep
@@ -163,6 +164,7 @@ void register_benchmarks(BenchEnv* env) {
       ->Unit(benchmark::kMillisecond);
   if (o.decode) register_decode_benchmarks(env);
   if (o.varlen) register_varlen_benchmarks(env);
+  if (o.window) register_window_benchmarks(env);
   if (!o.run_sweep) return;
   for (flash::DType dtype : o.dtypes) {
     for (int64_t head_dim : o.head_dims) {
@@ -233,6 +235,7 @@ int run(int argc, char** argv) {
   }
   if (env.options.decode) print_decode_summary(stdout, env);
   if (env.options.varlen) print_varlen_summary(stdout, env);
+  if (env.options.window) print_window_summary(stdout, env);
   benchmark::Shutdown();
   return 0;
 }

@@ -44,6 +44,10 @@ constexpr int64_t kVarlenMaxLen = 8192;
 constexpr int64_t kVarlenHeads = 16;
 constexpr uint32_t kVarlenSeed = 2026;
 
+// Sliding-window prefill shapes.
+constexpr int64_t kWindowSeqlen = 16384;
+constexpr int64_t kWindowLefts[] = {1024, 4096};
+
 std::string status_error(const char* what, const flash::Status& s) {
   if (s.ok()) return {};
   return std::string(what) + ": " + s.message;
@@ -346,6 +350,87 @@ void bench_varlen(benchmark::State& state, BenchEnv* env, VarlenKey key) {
   varlen_results()[key] = f;
 }
 
+struct WindowKey {
+  int64_t window_left;
+  flash::Backend backend;
+
+  bool operator<(const WindowKey& o) const {
+    return std::make_tuple(window_left, static_cast<int>(backend)) <
+           std::make_tuple(o.window_left, static_cast<int>(o.backend));
+  }
+};
+
+std::string window_row_name(const WindowKey& key) {
+  return "window/bf16/hd" + std::to_string(kHeadDim) + "/q" + std::to_string(kDecodeHeadsQ) + "kv" +
+         std::to_string(kDecodeHeadsKv) + "/N" + std::to_string(kWindowSeqlen) + "/W" +
+         std::to_string(key.window_left) + "/" + backend_name(key.backend);
+}
+
+// (query, key) pairs a causal call with a left window of w sees on a square
+// n x n problem: row i sees min(i, w) + 1 keys.
+double window_pairs(int64_t n, int64_t w) {
+  const int64_t full = std::min(n, w + 1);  // rows 0..w see i + 1 keys
+  return 0.5 * static_cast<double>(full) * static_cast<double>(full + 1) +
+         static_cast<double>(n - full) * static_cast<double>(w + 1);
+}
+
+struct WindowRun {
+  DeviceBuffer q, k, v, o;
+  flash::AttentionParams p;
+  double flops = 0.0;
+
+  std::string setup(BenchEnv& env, const WindowKey& key) {
+    p.dtype = kDtype;
+    p.batch = 1;
+    p.seqlen_q = p.seqlen_k = kWindowSeqlen;
+    p.heads_q = kDecodeHeadsQ;
+    p.heads_kv = kDecodeHeadsKv;
+    p.head_dim = kHeadDim;
+    p.causal = true;
+    p.window_left = key.window_left;
+    p.backend = key.backend;
+    p.set_contiguous_bnhd();
+    flops = 4.0 * static_cast<double>(kDecodeHeadsQ * kHeadDim) * window_pairs(kWindowSeqlen, key.window_left);
+    const size_t q_elems = static_cast<size_t>(kWindowSeqlen * kDecodeHeadsQ * kHeadDim);
+    const size_t kv_elems = static_cast<size_t>(kWindowSeqlen * kDecodeHeadsKv * kHeadDim);
+    std::string err = alloc_filled(env, &q, q_elems, 1, "Q");
+    if (err.empty()) err = alloc_filled(env, &k, kv_elems, 2, "K");
+    if (err.empty()) err = alloc_filled(env, &v, kv_elems, 3, "V");
+    if (err.empty()) err = o.allocate(q_elems * kElemBytes, "cudaMalloc(O)");
+    if (err.empty()) err = cuda_error("cudaStreamSynchronize(setup)", cudaStreamSynchronize(env.stream));
+    p.q = q.get();
+    p.k = k.get();
+    p.v = v.get();
+    p.o = o.get();
+    return err;
+  }
+};
+
+std::map<WindowKey, VarlenFigures>& window_results() {
+  static std::map<WindowKey, VarlenFigures> rows;
+  return rows;
+}
+
+void bench_window(benchmark::State& state, BenchEnv* env, WindowKey key) {
+  WindowRun run;
+  const std::string err = run.setup(*env, key);
+  if (!err.empty()) {
+    state.SkipWithError(err.c_str());
+    return;
+  }
+  auto launch = [&]() -> std::string {
+    return status_error("flash::attention_forward", flash::attention_forward(run.p, env->stream));
+  };
+  std::vector<double> ms;
+  if (!run_timed_loop(state, *env, env->options.flash_warmup, launch, &ms)) return;
+  VarlenFigures f;
+  f.median_ms = set_counters(state, *env, ms, run.flops, &f.tflops);
+  f.config = kernel_name(run.p);
+  state.SetLabel(f.config);
+  std::lock_guard<std::mutex> lock(g_mutex);
+  window_results()[key] = f;
+}
+
 }  // namespace
 
 void register_decode_benchmarks(BenchEnv* env) {
@@ -372,6 +457,20 @@ void register_varlen_benchmarks(BenchEnv* env) {
     for (bool packed : {true, false}) {
       const VarlenKey key{causal, packed};
       benchmark::RegisterBenchmark(varlen_row_name(key).c_str(), bench_varlen, env, key)
+          ->UseManualTime()
+          ->Iterations(env->options.flash_iters)
+          ->Unit(benchmark::kMillisecond);
+    }
+  }
+}
+
+void register_window_benchmarks(BenchEnv* env) {
+  std::vector<flash::Backend> backends = {env->options.backend};
+  if (env->options.backend != flash::Backend::kSm80) backends.push_back(flash::Backend::kSm80);
+  for (int64_t w : kWindowLefts) {
+    for (flash::Backend backend : backends) {
+      const WindowKey key{w, backend};
+      benchmark::RegisterBenchmark(window_row_name(key).c_str(), bench_window, env, key)
           ->UseManualTime()
           ->Iterations(env->options.flash_iters)
           ->Unit(benchmark::kMillisecond);
@@ -448,6 +547,29 @@ void print_varlen_summary(std::FILE* out, const BenchEnv& env) {
     std::fprintf(out, "| %s | %s | %s | %s | %s | %s |\n", causal ? "yes" : "no",
                  has_packed ? packed->second.config.c_str() : "-", packed_tflops,
                  has_dense ? dense->second.config.c_str() : "-", dense_tflops, ratio);
+  }
+  std::fflush(out);
+}
+
+void print_window_summary(std::FILE* out, const BenchEnv& env) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  std::fprintf(out, "\n## sliding window\n\n");
+  std::fprintf(out,
+               "- causal prefill with a left window W (row i sees keys i - W .. i), bf16, batch 1, N %lld, heads "
+               "%lld/%lld, head_dim %lld; FLOPs = 4 * heads_q * head_dim * visible pairs (exact)\n\n",
+               static_cast<long long>(kWindowSeqlen), static_cast<long long>(kDecodeHeadsQ),
+               static_cast<long long>(kDecodeHeadsKv), static_cast<long long>(kHeadDim));
+  if (window_results().empty()) {
+    std::fprintf(out, "(no window rows ran)\n");
+    return;
+  }
+  std::fprintf(out, "| W | backend | kernel | ms | TFLOP/s | frac of GEMM |\n");
+  std::fprintf(out, "|---|---|---|---|---|---|\n");
+  for (const auto& [key, f] : window_results()) {
+    char frac[32] = "-";
+    if (env.ceiling_tflops > 0.0) std::snprintf(frac, sizeof(frac), "%.3f", f.tflops / env.ceiling_tflops);
+    std::fprintf(out, "| %lld | %s | %s | %.3f | %.1f | %s |\n", static_cast<long long>(key.window_left),
+                 backend_name(key.backend), f.config.c_str(), f.median_ms, f.tflops, frac);
   }
   std::fflush(out);
 }

@@ -1,4 +1,4 @@
-// flash_bench's inference-engine rows (--decode, --varlen).
+// flash_bench's inference-engine rows (--decode, --varlen, --window).
 //
 //   Decode (--decode): one new token per sequence against a KV cache, the
 //   call an inference engine makes every step. bf16, heads_q 32, heads_kv 8,
@@ -23,6 +23,13 @@
 //   the two rows' TFLOP/s compare directly; counters median_ms, TFLOP/s,
 //   frac_ceiling (over the GEMM ceiling).
 //
+//   Sliding window (--window): causal prefill with a left window (Mistral
+//   style: row i sees keys i - W .. i), bf16, heads 32/8, head_dim 128,
+//   batch 1, N = 16384, W in {1024, 4096}, on the run's --backend and on
+//   Backend::kSm80 (what windows ran on before the Hopper kernel had them).
+//   Rows "window/bf16/hd128/q32kv8/N16384/W<w>/<backend>"; FLOPs count the
+//   visible pairs exactly (sum over rows of min(i, W) + 1).
+//
 // Every row times like the sweep's (warm-up, L2 flushed before each timed
 // launch, CUDA events, median). Summaries are printed after the run.
 #pragma once
@@ -39,8 +46,12 @@ void register_decode_benchmarks(BenchEnv* env);
 // Registers the varlen prefill rows.
 void register_varlen_benchmarks(BenchEnv* env);
 
+// Registers the sliding-window rows.
+void register_window_benchmarks(BenchEnv* env);
+
 // Markdown tables of the rows that ran ("" when none did).
 void print_decode_summary(std::FILE* out, const BenchEnv& env);
 void print_varlen_summary(std::FILE* out, const BenchEnv& env);
+void print_window_summary(std::FILE* out, const BenchEnv& env);
 
 }  // namespace flash_bench

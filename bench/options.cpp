@@ -96,8 +96,10 @@ const char* usage() {
          "                              GB/s of K+V against a measured 4 GiB read (read_bandwidth_4GiB)\n"
          "  --varlen                    run the varlen prefill rows: 64 sequences of 100..8192 tokens packed\n"
          "                              (cu_seqlens) against a dense batch of 64 at the mean length\n"
+         "  --window                    run the sliding-window rows: causal prefill, bf16, heads 32/8, hd128, N 16384,\n"
+         "                              window_left 1024 and 4096, on the run's backend and on the sm80 kernel\n"
          "  --num_splits=N              the decode rows' split count (default 0: flash picks; 1: no split)\n"
-         "  --sweep                     with --decode or --varlen: run the seed's sweep too (else they replace it)\n"
+         "  --sweep                     with --decode, --varlen or --window: run the seed's sweep too (else they replace it)\n"
          "  --autotune                  also run each flash row with autotuning on (the first warm-up call\n"
          "                              tunes) and print heuristic vs autotuned\n"
          "  --flash_iters=N             timed launches per flash row (default 30, after 5 warm-up)\n"
@@ -129,6 +131,8 @@ std::string parse_options(int* argc, char** argv, Options* options, bool* help) 
       options->decode = true;
     } else if (std::strcmp(arg, "--varlen") == 0) {
       options->varlen = true;
+    } else if (std::strcmp(arg, "--window") == 0) {
+      options->window = true;
     } else if (std::strcmp(arg, "--sweep") == 0) {
       sweep_flag = true;
     } else if (const char* v = flag_value(arg, "--warmup_ms")) {
@@ -157,7 +161,7 @@ std::string parse_options(int* argc, char** argv, Options* options, bool* help) 
   }
   *argc = kept;
   argv[kept] = nullptr;
-  options->run_sweep = sweep_flag || (!options->decode && !options->varlen);
+  options->run_sweep = sweep_flag || (!options->decode && !options->varlen && !options->window);
   return {};
 }
 

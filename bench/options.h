@@ -18,6 +18,7 @@ struct Options {
   bool run_sweep = true;     // the seed's sweep; off when --decode or --varlen is given without --sweep
   bool decode = false;       // --decode: the decode rows (split-KV, dense and paged KV cache)
   bool varlen = false;       // --varlen: varlen prefill against an equal-length dense batch
+  bool window = false;       // --window: causal sliding-window prefill, flash's pick against the sm80 kernel
   bool run_standard = true;  // --no-standard clears it
   flash::Backend backend = flash::Backend::kAuto;  // kernel family of the flash rows
   int flash_iters = 30;      // timed launches per flash row

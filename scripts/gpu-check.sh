@@ -4,9 +4,10 @@
 #   scripts/gpu-check.sh [phases...]     phases: build sass test ctest sanitize ncu bench quickbench decode
 #                                        (default: build sass test sanitize bench)
 #
-# decode: flash_bench --decode --varlen (split-KV decode on dense and paged KV
-# caches against a measured read-bandwidth ceiling, varlen prefill against a
-# dense batch), JSON in $OUT/bench_decode.json.
+# decode: flash_bench --decode --varlen --window (split-KV decode on dense and
+# paged KV caches against a measured read-bandwidth ceiling, varlen prefill
+# against a dense batch, sliding-window prefill on flash's pick and on the
+# sm80 kernel), JSON in $OUT/bench_decode.json.
 #
 # Full logs go to $OUT (or ./gpu-check-out when OUT is unset); the last thing
 # printed is a short summary table. Environment: BUILD_DIR (default
@@ -105,7 +106,7 @@ fi
 
 if has_phase decode; then
   t0=$(date +%s)
-  "$BUILD_DIR/bench/flash_bench" --decode --varlen ${DECODE_ARGS:-} \
+  "$BUILD_DIR/bench/flash_bench" --decode --varlen --window ${DECODE_ARGS:-} \
     --benchmark_out="$OUT/bench_decode.json" --benchmark_out_format=json >"$OUT/bench_decode.log" 2>&1
   note "decode bench: exit $? in $(( $(date +%s) - t0 ))s"
   grep -E "^read ceiling" "$OUT/bench_decode.log" >>"$SUMMARY"

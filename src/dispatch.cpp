@@ -60,9 +60,9 @@ cudaError_t launch_decode(DType dtype, const FwdParams& f, cudaStream_t stream) 
 
 #if FLASH_HAS_SM90
 template <int kHeadDim>
-cudaError_t launch_sm90(DType dtype, const FwdParams& f, bool causal, int index, cudaStream_t stream) {
-  return dtype == DType::kFloat16 ? sm90::run_fwd<DType::kFloat16, kHeadDim>(f, causal, index, stream)
-                                  : sm90::run_fwd<DType::kBFloat16, kHeadDim>(f, causal, index, stream);
+cudaError_t launch_sm90(DType dtype, const FwdParams& f, bool masked, int index, cudaStream_t stream) {
+  return dtype == DType::kFloat16 ? sm90::run_fwd<DType::kFloat16, kHeadDim>(f, masked, index, stream)
+                                  : sm90::run_fwd<DType::kBFloat16, kHeadDim>(f, masked, index, stream);
 }
 
 // The sm90 heuristic's pick among the compiled candidates: candidate 0 (the
@@ -71,7 +71,9 @@ cudaError_t launch_sm90(DType dtype, const FwdParams& f, bool causal, int index,
 // 1 ahead: 128 x 128 for short causal sequences at head_dim 64 (+10% to +37%
 // up to N = 2048) and short non-causal ones at head_dim 128 (+12% to +22% up
 // to N = 1024), both dtypes; 128 x 176 for long causal ones at head_dim 128.
+// Sliding windows take candidate 0 of the masked configurations (not tuned).
 int sm90_heuristic_index(const AttentionParams& p) {
+  if (p.window_left >= 0 || (p.window_right >= 0 && !p.causal)) return 0;
   if (p.head_dim == 64 && p.causal && p.seqlen_q <= 2048) return 1;
   if (p.head_dim == 128 && !p.causal && p.seqlen_k <= 1024) return 1;
   // 128 x 176 for causal head_dim 128 at N >= 16k: ahead of 128 x 128 by
@@ -80,6 +82,9 @@ int sm90_heuristic_index(const AttentionParams& p) {
   if (p.head_dim == 128 && p.causal && p.seqlen_q >= 16384) return 1;
   return 0;
 }
+
+// A causal or sliding-window mask: the sm90 kernel's masked variant.
+bool sm90_masked(const AttentionParams& p) { return p.causal || p.window_left >= 0 || p.window_right >= 0; }
 #endif
 
 }  // namespace
@@ -90,8 +95,7 @@ bool sm90_supports_features(const AttentionParams& p) {
   // Not seqused_k: the K/V tensor maps cover the allocation, so the last
   // block would load cache rows past the used length, and a masked zero
   // times a NaN there (uninitialised cache memory) is NaN in P V.
-  return p.block_table == nullptr && p.seqused_k == nullptr && p.window_left < 0 && (p.window_right < 0 || p.causal) && p.softcap == 0.f &&
-         p.num_splits <= 1 && (p.cu_seqlens_q == nullptr || p.total_q > 0) &&
+  return p.block_table == nullptr && p.seqused_k == nullptr && p.softcap == 0.f && p.num_splits <= 1 && (p.cu_seqlens_q == nullptr || p.total_q > 0) &&
          (p.cu_seqlens_k == nullptr || p.total_k > 0);
 }
 
@@ -200,7 +204,7 @@ int sm80_min_smem(const AttentionParams& p) {
 
 bool sm90_available(const AttentionParams& p, const DeviceCaps& caps) {
 #if FLASH_HAS_SM90
-  return caps.major == 9 && head_dim_compiled(p.head_dim) && sm90::num_candidates(p.head_dim, p.causal) > 0;
+  return caps.major == 9 && head_dim_compiled(p.head_dim) && sm90::num_candidates(p.head_dim, sm90_masked(p)) > 0;
 #else
   (void)p, (void)caps;
   return false;
@@ -218,7 +222,7 @@ int list_candidates(const AttentionParams& p, const DeviceCaps& caps, Candidate*
 #if FLASH_HAS_SM90
   if (want_sm90 && sm90_available(p, caps)) {
     const int first = n;
-    for (int i = 0; i < sm90::num_candidates(p.head_dim, p.causal) && n < capacity; ++i) {
+    for (int i = 0; i < sm90::num_candidates(p.head_dim, sm90_masked(p)) && n < capacity; ++i) {
       out[n++] = Candidate{Backend::kSm90, i};
     }
     // The heuristic's pick goes first.
@@ -253,7 +257,7 @@ bool describe(const Candidate& c, const AttentionParams& p, KernelChoice* choice
     return true;
   }
 #if FLASH_HAS_SM90
-  if (c.backend == Backend::kSm90) return sm90::describe_candidate(p.head_dim, p.causal, c.index, choice);
+  if (c.backend == Backend::kSm90) return sm90::describe_candidate(p.head_dim, sm90_masked(p), c.index, choice);
 #endif
   return false;
 }
@@ -267,7 +271,7 @@ cudaError_t launch(const Candidate& c, const AttentionParams& p, const FwdParams
     if (c.backend == Backend::kDecode) return launch_decode<kHeadDim>(p.dtype, f, stream);
 #if FLASH_HAS_SM90
     if constexpr (kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256) {
-      if (c.backend == Backend::kSm90) return launch_sm90<kHeadDim>(p.dtype, f, p.causal, c.index, stream);
+      if (c.backend == Backend::kSm90) return launch_sm90<kHeadDim>(p.dtype, f, sm90_masked(p), c.index, stream);
     }
 #endif
     return cudaErrorInvalidValue;

@@ -16,12 +16,15 @@ namespace flash::sm90 {
 // tensors cannot be described to TMA (the caller then falls back to the sm80
 // kernel), cudaErrorInvalidValue for a candidate out of range, else the
 // launch error.
+// `masked`: the call has a causal or sliding-window mask (params.window_left
+// / window_right; causal is (-1, 0)); it runs the masked kernel with the
+// tiles chosen for causal calls.
 template <DType kDType, int kHeadDim>
-cudaError_t run_fwd(const detail::FwdParams& params, bool causal, int candidate, cudaStream_t stream);
+cudaError_t run_fwd(const detail::FwdParams& params, bool masked, int candidate, cudaStream_t stream);
 
-// Number of compiled configurations for (head_dim, causal) (0 if none).
-int num_candidates(int64_t head_dim, bool causal);
+// Number of compiled configurations for (head_dim, masked) (0 if none).
+int num_candidates(int64_t head_dim, bool masked);
 // Describes configuration `index` (source left as is). False if none.
-bool describe_candidate(int64_t head_dim, bool causal, int index, KernelChoice* choice);
+bool describe_candidate(int64_t head_dim, bool masked, int index, KernelChoice* choice);
 
 }  // namespace flash::sm90

@@ -16,7 +16,7 @@
 // runs under the other's tensor-core work, and the consumer warpgroups take
 // turns issuing (pingpong) so one's softmax also overlaps the other's GEMMs.
 // Blocks are visited from the last visible one down (masked first); blocks
-// wholly hidden by the causal mask are never loaded. The epilogue stages O
+// wholly hidden by the causal or window mask are never loaded. The epilogue stages O
 // through shared memory and writes it with a TMA store, which clips the
 // ragged tail, where shared memory has room for an O buffer; elsewhere it
 // stores O from registers.
@@ -35,7 +35,9 @@
 
 namespace flash::sm90 {
 
-template <typename Traits, bool kIsCausal>
+// kMasked: a causal or sliding-window mask (WindowMask<true>, window from
+// the parameters, causal = (-1, 0)); else only the ragged tail.
+template <typename Traits, bool kMasked>
 __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_constant__ FwdParams params) {
   using Element = typename Traits::Element;
   constexpr int kBlockM = Traits::kBlockM;
@@ -43,7 +45,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
   constexpr int kHeadDim = Traits::kHeadDim;
   constexpr int kStages = Traits::kStages;
   const detail::FwdParams& p = params.common;
-  using Scheduler = TileScheduler<kIsCausal, kBlockM, kBlockN, Traits::kSchedSeqs, Traits::kNThreads>;
+  using Scheduler = TileScheduler<kMasked, kBlockM, kBlockN, Traits::kSchedSeqs, Traits::kNThreads>;
 
   extern __shared__ unsigned char smem_raw[];
   // SWIZZLE_128B tiles need 1024-byte alignment; kSmemBytes has the slack.
@@ -109,7 +111,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
                         tile.q_batch);
           }
           for (int i = 0; i < tile.n_blocks; ++i, ++kv_count) {
-            const int n_block = tile.n_blocks - 1 - i;
+            const int n_block = tile.n_first + tile.n_blocks - 1 - i;
             const int stage = stage_of(kv_count);
             // Parity of the stage's previous use; a stage's first use passes at once.
             const uint32_t empty_parity = parity_of(kv_count) ^ 1;
@@ -171,19 +173,36 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
     wgmma_commit();
   };
   // Mask (only the blocks that need it), then the online softmax on S.
-  auto softmax_step = [&](const Tile& tile, float(&s)[kBlockN / 2], int n_block, float(&correction)[2]) {
+  // The keys [cols.begin[hi], cols.limit[hi]) this thread's two rows of the
+  // tile see, computed once per tile (begin is 0 unmasked).
+  struct RowCols {
+    int begin[2], limit[2];
+  };
+  auto row_cols = [&](const Tile& tile) {
+    RowCols c;
+    const WindowMask<kMasked> mask(tile.len_q, tile.len_k, p.window_left, p.window_right);
+#pragma unroll
+    for (int hi = 0; hi < 2; ++hi) {
+      const int row = tile.row_begin + wg * 64 + warp_in_wg * 16 + lane / 4 + hi * 8;
+      c.begin[hi] = mask.col_begin(row);
+      c.limit[hi] = mask.col_limit(row);
+    }
+    return c;
+  };
+  auto softmax_step = [&](const Tile& tile, const RowCols& cols, float(&s)[kBlockN / 2], int n_block,
+                          float(&correction)[2]) {
     auto& s_frag = *reinterpret_cast<float(*)[1][kBlockN / 8][4]>(&s);
-    if (n_block >= tile.n_unmasked) {
-      const CausalTailMask<kIsCausal> mask(tile.len_q, tile.len_k);
+    if (n_block >= tile.unmasked_end || n_block < tile.unmasked_begin) {
 #pragma unroll
       for (int hi = 0; hi < 2; ++hi) {
-        const int row = tile.row_begin + wg * 64 + warp_in_wg * 16 + lane / 4 + hi * 8;
-        const int limit = mask.col_limit(row) - n_block * kBlockN;
+        const int begin = cols.begin[hi] - n_block * kBlockN;
+        const int limit = cols.limit[hi] - n_block * kBlockN;
 #pragma unroll
         for (int nt = 0; nt < kBlockN / 8; ++nt) {
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
-            if (nt * 8 + (lane % 4) * 2 + e >= limit) s_frag[0][nt][2 * hi + e] = -INFINITY;
+            const int col = nt * 8 + (lane % 4) * 2 + e;
+            if (col >= limit || (kMasked && col < begin)) s_frag[0][nt][2 * hi + e] = -INFINITY;
           }
         }
       }
@@ -241,6 +260,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
 
       if (tile.n_blocks > 0) {
         const int n = tile.n_blocks;
+        const RowCols cols = row_cols(tile);
         mbarrier_wait(bar_q_full, q_count & 1);
         ++q_count;
         if (!opened && wg == kCWG - 1) named_barrier_arrive(kTurnBarrier, 256);
@@ -260,7 +280,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
         fence_registers(s);
         if (lane == 0) mbarrier_arrive(bar_k_empty(stage_of(kv_count)));
         if (kEarlyQ && n == 1) release_q();
-        softmax_step(tile, s, n - 1, correction);
+        softmax_step(tile, cols, s, tile.n_first + n - 1, correction);
         convert_p(s, pa);
 
         // Steady state: issue S_i = Q K_i^T and O += P_{i-1} V_{i-1} together,
@@ -281,7 +301,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
           fence_registers(s);
           if (lane == 0) mbarrier_arrive(bar_k_empty(stage_of(cur)));
           if (kEarlyQ && i == n - 1) release_q();
-          softmax_step(tile, s, n - 1 - i, correction);
+          softmax_step(tile, cols, s, tile.n_first + n - 1 - i, correction);
           wgmma_wait<0>();
           fence_registers(o);
           if (lane == 0) mbarrier_arrive(bar_v_empty(stage_of(prev)));

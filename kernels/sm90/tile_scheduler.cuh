@@ -12,8 +12,9 @@ namespace flash::sm90 {
 struct Tile {
   int m_block, head, batch;
   int row_begin;   // first query row, within the sequence
-  int n_blocks;    // K/V blocks any row of the tile sees (0: all rows see nothing)
-  int n_unmasked;  // leading blocks every row sees in full
+  int n_first;     // first K/V block any row of the tile sees
+  int n_blocks;    // K/V blocks [n_first, n_first + n_blocks) hold every key a row sees (0: none)
+  int unmasked_begin, unmasked_end;  // blocks every row sees in full: no per-element mask
   bool skip;       // varlen: the sequence is shorter than row_begin; nothing to compute or write
   int len_q, len_k;  // this sequence's query rows and keys
   int q_start;       // varlen: the sequence's first row in packed Q/O (else 0)
@@ -38,7 +39,11 @@ struct Tile {
 // scatters units of very different costs over the CTAs (up to ~15% apart
 // on 64 sequences of 100-8k tokens). Larger batches keep the padded
 // numbering: their units are many and small, so they even out anyway.
-template <bool kIsCausal, int kBlockM, int kBlockN, int kSchedSeqs, int kNThreads>
+//
+// kMasked: a causal or sliding-window mask (WindowMask<true>); else only the
+// ragged tail. Masked calls pair tiles as causal ones do (under a sliding
+// window the tiles' costs are about equal anyway).
+template <bool kMasked, int kBlockM, int kBlockN, int kSchedSeqs, int kNThreads>
 struct TileScheduler {
   static_assert(kSchedSeqs >= 32 && kSchedSeqs <= kNThreads, "varlen schedule: one sequence per thread");
   int num_m_blocks;    // padded numbering: query blocks of the longest sequence
@@ -60,7 +65,7 @@ struct TileScheduler {
     return p.cu_seqlens_q != nullptr && p.batch <= kSchedSeqs;
   }
 
-  __host__ __device__ static int units_per_head_of(int m_blocks) { return kIsCausal ? (m_blocks + 1) / 2 : m_blocks; }
+  __host__ __device__ static int units_per_head_of(int m_blocks) { return kMasked ? (m_blocks + 1) / 2 : m_blocks; }
   __host__ __device__ static int units(int num_m_blocks, int heads_x_batch) {
     return units_per_head_of(num_m_blocks) * heads_x_batch;
   }
@@ -81,10 +86,14 @@ struct TileScheduler {
       const int m_blocks = (seq.len_q + kBlockM - 1) / kBlockM;
       my_units = units_per_head_of(m_blocks) * p.heads_q;
       if (m_blocks > 0) {
-        const CausalTailMask<kIsCausal> mask(seq.len_q, seq.len_k);
-        const int last = m_blocks - 1;
-        cost = mask.template num_visible_blocks<kBlockN>(last * kBlockM, seq.len_q);
-        if (kIsCausal && m_blocks > 1) cost += mask.template num_visible_blocks<kBlockN>(0, kBlockM);
+        const WindowMask<kMasked> mask(seq.len_q, seq.len_k, p.window_left, p.window_right);
+        int begin, end;
+        mask.template visible_blocks<kBlockN>((m_blocks - 1) * kBlockM, seq.len_q - 1, &begin, &end);
+        cost = end - begin;
+        if (kMasked && m_blocks > 1) {
+          mask.template visible_blocks<kBlockN>(0, kBlockM - 1, &begin, &end);
+          cost += end - begin;
+        }
         cost += 1;  // the tile's own prologue and epilogue
       }
       cost_then_first[b] = cost;
@@ -130,7 +139,7 @@ struct TileScheduler {
   }
 
   __device__ __forceinline__ int tiles_in_unit(int u, const detail::FwdParams& p) const {
-    if constexpr (kIsCausal) {
+    if constexpr (kMasked) {
       int m_blocks = num_m_blocks, j = u % units_per_head;
       if (compact(p)) {
         const int r = rank_of(u, p.batch);
@@ -167,7 +176,7 @@ struct TileScheduler {
       t.head = bh % p.heads_q;
       t.batch = bh / p.heads_q;
     }
-    t.m_block = kIsCausal ? (k == 0 ? m_blocks - 1 - j : j) : m_blocks - 1 - j;
+    t.m_block = kMasked ? (k == 0 ? m_blocks - 1 - j : j) : m_blocks - 1 - j;
     t.row_begin = t.m_block * kBlockM;
     const SeqInfo seq(p, t.batch);
     t.len_q = seq.len_q;
@@ -182,13 +191,15 @@ struct TileScheduler {
     t.k_batch = varlen_k ? 0 : t.batch;
     t.skip = t.row_begin >= seq.len_q;
     if (t.skip) {
-      t.n_blocks = t.n_unmasked = 0;
+      t.n_first = t.n_blocks = t.unmasked_begin = t.unmasked_end = 0;
       return t;
     }
-    const int row_end = min(t.row_begin + kBlockM, seq.len_q);
-    const CausalTailMask<kIsCausal> mask(seq.len_q, seq.len_k);
-    t.n_blocks = mask.template num_visible_blocks<kBlockN>(t.row_begin, row_end);
-    t.n_unmasked = min(t.n_blocks, mask.template num_unmasked_blocks<kBlockN>(t.row_begin, row_end));
+    const int row_last = min(t.row_begin + kBlockM, seq.len_q) - 1;
+    const WindowMask<kMasked> mask(seq.len_q, seq.len_k, p.window_left, p.window_right);
+    int end;
+    mask.template visible_blocks<kBlockN>(t.row_begin, row_last, &t.n_first, &end);
+    t.n_blocks = end - t.n_first;
+    mask.template unmasked_blocks<kBlockN>(t.row_begin, row_last, &t.unmasked_begin, &t.unmasked_end);
     return t;
   }
 
