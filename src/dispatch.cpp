@@ -16,6 +16,18 @@
 namespace flash::detail {
 namespace {
 
+// The window as the kernels see it: sides beyond any sequence length
+// (validate() caps lengths at 2^30) are unbounded (-1); causal is
+// window_right = 0.
+constexpr int64_t kUnboundedWindow = int64_t{1} << 30;
+int kernel_window_left(const AttentionParams& p) {
+  return p.window_left < 0 || p.window_left >= kUnboundedWindow ? -1 : static_cast<int>(p.window_left);
+}
+int kernel_window_right(const AttentionParams& p) {
+  if (p.causal) return 0;
+  return p.window_right < 0 || p.window_right >= kUnboundedWindow ? -1 : static_cast<int>(p.window_right);
+}
+
 // Calls f(std::integral_constant<int, head_dim>{}) when head_dim is
 // compiled into this build (FLASH_HEAD_DIMS), else returns `otherwise`: the
 // one switch from a runtime head dim to the template argument of every
@@ -60,9 +72,14 @@ cudaError_t launch_decode(DType dtype, const FwdParams& f, cudaStream_t stream) 
 
 #if FLASH_HAS_SM90
 template <int kHeadDim>
-cudaError_t launch_sm90(DType dtype, const FwdParams& f, bool masked, int index, cudaStream_t stream) {
-  return dtype == DType::kFloat16 ? sm90::run_fwd<DType::kFloat16, kHeadDim>(f, masked, index, stream)
-                                  : sm90::run_fwd<DType::kBFloat16, kHeadDim>(f, masked, index, stream);
+cudaError_t launch_sm90(DType dtype, const FwdParams& f, int index, cudaStream_t stream) {
+  // The window as the kernels see it (FwdParams: causal is (-1, 0), bounds
+  // past 2^30 are -1).
+  const sm90::Mask mask = f.window_left >= 0    ? sm90::Mask::kWindow
+                          : f.window_right >= 0 ? sm90::Mask::kCausal
+                                                : sm90::Mask::kTail;
+  return dtype == DType::kFloat16 ? sm90::run_fwd<DType::kFloat16, kHeadDim>(f, mask, index, stream)
+                                  : sm90::run_fwd<DType::kBFloat16, kHeadDim>(f, mask, index, stream);
 }
 
 // The sm90 heuristic's pick among the compiled candidates: candidate 0 (the
@@ -73,7 +90,7 @@ cudaError_t launch_sm90(DType dtype, const FwdParams& f, bool masked, int index,
 // to N = 1024), both dtypes; 128 x 176 for long causal ones at head_dim 128.
 // Sliding windows take candidate 0 of the masked configurations (not tuned).
 int sm90_heuristic_index(const AttentionParams& p) {
-  if (p.window_left >= 0 || (p.window_right >= 0 && !p.causal)) return 0;
+  if (kernel_window_left(p) >= 0 || (kernel_window_right(p) >= 0 && !p.causal)) return 0;
   if (p.head_dim == 64 && p.causal && p.seqlen_q <= 2048) return 1;
   if (p.head_dim == 128 && !p.causal && p.seqlen_k <= 1024) return 1;
   // 128 x 176 for causal head_dim 128 at N >= 16k: ahead of 128 x 128 by
@@ -84,7 +101,7 @@ int sm90_heuristic_index(const AttentionParams& p) {
 }
 
 // A causal or sliding-window mask: the sm90 kernel's masked variant.
-bool sm90_masked(const AttentionParams& p) { return p.causal || p.window_left >= 0 || p.window_right >= 0; }
+bool sm90_masked(const AttentionParams& p) { return kernel_window_left(p) >= 0 || kernel_window_right(p) >= 0; }
 #endif
 
 }  // namespace
@@ -271,7 +288,7 @@ cudaError_t launch(const Candidate& c, const AttentionParams& p, const FwdParams
     if (c.backend == Backend::kDecode) return launch_decode<kHeadDim>(p.dtype, f, stream);
 #if FLASH_HAS_SM90
     if constexpr (kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256) {
-      if (c.backend == Backend::kSm90) return launch_sm90<kHeadDim>(p.dtype, f, sm90_masked(p), c.index, stream);
+      if (c.backend == Backend::kSm90) return launch_sm90<kHeadDim>(p.dtype, f, c.index, stream);
     }
 #endif
     return cudaErrorInvalidValue;
@@ -325,11 +342,8 @@ FwdParams make_fwd_params(const AttentionParams& p, const DeviceCaps& caps) {
   f.max_seqlen_k_alloc = p.block_table != nullptr && p.seqused_k != nullptr
                              ? static_cast<int>(p.max_pages_per_seq * p.page_size)
                              : static_cast<int>(p.seqlen_k);
-  // Window sides beyond any sequence length (validate() caps lengths at
-  // 2^30) are unbounded; causal is window_right = 0.
-  constexpr int64_t kUnbounded = int64_t{1} << 30;
-  f.window_left = p.window_left < 0 || p.window_left >= kUnbounded ? -1 : static_cast<int>(p.window_left);
-  f.window_right = p.causal ? 0 : (p.window_right < 0 || p.window_right >= kUnbounded ? -1 : static_cast<int>(p.window_right));
+  f.window_left = kernel_window_left(p);
+  f.window_right = kernel_window_right(p);
   f.softcap = p.softcap;
   if (p.softcap > 0.f) {
     // tanh(s * scale / cap) goes through the softmax with scale cap.

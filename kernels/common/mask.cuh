@@ -17,9 +17,11 @@ namespace flash {
 // sequence) sees keys j with
 //   i + d - window_left <= j <= i + d + window_right,  d = seqlen_k - seqlen_q,
 // and 0 <= j < seqlen_k; a negative window side is unbounded. With
-// kHasWindow false only the tail applies. Both edges are non-decreasing in
-// the row, so a block of rows sees the union [col_begin(first), col_limit(last)).
-template <bool kHasWindow>
+// kHasWindow false only the tail applies. kHasLeft false drops the left
+// edge at compile time (for callers that know window_left is -1: causal and
+// right-only windows). Both edges are non-decreasing in the row, so a block
+// of rows sees the union [col_begin(first), col_limit(last)).
+template <bool kHasWindow, bool kHasLeft = kHasWindow>
 struct WindowMask {
   int seqlen_k;
   int64_t lo;  // row i sees keys from i + lo ...
@@ -34,7 +36,7 @@ struct WindowMask {
 
   // First key row `row` sees (clamped to [0, seqlen_k]).
   __device__ __forceinline__ int col_begin(int row) const {
-    if constexpr (kHasWindow) {
+    if constexpr (kHasWindow && kHasLeft) {
       return static_cast<int>(max(int64_t{0}, min(row + lo, static_cast<int64_t>(seqlen_k))));
     } else {
       return 0;

@@ -16,11 +16,15 @@ namespace flash::sm90 {
 // tensors cannot be described to TMA (the caller then falls back to the sm80
 // kernel), cudaErrorInvalidValue for a candidate out of range, else the
 // launch error.
-// `masked`: the call has a causal or sliding-window mask (params.window_left
-// / window_right; causal is (-1, 0)); it runs the masked kernel with the
+// Which mask variant of the kernel a call runs; the two masked ones use the
 // tiles chosen for causal calls.
+enum class Mask {
+  kTail,    // no window: only the ragged tail
+  kCausal,  // a right edge only: causal (window (-1, 0)) or window_right >= 0 alone
+  kWindow,  // a left edge (window_left >= 0), with or without a right one
+};
 template <DType kDType, int kHeadDim>
-cudaError_t run_fwd(const detail::FwdParams& params, bool masked, int candidate, cudaStream_t stream);
+cudaError_t run_fwd(const detail::FwdParams& params, Mask mask, int candidate, cudaStream_t stream);
 
 // Number of compiled configurations for (head_dim, masked) (0 if none).
 int num_candidates(int64_t head_dim, bool masked);

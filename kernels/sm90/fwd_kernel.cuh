@@ -35,9 +35,10 @@
 
 namespace flash::sm90 {
 
-// kMasked: a causal or sliding-window mask (WindowMask<true>, window from
-// the parameters, causal = (-1, 0)); else only the ragged tail.
-template <typename Traits, bool kMasked>
+// kMasked: a causal or sliding-window mask (window from the parameters,
+// causal = (-1, 0)); else only the ragged tail. kLeft: the window has a left
+// edge (window_left >= 0); without one the left-edge work is compiled out.
+template <typename Traits, bool kMasked, bool kLeft>
 __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_constant__ FwdParams params) {
   using Element = typename Traits::Element;
   constexpr int kBlockM = Traits::kBlockM;
@@ -45,7 +46,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
   constexpr int kHeadDim = Traits::kHeadDim;
   constexpr int kStages = Traits::kStages;
   const detail::FwdParams& p = params.common;
-  using Scheduler = TileScheduler<kMasked, kBlockM, kBlockN, Traits::kSchedSeqs, Traits::kNThreads>;
+  using Scheduler = TileScheduler<kMasked, kLeft, kBlockM, kBlockN, Traits::kSchedSeqs, Traits::kNThreads>;
 
   extern __shared__ unsigned char smem_raw[];
   // SWIZZLE_128B tiles need 1024-byte alignment; kSmemBytes has the slack.
@@ -180,7 +181,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
   };
   auto row_cols = [&](const Tile& tile) {
     RowCols c;
-    const WindowMask<kMasked> mask(tile.len_q, tile.len_k, p.window_left, p.window_right);
+    const WindowMask<kMasked, kLeft> mask(tile.len_q, tile.len_k, p.window_left, p.window_right);
 #pragma unroll
     for (int hi = 0; hi < 2; ++hi) {
       const int row = tile.row_begin + wg * 64 + warp_in_wg * 16 + lane / 4 + hi * 8;
@@ -202,7 +203,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
             const int col = nt * 8 + (lane % 4) * 2 + e;
-            if (col >= limit || (kMasked && col < begin)) s_frag[0][nt][2 * hi + e] = -INFINITY;
+            if (col >= limit || (kLeft && col < begin)) s_frag[0][nt][2 * hi + e] = -INFINITY;
           }
         }
       }

@@ -15,9 +15,9 @@
 
 namespace flash::sm90 {
 
-template <typename Traits, bool kMasked>
+template <typename Traits, bool kMasked, bool kLeft>
 cudaError_t launch_fwd(const FwdParams& params, cudaStream_t stream) {
-  auto* kernel = &fwd_kernel<Traits, kMasked>;
+  auto* kernel = &fwd_kernel<Traits, kMasked, kLeft>;
   constexpr int kSmemBytes = Traits::kSmemBytes;
   const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
   if (err != cudaSuccess) return err;
@@ -27,7 +27,7 @@ cudaError_t launch_fwd(const FwdParams& params, cudaStream_t stream) {
   const int64_t num_m_blocks = (p.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM;
   if (num_m_blocks * p.heads_q * p.batch > INT32_MAX) return cudaErrorNotSupported;
   const int num_units =
-      TileScheduler<kMasked, Traits::kBlockM, Traits::kBlockN, Traits::kSchedSeqs, Traits::kNThreads>::units(static_cast<int>(num_m_blocks), p.heads_q * p.batch);
+      TileScheduler<kMasked, kLeft, Traits::kBlockM, Traits::kBlockN, Traits::kSchedSeqs, Traits::kNThreads>::units(static_cast<int>(num_m_blocks), p.heads_q * p.batch);
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3(static_cast<unsigned>(num_units < num_sms ? num_units : num_sms));
   config.blockDim = dim3(Traits::kNThreads);
@@ -38,25 +38,31 @@ cudaError_t launch_fwd(const FwdParams& params, cudaStream_t stream) {
 
 // Builds the four tensor maps for Traits' boxes and launches; returns
 // cudaErrorNotSupported, having launched nothing, if TMA cannot describe a tensor.
-template <typename Traits, bool kMasked>
+template <typename Traits, bool kMasked, bool kLeft>
 cudaError_t run_with_traits(const detail::FwdParams& p, cudaStream_t stream);
 
 template <DType kDType, int kHeadDim, int kIndex>
-cudaError_t run_candidate(const detail::FwdParams& p, bool masked, cudaStream_t stream) {
+cudaError_t run_candidate(const detail::FwdParams& p, Mask mask, cudaStream_t stream) {
   using Element = typename ElementOf<kDType>::type;
-  return masked ? run_with_traits<CandidateTraits<kHeadDim, true, kIndex, Element>, true>(p, stream)
-                : run_with_traits<CandidateTraits<kHeadDim, false, kIndex, Element>, false>(p, stream);
-}
-
-template <DType kDType, int kHeadDim>
-cudaError_t run_fwd(const detail::FwdParams& p, bool masked, int candidate, cudaStream_t stream) {
-  static_assert(kNumCandidates == 2, "extend the candidate switch");
-  if (candidate == 0) return run_candidate<kDType, kHeadDim, 0>(p, masked, stream);
-  if (candidate == 1) return run_candidate<kDType, kHeadDim, 1>(p, masked, stream);
+  using Tail = CandidateTraits<kHeadDim, false, kIndex, Element>;
+  using Masked = CandidateTraits<kHeadDim, true, kIndex, Element>;
+  switch (mask) {
+    case Mask::kTail: return run_with_traits<Tail, false, false>(p, stream);
+    case Mask::kCausal: return run_with_traits<Masked, true, false>(p, stream);
+    case Mask::kWindow: return run_with_traits<Masked, true, true>(p, stream);
+  }
   return cudaErrorInvalidValue;
 }
 
-template <typename Traits, bool kMasked>
+template <DType kDType, int kHeadDim>
+cudaError_t run_fwd(const detail::FwdParams& p, Mask mask, int candidate, cudaStream_t stream) {
+  static_assert(kNumCandidates == 2, "extend the candidate switch");
+  if (candidate == 0) return run_candidate<kDType, kHeadDim, 0>(p, mask, stream);
+  if (candidate == 1) return run_candidate<kDType, kHeadDim, 1>(p, mask, stream);
+  return cudaErrorInvalidValue;
+}
+
+template <typename Traits, bool kMasked, bool kLeft>
 cudaError_t run_with_traits(const detail::FwdParams& p, cudaStream_t stream) {
   constexpr bool kIsBf16 = std::is_same_v<typename Traits::Element, __nv_bfloat16>;
   constexpr int kHeadDim = Traits::kHeadDim;
@@ -83,7 +89,7 @@ cudaError_t run_with_traits(const detail::FwdParams& p, cudaStream_t stream) {
       make_tensor_map(&params.tma_o, p.o, kIsBf16, kHeadDim, q_rows, p.heads_q, q_batch, p.o_seq_stride,
                       p.o_head_stride, varlen_q ? 0 : p.o_batch_stride, 64);
   if (!ok) return cudaErrorNotSupported;
-  return launch_fwd<Traits, kMasked>(params, stream);
+  return launch_fwd<Traits, kMasked, kLeft>(params, stream);
 }
 
 }  // namespace flash::sm90

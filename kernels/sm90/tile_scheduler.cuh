@@ -40,10 +40,10 @@ struct Tile {
 // on 64 sequences of 100-8k tokens). Larger batches keep the padded
 // numbering: their units are many and small, so they even out anyway.
 //
-// kMasked: a causal or sliding-window mask (WindowMask<true>); else only the
-// ragged tail. Masked calls pair tiles as causal ones do (under a sliding
+// kMasked: a causal or sliding-window mask; else only the ragged tail.
+// kLeft: the window has a left edge (see fwd_kernel). Masked calls pair tiles as causal ones do (under a sliding
 // window the tiles' costs are about equal anyway).
-template <bool kMasked, int kBlockM, int kBlockN, int kSchedSeqs, int kNThreads>
+template <bool kMasked, bool kLeft, int kBlockM, int kBlockN, int kSchedSeqs, int kNThreads>
 struct TileScheduler {
   static_assert(kSchedSeqs >= 32 && kSchedSeqs <= kNThreads, "varlen schedule: one sequence per thread");
   int num_m_blocks;    // padded numbering: query blocks of the longest sequence
@@ -86,7 +86,7 @@ struct TileScheduler {
       const int m_blocks = (seq.len_q + kBlockM - 1) / kBlockM;
       my_units = units_per_head_of(m_blocks) * p.heads_q;
       if (m_blocks > 0) {
-        const WindowMask<kMasked> mask(seq.len_q, seq.len_k, p.window_left, p.window_right);
+        const WindowMask<kMasked, kLeft> mask(seq.len_q, seq.len_k, p.window_left, p.window_right);
         int begin, end;
         mask.template visible_blocks<kBlockN>((m_blocks - 1) * kBlockM, seq.len_q - 1, &begin, &end);
         cost = end - begin;
@@ -195,7 +195,7 @@ struct TileScheduler {
       return t;
     }
     const int row_last = min(t.row_begin + kBlockM, seq.len_q) - 1;
-    const WindowMask<kMasked> mask(seq.len_q, seq.len_k, p.window_left, p.window_right);
+    const WindowMask<kMasked, kLeft> mask(seq.len_q, seq.len_k, p.window_left, p.window_right);
     int end;
     mask.template visible_blocks<kBlockN>(t.row_begin, row_last, &t.n_first, &end);
     t.n_blocks = end - t.n_first;
