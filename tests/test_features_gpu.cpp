@@ -36,12 +36,14 @@ constexpr uint64_t kFeatureSeedBase = uint64_t{1} << 28;  // apart from the othe
 constexpr int64_t kLengths[] = {0, 1, 17, 63, 64, 65, 300, 1000};
 constexpr int kNumLengths = sizeof(kLengths) / sizeof(kLengths[0]);
 
-// kLengths rotated left by `shift`.
-std::vector<int64_t> rotated(int shift) {
+// `lengths` rotated left by `shift`.
+template <size_t kN>
+std::vector<int64_t> rotate(const int64_t (&lengths)[kN], int shift) {
   std::vector<int64_t> v;
-  for (int i = 0; i < kNumLengths; ++i) v.push_back(kLengths[(i + shift) % kNumLengths]);
+  for (size_t i = 0; i < kN; ++i) v.push_back(lengths[(i + static_cast<size_t>(shift)) % kN]);
   return v;
 }
+std::vector<int64_t> rotated(int shift) { return rotate(kLengths, shift); }
 
 // Ragged lengths around the Hopper kernel's 128- and 192-row query tiles and
 // its K/V blocks: empty, one, short, one row either side of 128, long, and
@@ -50,12 +52,7 @@ std::vector<int64_t> rotated(int shift) {
 constexpr int64_t kTileLengths[] = {0, 1, 17, 127, 128, 129, 1000, 2049};
 constexpr int kNumTileLengths = sizeof(kTileLengths) / sizeof(kTileLengths[0]);
 
-// kTileLengths rotated left by `shift`.
-std::vector<int64_t> tile_rotated(int shift) {
-  std::vector<int64_t> v;
-  for (int i = 0; i < kNumTileLengths; ++i) v.push_back(kTileLengths[(i + shift) % kNumTileLengths]);
-  return v;
-}
+std::vector<int64_t> tile_rotated(int shift) { return rotate(kTileLengths, shift); }
 
 // One flash call on a case: backend, num_splits, and whether to pass a
 // workspace of attention_workspace_size() bytes.
@@ -1359,6 +1356,17 @@ TEST_F(Features, SanitizerNewPathsAgree) {
     cfg.window_right = 0;
     cfg.softcap = 10.f;
     check_against_sm80(cfg, {{Backend::kDecode, 0}});
+    if (HasFatalFailure()) return;
+  }
+  {
+    // A left window without softcap: on sm_90 kAuto and kSm90 run the
+    // Hopper kernel's left-window variant (visible blocks past block 0).
+    FeatureConfig cfg = make_config(DType::kBFloat16, 128, 4, 2, case_seed(9004));
+    cfg.seqlens_q = repeat(700, 1);
+    cfg.seqlens_k = repeat(900, 1);
+    cfg.window_left = 200;
+    cfg.window_right = 30;
+    check_against_sm80(cfg, {{Backend::kAuto, 0}});
   }
 }
 

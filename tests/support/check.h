@@ -9,12 +9,30 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <sstream>
 #include <vector>
 
 #include "flash/flash.hpp"
 
 namespace flash::test {
+
+// What poison() (device_tensor.h) leaves in a 16-bit O element: all ones, a
+// NaN in fp16 and bf16; the LSE's float32 elements become 0xFFFFFFFF.
+constexpr uint16_t kPoison16 = 0xFFFF;
+
+// Nothing in O (its raw 16-bit elements) or the LSE was written: all still poison.
+inline ::testing::AssertionResult still_poisoned(const std::vector<uint16_t>& o, const std::vector<float>& lse) {
+  for (size_t x = 0; x < o.size(); ++x) {
+    if (o[x] != kPoison16) return ::testing::AssertionFailure() << "O buffer element " << x << " was written";
+  }
+  for (size_t x = 0; x < lse.size(); ++x) {
+    uint32_t bits;
+    std::memcpy(&bits, &lse[x], 4);
+    if (bits != 0xFFFFFFFFu) return ::testing::AssertionFailure() << "LSE element " << x << " was written";
+  }
+  return ::testing::AssertionSuccess();
+}
 
 // Error bounds against a float32/float64 reference.
 //
