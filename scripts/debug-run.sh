@@ -1,17 +1,15 @@
 #!/usr/bin/env bash
-# One-off investigation run (kept for the record of what was run): does the
-# split count move the batch-32 x 32k decode row? Interleaved rounds of
-# num_splits 1 (what flash picks), 2, 4 and 33 (8448 CTAs = 32 full waves of
-# 2 CTAs x 132 SMs), each run printing its own read ceiling.
+# One-off investigation run (kept for the record of what was run): the read
+# rate of 4 GiB by three kernels (bench/probes/read_probe.cu: the bench's
+# 16-byte grid-stride reader, bulk copies into shared memory, and the decode
+# kernel's own access pattern without its arithmetic), then the decode row
+# B = 32 x 32k on the same machine.
 set -uo pipefail
 OUT=${OUT:-$PWD/debug-out}
 mkdir -p "$OUT"
 B=${BUILD_DIR:-build/gpu-check}
+nvcc -O3 -std=c++17 -arch=sm_90a -o "$OUT/read_probe" bench/probes/read_probe.cu >"$OUT/probe-build.log" 2>&1 ||
+  { echo "probe build FAILED"; cat "$OUT/probe-build.log"; }
+"$OUT/read_probe" && rm -f "$OUT/read_probe"
 HEAD_DIMS="128" scripts/gpu-check.sh build >/dev/null 2>&1
-for round in 1 2; do
-  for s in 1 2 4 33; do
-    "$B/bench/flash_bench" --decode --num_splits=$s --benchmark_filter='B(32|8)/L32768/dense' >"$OUT/splits_${s}_$round.log" 2>&1
-    echo "round $round splits $s: $(grep -E '^read ceiling' "$OUT/splits_${s}_$round.log" | grep -oE '[0-9]+ GB/s')"
-    grep -E '^\| 32768' "$OUT/splits_${s}_$round.log"
-  done
-done
+"$B/bench/flash_bench" --decode --benchmark_filter='B32/L32768/dense' 2>&1 | grep -E "^read ceiling|^\| 32768"
