@@ -30,8 +30,9 @@ struct FwdParams {
   float softmax_scale;       // Scale applied to Q K^T (natural-log domain, for the LSE).
   float softmax_scale_log2;  // softmax_scale * log2(e): folds the scale into the exp2 FFMA.
 
-  // Inference-engine features (sm80 and decode kernels; the sm90 kernel
-  // never sees them set). See AttentionParams for the semantics.
+  // Inference-engine features. The sm80 and decode kernels take them all;
+  // the sm90 kernel takes varlen (with total_q / total_k) and the window,
+  // never the others. See AttentionParams for the semantics.
   const int* cu_seqlens_q;  // varlen Q/O: [batch + 1] row offsets, or null
   const int* cu_seqlens_k;  // varlen K/V: [batch + 1] row offsets, or null
   const int* seqused_k;     // keys used per sequence, or null

@@ -27,12 +27,13 @@ struct DeviceCaps {
   int smem_per_sm = 0;  // shared memory per multiprocessor, bytes (0: unknown)
 };
 
-// Whether `p` uses anything the sm90 kernel does not have: varlen, seqused_k,
-// a paged cache, a sliding window, a softcap or a requested split.
+// Whether `p` uses any inference-engine feature: varlen, seqused_k, a paged
+// cache, a sliding window, a softcap or a requested split (such calls are
+// not autotuned).
 bool uses_engine_features(const AttentionParams& p);
 // Whether the sm90 kernel covers every feature `p` uses: varlen (with
-// total_q / total_k given), causal; not seqused_k, paged caches, sliding
-// windows, softcap or splits.
+// total_q / total_k given), causal, sliding windows; not seqused_k, paged
+// caches, softcap or splits.
 bool sm90_supports_features(const AttentionParams& p);
 // Whether the split-KV decode kernel exists in this build for p.head_dim and fits `caps`.
 bool decode_available(const AttentionParams& p, const DeviceCaps& caps);

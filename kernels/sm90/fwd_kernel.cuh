@@ -394,7 +394,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
             tma_store_commit();
           }
         }
-        if constexpr (!kEarlyQ) {
+        if constexpr (!kEarlyQ) {  // only with kDirectO false and no O buffer (kernel_traits.cuh)
           // O was staged in the Q tile: hand Q back only once the store has read it.
           if (wg_thread == 0) tma_store_wait_read();
           named_barrier_sync(1 + wg, 128);

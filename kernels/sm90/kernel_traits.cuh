@@ -36,6 +36,10 @@ struct FwdTraits {
   // tile's Q load back until the store had read it). Either way Q is
   // released at the tile's last S, so the next Q loads under its last P V.
   static constexpr bool kSeparateO = kSmemWithoutO + kQBytes <= 227 * 1024;
+  // kDirectO: the register-store epilogue where there is no O buffer. Run 29
+  // measured it no faster at hd128 128x176 and 4-5% slower at hd256 N = 2k
+  // than staging O in Q's buffer (false here); it stays until a GPU run
+  // verifies the switch (bench/NOTES.md, run 29).
   static constexpr bool kDirectO = !kSeparateO;
   static constexpr int kQOffset = 0;
   static constexpr int kKOffset = kQOffset + kQBytes;
