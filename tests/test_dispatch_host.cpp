@@ -5,6 +5,7 @@
 // first, and a forced backend limits the list to its family.
 #include <gtest/gtest.h>
 
+#include <string>
 #include <vector>
 
 #include "src/dispatch.h"
@@ -109,6 +110,44 @@ TEST(Dispatch, HeuristicFirstAndForcedBackends) {
     EXPECT_EQ(k.backend, Backend::kSm80) << k.name;
   }
   EXPECT_TRUE(offered(params(128, false, 1024, Backend::kSm90), caps(8, 0, 163)).empty());
+}
+
+// Windows on Hopper: the masked (causal-tuned) configurations, causal spelled
+// as the window (-1, 0) exactly like causal, a window past any length
+// (>= 2^30) like no window, and windows with a left edge on the masked
+// tiles' first candidate.
+TEST(Dispatch, WindowsTakeTheMaskedConfigurations) {
+  const DeviceCaps hopper = caps(9, 0, 227);
+  for (int64_t hd : {64, 128, 256}) {
+    if (!compiled(hd)) continue;
+    for (int64_t n : {1024, 2048, 16384}) {
+      SCOPED_TRACE("head_dim " + std::to_string(hd) + ", N " + std::to_string(n));
+      const std::vector<KernelChoice> causal = offered(params(hd, true, n), hopper);
+      AttentionParams spelled = params(hd, false, n);
+      spelled.window_right = 0;
+      const std::vector<KernelChoice> as_window = offered(spelled, hopper);
+      ASSERT_EQ(causal.size(), as_window.size());
+      for (size_t i = 0; i < causal.size(); ++i) EXPECT_STREQ(causal[i].name, as_window[i].name);
+
+      AttentionParams huge = params(hd, false, n);
+      huge.window_left = huge.window_right = int64_t{1} << 31;
+      const std::vector<KernelChoice> plain = offered(params(hd, false, n), hopper);
+      const std::vector<KernelChoice> unbounded = offered(huge, hopper);
+      ASSERT_EQ(plain.size(), unbounded.size());
+      for (size_t i = 0; i < plain.size(); ++i) EXPECT_STREQ(plain[i].name, unbounded[i].name);
+
+#if FLASH_TEST_HAS_SM90
+      AttentionParams window = params(hd, true, n);
+      window.window_left = 512;
+      const std::vector<KernelChoice> windowed = offered(window, hopper);
+      ASSERT_FALSE(windowed.empty());
+      EXPECT_EQ(windowed[0].backend, Backend::kSm90);
+      Candidate first[8];
+      ASSERT_GT(detail::list_candidates(window, hopper, first, 8), 0);
+      EXPECT_EQ(first[0].index, 0) << "windows take the masked configurations' first candidate";
+#endif
+    }
+  }
 }
 
 }  // namespace

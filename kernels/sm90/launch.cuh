@@ -25,7 +25,8 @@ cudaError_t launch_fwd(const FwdParams& params, cudaStream_t stream) {
   // Persistent: at most one CTA per SM, each walking tiles with a stride of the grid size.
   const int num_sms = p.num_sms > 0 ? p.num_sms : 1;
   const int64_t num_m_blocks = (p.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM;
-  if (num_m_blocks * p.heads_q * p.batch > INT32_MAX) return cudaErrorNotSupported;
+  // Unit indices and the CTAs' strided walk (u + gridDim.x) stay in int.
+  if (num_m_blocks * p.heads_q * p.batch > INT32_MAX - num_sms) return cudaErrorNotSupported;
   const int num_units =
       TileScheduler<kMasked, kLeft, Traits::kBlockM, Traits::kBlockN, Traits::kSchedSeqs, Traits::kNThreads>::units(static_cast<int>(num_m_blocks), p.heads_q * p.batch);
   cudaLaunchConfig_t config = {};
