@@ -319,19 +319,23 @@ struct VarlenRun {
   }
 };
 
-struct VarlenFigures {
+struct PrefillFigures {
   double median_ms = 0.0;
   double tflops = 0.0;
   std::string config;
 };
 
-std::map<VarlenKey, VarlenFigures>& varlen_results() {
-  static std::map<VarlenKey, VarlenFigures> rows;
+std::map<VarlenKey, PrefillFigures>& varlen_results() {
+  static std::map<VarlenKey, PrefillFigures> rows;
   return rows;
 }
 
-void bench_varlen(benchmark::State& state, BenchEnv* env, VarlenKey key) {
-  VarlenRun run;
+// One prefill row: Run (VarlenRun, WindowRun) sets up the call for `key`;
+// the row times it and records TFLOP/s in `results`.
+template <typename Run, typename Key>
+void bench_prefill(benchmark::State& state, BenchEnv* env, const Key& key,
+                   std::map<Key, PrefillFigures>* results) {
+  Run run;
   const std::string err = run.setup(*env, key);
   if (!err.empty()) {
     state.SkipWithError(err.c_str());
@@ -342,12 +346,16 @@ void bench_varlen(benchmark::State& state, BenchEnv* env, VarlenKey key) {
   };
   std::vector<double> ms;
   if (!run_timed_loop(state, *env, env->options.flash_warmup, launch, &ms)) return;
-  VarlenFigures f;
+  PrefillFigures f;
   f.median_ms = set_counters(state, *env, ms, run.flops, &f.tflops);
   f.config = kernel_name(run.p);
   state.SetLabel(f.config);
   std::lock_guard<std::mutex> lock(g_mutex);
-  varlen_results()[key] = f;
+  (*results)[key] = f;
+}
+
+void bench_varlen(benchmark::State& state, BenchEnv* env, VarlenKey key) {
+  bench_prefill<VarlenRun>(state, env, key, &varlen_results());
 }
 
 struct WindowKey {
@@ -406,29 +414,13 @@ struct WindowRun {
   }
 };
 
-std::map<WindowKey, VarlenFigures>& window_results() {
-  static std::map<WindowKey, VarlenFigures> rows;
+std::map<WindowKey, PrefillFigures>& window_results() {
+  static std::map<WindowKey, PrefillFigures> rows;
   return rows;
 }
 
 void bench_window(benchmark::State& state, BenchEnv* env, WindowKey key) {
-  WindowRun run;
-  const std::string err = run.setup(*env, key);
-  if (!err.empty()) {
-    state.SkipWithError(err.c_str());
-    return;
-  }
-  auto launch = [&]() -> std::string {
-    return status_error("flash::attention_forward", flash::attention_forward(run.p, env->stream));
-  };
-  std::vector<double> ms;
-  if (!run_timed_loop(state, *env, env->options.flash_warmup, launch, &ms)) return;
-  VarlenFigures f;
-  f.median_ms = set_counters(state, *env, ms, run.flops, &f.tflops);
-  f.config = kernel_name(run.p);
-  state.SetLabel(f.config);
-  std::lock_guard<std::mutex> lock(g_mutex);
-  window_results()[key] = f;
+  bench_prefill<WindowRun>(state, env, key, &window_results());
 }
 
 }  // namespace
