@@ -40,6 +40,17 @@ struct OnlineSoftmax {
     }
   }
 
+  // Pairwise merge of kN partial results (kN a power of two or not).
+  template <int kN, typename Op>
+  __device__ __forceinline__ static float merge(float (&v)[kN], Op op) {
+#pragma unroll
+    for (int stride = 1; stride < kN; stride *= 2) {
+#pragma unroll
+      for (int a = 0; a + stride < kN; a += 2 * stride) v[a] = op(v[a], v[a + stride]);
+    }
+    return v[0];
+  }
+
   // Turns the scores s into unnormalised probabilities in place, updates m
   // and l, and returns in `correction` the factor exp2((m_old - m_new) *
   // scale_log2) by which the output accumulator must be rescaled (see
@@ -49,30 +60,36 @@ struct OnlineSoftmax {
   template <int kNTiles>
   __device__ __forceinline__ void update(float (&s)[kMTiles][kNTiles][4], float scale_log2,
                                          float (&correction)[kRows]) {
+    constexpr int kAcc = kNTiles < 4 ? kNTiles : 4;  // independent partial max / sum chains per row
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
       for (int hi = 0; hi < 2; ++hi) {
         const int r = 2 * mt + hi;
-        float block_max = m[r];
+        // Both row reductions run as kAcc independent chains merged at the
+        // end, not one chain through every column: a serial chain of 2 *
+        // kNTiles dependent FMNMX / FADD is latency the softmax cannot hide.
+        float part_max[kAcc];
 #pragma unroll
-        for (int nt = 0; nt < kNTiles; ++nt) {
-          block_max = fmaxf(block_max, fmaxf(s[mt][nt][2 * hi], s[mt][nt][2 * hi + 1]));
+        for (int a = 0; a < kAcc; ++a) part_max[a] = fmaxf(s[mt][a][2 * hi], s[mt][a][2 * hi + 1]);
+#pragma unroll
+        for (int nt = kAcc; nt < kNTiles; ++nt) {
+          part_max[nt % kAcc] = fmaxf(part_max[nt % kAcc], fmaxf(s[mt][nt][2 * hi], s[mt][nt][2 * hi + 1]));
         }
-        const float m_new = quad_max(block_max);
+        const float m_new = quad_max(fmaxf(m[r], merge(part_max, [](float x, float y) { return fmaxf(x, y); })));
         const float m_scaled = m_new == -INFINITY ? 0.f : m_new * scale_log2;
         correction[r] = ptx::exp2_approx(m[r] * scale_log2 - m_scaled);
         m[r] = m_new;
-        float sum = 0.f;
+        float part_sum[kAcc];
 #pragma unroll
         for (int nt = 0; nt < kNTiles; ++nt) {
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const float p = ptx::exp2_approx(fmaf(s[mt][nt][2 * hi + e], scale_log2, -m_scaled));
-            s[mt][nt][2 * hi + e] = p;
-            sum += p;
-          }
+          const float p0 = ptx::exp2_approx(fmaf(s[mt][nt][2 * hi], scale_log2, -m_scaled));
+          const float p1 = ptx::exp2_approx(fmaf(s[mt][nt][2 * hi + 1], scale_log2, -m_scaled));
+          s[mt][nt][2 * hi] = p0;
+          s[mt][nt][2 * hi + 1] = p1;
+          part_sum[nt % kAcc] = nt < kAcc ? p0 + p1 : part_sum[nt % kAcc] + (p0 + p1);
         }
+        const float sum = merge(part_sum, [](float x, float y) { return x + y; });
         l[r] = fmaf(l[r], correction[r], sum);
       }
     }

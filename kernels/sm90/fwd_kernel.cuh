@@ -18,8 +18,8 @@
 // Blocks are visited from the last visible one down (masked first); blocks
 // wholly hidden by the causal or window mask are never loaded. The epilogue stages O
 // through shared memory and writes it with a TMA store, which clips the
-// ragged tail, where shared memory has room for an O buffer; elsewhere it
-// stores O from registers.
+// ragged tail (in a buffer of its own where shared memory has room, else in
+// Q's).
 #pragma once
 
 #include <cstdint>
@@ -219,7 +219,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
     }
   };
   // With O staged in its own buffer, Q is free once the tile's last S is done.
-  constexpr bool kEarlyQ = Traits::kSeparateO || Traits::kDirectO;
+  constexpr bool kEarlyQ = Traits::kSeparateO;
   auto release_q = [&] {
     if (lane == 0) mbarrier_arrive(bar_q_empty);
   };
@@ -326,14 +326,10 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
       float lse[2];
       softmax.finalize(p.softmax_scale, inv_l, lse);
 
-      if (Traits::kDirectO || tile.n_blocks == 0) {
-        // O straight from the accumulators, two elements per store (a quad
-        // writes 16 contiguous bytes of a row). Without a staging buffer of
-        // its own O would have to go through Q's, and the next tile's Q
-        // could only load once the store had read it; so these tiles write
-        // from registers and Q was released at the tile's last S. Rows that
-        // see no key have o = 0 and inv_l = 0: zeros. No shared memory is
-        // touched, so nothing here can race a Q load in flight.
+      if (tile.n_blocks == 0) {
+        // No key visible to any row (a window or len_k = 0): zeros, stored
+        // from registers (o = 0, inv_l = 0); Q was never loaded for this
+        // tile, so no shared memory is touched.
 #pragma unroll
         for (int hi = 0; hi < 2; ++hi) {
           const int row = tile.row_begin + wg * 64 + warp_in_wg * 16 + lane / 4 + hi * 8;
@@ -394,7 +390,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
             tma_store_commit();
           }
         }
-        if constexpr (!kEarlyQ) {  // only with kDirectO false and no O buffer (kernel_traits.cuh)
+        if constexpr (!kEarlyQ) {
           // O was staged in the Q tile: hand Q back only once the store has read it.
           if (wg_thread == 0) tma_store_wait_read();
           named_barrier_sync(1 + wg, 128);

@@ -30,17 +30,13 @@ struct FwdTraits {
   static constexpr int kNumBarriers = 2 + 4 * kStages;     // Q full/empty; K/V full/empty per stage
   // +1024: the dynamic shared memory base is rounded up to a 1024-byte boundary.
   static constexpr int kSmemWithoutO = kQBytes + 2 * kStages * kKVBytes + 8 * kNumBarriers + 1024;
-  // With room for a buffer of its own, the epilogue stages O through shared
-  // memory for a TMA store; otherwise it writes O from the accumulators
-  // straight to global memory (staging it in Q's buffer would hold the next
-  // tile's Q load back until the store had read it). Either way Q is
-  // released at the tile's last S, so the next Q loads under its last P V.
+  // The epilogue stages O through shared memory for a TMA store: in a
+  // buffer of its own where there is room, so Q is released at the tile's
+  // last S and the next Q loads under its last P V; otherwise in Q's buffer,
+  // and Q is released once the store has read it. (Storing O straight from
+  // the accumulators instead, and releasing Q early, measured no faster at
+  // hd128 128x176 and 4-5% slower at hd256 N = 2k: bench/NOTES.md, run 29.)
   static constexpr bool kSeparateO = kSmemWithoutO + kQBytes <= 227 * 1024;
-  // kDirectO: the register-store epilogue where there is no O buffer. Run 29
-  // measured it no faster at hd128 128x176 and 4-5% slower at hd256 N = 2k
-  // than staging O in Q's buffer (false here); it stays until a GPU run
-  // verifies the switch (bench/NOTES.md, run 29).
-  static constexpr bool kDirectO = !kSeparateO;
   static constexpr int kQOffset = 0;
   static constexpr int kKOffset = kQOffset + kQBytes;
   static constexpr int kVOffset = kKOffset + kStages * kKVBytes;

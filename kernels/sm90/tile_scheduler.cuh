@@ -159,16 +159,10 @@ struct TileScheduler {
   // from the cu_seqlens / seqused_k arrays (SeqInfo), the mask is per sequence.
   __device__ __forceinline__ Tile tile(int u, int k, const detail::FwdParams& p) const {
     Tile t;
-    int j, m_blocks;
+    int j, m_blocks, rank = 0;
     if (compact(p)) {
-      const int r = rank_of(u, p.batch);
-      t.batch = order[r];
-      const SeqInfo seq(p, t.batch);
-      m_blocks = (seq.len_q + kBlockM - 1) / kBlockM;
-      const int per_head = units_per_head_of(m_blocks);
-      const int local = u - first_unit[r];
-      t.head = local / per_head;
-      j = local % per_head;
+      rank = rank_of(u, p.batch);
+      t.batch = order[rank];
     } else {
       m_blocks = num_m_blocks;
       j = u % units_per_head;
@@ -176,9 +170,16 @@ struct TileScheduler {
       t.head = bh % p.heads_q;
       t.batch = bh / p.heads_q;
     }
+    const SeqInfo seq(p, t.batch);
+    if (compact(p)) {
+      m_blocks = (seq.len_q + kBlockM - 1) / kBlockM;
+      const int per_head = units_per_head_of(m_blocks);
+      const int local = u - first_unit[rank];
+      t.head = local / per_head;
+      j = local % per_head;
+    }
     t.m_block = kMasked ? (k == 0 ? m_blocks - 1 - j : j) : m_blocks - 1 - j;
     t.row_begin = t.m_block * kBlockM;
-    const SeqInfo seq(p, t.batch);
     t.len_q = seq.len_q;
     t.len_k = seq.len_k;
     t.q_start = seq.q_start;
