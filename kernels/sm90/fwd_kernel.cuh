@@ -35,24 +35,6 @@
 
 namespace flash::sm90 {
 
-// S (64 rows of the tile x kN keys) = Q K^T by wgmma, both operands K-major
-// from shared memory; K advances 16 elements (32 bytes) inside a 128-byte
-// swizzle row, then to the next column block. kN < kBlockN computes only the
-// block's first kN keys: s's accumulator fragments for n8 tiles [0, kN / 8)
-// are the same registers at either width, and the rest keep stale values
-// the caller's mask turns into -inf.
-template <typename Traits, int kN>
-__device__ __forceinline__ void qk_gemm(float (&s)[Traits::kBlockN / 2], uint32_t smem_q_wg, uint32_t smem_k) {
-  static_assert(kN <= Traits::kBlockN, "narrower than the block or as wide");
-  auto& s_n = *reinterpret_cast<float(*)[kN / 2]>(&s);
-#pragma unroll
-  for (int kk = 0; kk < Traits::kHeadDim / 16; ++kk) {
-    const uint64_t desc_q = smem_descriptor(smem_q_wg + (kk / 4) * Traits::kBlockM * 128 + (kk % 4) * 32, 0);
-    const uint64_t desc_k = smem_descriptor(smem_k + (kk / 4) * Traits::kBlockN * 128 + (kk % 4) * 32, 0);
-    wgmma_ss<kN, 0, typename Traits::Element>(s_n, desc_q, desc_k, kk > 0 ? 1 : 0);
-  }
-}
-
 // kMasked: a causal or sliding-window mask (window from the parameters,
 // causal = (-1, 0)); else only the ragged tail. kLeft: the window has a left
 // edge (window_left >= 0); without one the left-edge work is compiled out.
@@ -85,11 +67,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
   auto stage_of = [](int j) { return j % kStages; };
   auto parity_of = [](int j) { return static_cast<uint32_t>((j / kStages) & 1); };
 
-  // Broadcast from lane 0: the compiler then knows it is the same in every
-  // thread of a warp, and so is everything computed from it and the tile
-  // (the consumers' GEMM widths below: a wgmma under a branch the compiler
-  // cannot prove uniform gets every wgmma of the kernel serialised).
-  const int warpgroup = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / 128, 0);
+  const int warpgroup = threadIdx.x / 128;
   const int lane = threadIdx.x % 32;
 
   const Scheduler scheduler(p, reinterpret_cast<int*>(smem_ptr + Traits::kSchedOffset));
@@ -174,42 +152,24 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
   auto& o_frag = *reinterpret_cast<float(*)[1][kHeadDim / 8][4]>(&o);
   OnlineSoftmax<1> softmax;
 
-  // S = Q_i K_j^T (qk_gemm), as wide as the keys this warpgroup's rows see.
-  // keys: how many of the block's keys (from its first) any of this
-  // warpgroup's rows sees; 0 skips the GEMM. A tile's last visible block
-  // is often seen only in part (the ragged end of the keys, a causal
-  // diagonal that the warpgroup's rows reach only partway), and narrower
-  // GEMMs cover it: 64 or 128 columns where kBlockN is wider.
-  auto issue_qk = [&](int stage, float(&s)[kBlockN / 2], int keys) {
-    if constexpr (kBlockN > 128) {
-      if (keys > 128) {
-        qk_gemm<Traits, kBlockN>(s, smem_q_wg, smem_k(stage));
-      } else if (keys > 64) {
-        qk_gemm<Traits, 128>(s, smem_q_wg, smem_k(stage));
-      } else if (keys > 0) {
-        qk_gemm<Traits, 64>(s, smem_q_wg, smem_k(stage));
-      }
-    } else if constexpr (kBlockN > 64) {
-      if (keys > 64) {
-        qk_gemm<Traits, kBlockN>(s, smem_q_wg, smem_k(stage));
-      } else if (keys > 0) {
-        qk_gemm<Traits, 64>(s, smem_q_wg, smem_k(stage));
-      }
-    } else {
-      if (keys > 0) qk_gemm<Traits, kBlockN>(s, smem_q_wg, smem_k(stage));
+  // S = Q_i K_j^T: both operands K-major; K advances 16 elements (32 bytes)
+  // inside a 128-byte swizzle row, then to the next column block.
+  auto issue_qk = [&](int stage, float(&s)[kBlockN / 2]) {
+#pragma unroll
+    for (int kk = 0; kk < kHeadDim / 16; ++kk) {
+      const uint64_t desc_q = smem_descriptor(smem_q_wg + (kk / 4) * kBlockM * 128 + (kk % 4) * 32, 0);
+      const uint64_t desc_k = smem_descriptor(smem_k(stage) + (kk / 4) * kBlockN * 128 + (kk % 4) * 32, 0);
+      wgmma_ss<kBlockN, 0, Element>(s, desc_q, desc_k, kk > 0 ? 1 : 0);
     }
     wgmma_commit();
   };
   // O += P V_j: V is N-major for this GEMM (keys are rows, head_dim is
-  // contiguous); 16 keys are 16 swizzled rows, 2048 bytes. Keys past `keys`
-  // have P = 0 and are skipped 16 at a time.
-  auto issue_pv = [&](int stage, const uint32_t(&pa)[kBlockN / 16][4], int keys) {
+  // contiguous); 16 keys are 16 swizzled rows, 2048 bytes.
+  auto issue_pv = [&](int stage, const uint32_t(&pa)[kBlockN / 16][4]) {
 #pragma unroll
     for (int kk = 0; kk < kBlockN / 16; ++kk) {
-      if (kk * 16 < keys) {
-        const uint64_t desc_v = smem_descriptor(smem_v(stage) + kk * 16 * 128, kBlockN * 128);
-        wgmma_rs<kHeadDim, 1, Element>(o, pa[kk], desc_v, 1);
-      }
+      const uint64_t desc_v = smem_descriptor(smem_v(stage) + kk * 16 * 128, kBlockN * 128);
+      wgmma_rs<kHeadDim, 1, Element>(o, pa[kk], desc_v, 1);
     }
     wgmma_commit();
   };
@@ -302,17 +262,6 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
       if (tile.n_blocks > 0) {
         const int n = tile.n_blocks;
         const RowCols cols = row_cols(tile);
-        // GEMM widths (keys of a block this warpgroup computes): none where
-        // all its rows are past the sequence's end (the ragged last query
-        // block), else every key of a block but the tile's last one, where
-        // only up to the key bound of the warpgroup's last row.
-        int wg_keys = 0, last_keys = 0;
-        if (tile.row_begin + wg * 64 < tile.len_q) {
-          const WindowMask<kMasked, kLeft> mask(tile.len_q, tile.len_k, p.window_left, p.window_right);
-          const int wg_last_row = min(tile.row_begin + wg * 64 + 63, tile.len_q - 1);
-          wg_keys = kBlockN;
-          last_keys = min(kBlockN, mask.col_limit(wg_last_row) - (tile.n_first + n - 1) * kBlockN);
-        }
         mbarrier_wait(bar_q_full, q_count & 1);
         ++q_count;
         if (!opened && wg == kCWG - 1) named_barrier_arrive(kTurnBarrier, 256);
@@ -326,7 +275,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
         mbarrier_wait(bar_k_full(stage_of(kv_count)), parity_of(kv_count));
         turn_begin();
         wgmma_fence();
-        issue_qk(stage_of(kv_count), s, last_keys);
+        issue_qk(stage_of(kv_count), s);
         turn_end(last_tile && n == 1);
         wgmma_wait<0>();
         fence_registers(s);
@@ -343,11 +292,11 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
           mbarrier_wait(bar_k_full(stage_of(cur)), parity_of(cur));
           turn_begin();
           wgmma_fence();
-          issue_qk(stage_of(cur), s, wg_keys);
+          issue_qk(stage_of(cur), s);
           mbarrier_wait(bar_v_full(stage_of(prev)), parity_of(prev));
           OnlineSoftmax<1>::rescale(o_frag, correction);
           wgmma_fence();
-          issue_pv(stage_of(prev), pa, i == 1 ? last_keys : wg_keys);
+          issue_pv(stage_of(prev), pa);
           turn_end(last_tile && i == n - 1);
           wgmma_wait<1>();
           fence_registers(s);
@@ -365,7 +314,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
         mbarrier_wait(bar_v_full(stage_of(last)), parity_of(last));
         OnlineSoftmax<1>::rescale(o_frag, correction);
         wgmma_fence();
-        issue_pv(stage_of(last), pa, n == 1 ? last_keys : wg_keys);
+        issue_pv(stage_of(last), pa);
         wgmma_wait<0>();
         fence_registers(o);
         if (lane == 0) mbarrier_arrive(bar_v_empty(stage_of(last)));
