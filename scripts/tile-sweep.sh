@@ -29,10 +29,11 @@ for spec in "$@"; do
   rm -rf "$dir" && mkdir -p "$dir"
   tar -C "$src" --exclude=./build --exclude=./.git -cf - . | tar -C "$dir" -xf -
   [[ -n "$expr" ]] && sed -i "$expr" "$dir/$file"
-  grep -n "struct DefaultTile<" "$dir/kernels/sm90/kernel_traits.cuh" | sed "s/^/[$name] /" >>"$OUT/variants.txt"
+  grep -n "struct CandidateTile<" "$dir/kernels/sm90/kernel_traits.cuh" | sed "s/^/[$name] /" >>"$OUT/variants.txt"
   (cmake -S "$dir" -B "$dir/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a \
      -DFLASH_HEAD_DIMS="$HEAD_DIMS" -DFLASH_BUILD_TESTS=OFF -DFLASH_BUILD_EXAMPLES=OFF &&
    cmake --build "$dir/build" -j "$(nproc)") >"$OUT/build-$name.log" 2>&1 || { echo "[$name] build FAILED"; tail -20 "$OUT/build-$name.log"; continue; }
+  echo "[$name] spill warnings: $(grep -c 'spill' "$OUT/build-$name.log"); wgmma serialised: $(grep -c 'instructions are serialized' "$OUT/build-$name.log")"
   names+=("$name")
 done
 cat "$OUT/variants.txt"

@@ -22,21 +22,25 @@ void describe(KernelChoice* c) {
 
 template <int kHeadDim, bool kIsCausal>
 bool describe_head_dim(int index, KernelChoice* c) {
-  static_assert(kNumCandidates == 2, "extend the candidate switch");
-  if (index == 0) {
-    describe<kHeadDim, kIsCausal, 0>(c);
-  } else if (index == 1) {
-    describe<kHeadDim, kIsCausal, 1>(c);
-  } else {
-    return false;
+  static_assert(kMaxCandidates == 3, "extend the candidate switch");
+  if (index < 0 || index >= kNumCandidates<kHeadDim, kIsCausal>) return false;
+  if (index == 0) describe<kHeadDim, kIsCausal, 0>(c);
+  if (index == 1) describe<kHeadDim, kIsCausal, 1>(c);
+  if constexpr (kNumCandidates<kHeadDim, kIsCausal> > 2) {
+    if (index == 2) describe<kHeadDim, kIsCausal, 2>(c);
   }
   return true;
 }
 
 }  // namespace
 
-int num_candidates(int64_t head_dim, bool /*causal*/) {
-  return (head_dim == 64 || head_dim == 128 || head_dim == 256) ? kNumCandidates : 0;
+int num_candidates(int64_t head_dim, bool masked) {
+  switch (head_dim) {
+    case 64: return masked ? kNumCandidates<64, true> : kNumCandidates<64, false>;
+    case 128: return masked ? kNumCandidates<128, true> : kNumCandidates<128, false>;
+    case 256: return masked ? kNumCandidates<256, true> : kNumCandidates<256, false>;
+    default: return 0;
+  }
 }
 
 bool describe_candidate(int64_t head_dim, bool causal, int index, KernelChoice* choice) {

@@ -64,23 +64,31 @@ struct FwdTraits {
 };
 
 // The compiled tile configurations per head dim and mask. Candidate 0 is
-// the heuristic's choice, picked by measurement on an H200 (bench/NOTES.md,
-// v4): longer key blocks amortise the per-block softmax and barrier work;
-// under a causal mask at head_dim 128 they also waste more of the diagonal
-// block, and 128 x 128 wins there. Candidate 1 is the runner-up the
-// autotuner may pick for shapes where it wins.
+// the heuristic's usual choice, picked by measurement on an H200
+// (bench/NOTES.md, v4 and run 40): longer key blocks amortise the
+// per-block softmax and barrier work; under a causal mask at head_dim 128
+// they also waste more of the diagonal block, and 128 x 128 wins there.
+// Non-causal head_dim 128 takes 128 x 160 (it leaves room for an O buffer
+// of its own, so the next tile's Q loads under the last P V, and 2k-8k keys
+// waste less of a last block) and has a third candidate, 128 x 176, ahead
+// at 16k keys. The others are runners-up the heuristic or the autotuner
+// picks for shapes where they win (src/dispatch.cpp).
 template <int kHeadDim, bool kIsCausal, int kIndex>
 struct CandidateTile;
 template <bool kIsCausal> struct CandidateTile<64, kIsCausal, 0>  { static constexpr int kBlockM = 192, kBlockN = 128, kStages = 2; };
 template <bool kIsCausal> struct CandidateTile<64, kIsCausal, 1>  { static constexpr int kBlockM = 128, kBlockN = 128, kStages = 3; };
-template <> struct CandidateTile<128, false, 0> { static constexpr int kBlockM = 128, kBlockN = 176, kStages = 2; };
+template <> struct CandidateTile<128, false, 0> { static constexpr int kBlockM = 128, kBlockN = 160, kStages = 2; };
 template <> struct CandidateTile<128, false, 1> { static constexpr int kBlockM = 128, kBlockN = 128, kStages = 2; };
+template <> struct CandidateTile<128, false, 2> { static constexpr int kBlockM = 128, kBlockN = 176, kStages = 2; };
 template <> struct CandidateTile<128, true, 0>  { static constexpr int kBlockM = 128, kBlockN = 128, kStages = 2; };
 template <> struct CandidateTile<128, true, 1>  { static constexpr int kBlockM = 128, kBlockN = 176, kStages = 2; };
 template <bool kIsCausal> struct CandidateTile<256, kIsCausal, 0> { static constexpr int kBlockM = 128, kBlockN = 80, kStages = 2; };
 template <bool kIsCausal> struct CandidateTile<256, kIsCausal, 1> { static constexpr int kBlockM = 128, kBlockN = 64, kStages = 2; };
 
-inline constexpr int kNumCandidates = 2;
+// How many candidates each head dim and mask compiles (indices 0 .. n-1).
+template <int kHeadDim, bool kIsCausal>
+inline constexpr int kNumCandidates = (kHeadDim == 128 && !kIsCausal) ? 3 : 2;
+inline constexpr int kMaxCandidates = 3;
 
 template <int kHeadDim, bool kIsCausal, int kIndex, typename Element>
 using CandidateTraits = FwdTraits<kHeadDim, CandidateTile<kHeadDim, kIsCausal, kIndex>::kBlockM,

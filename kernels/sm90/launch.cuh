@@ -42,25 +42,37 @@ cudaError_t launch_fwd(const FwdParams& params, cudaStream_t stream) {
 template <typename Traits, bool kMasked, bool kLeft>
 cudaError_t run_with_traits(const detail::FwdParams& p, cudaStream_t stream);
 
-template <DType kDType, int kHeadDim, int kIndex>
+// Candidate kIndex of the tail-only (kMasked false) or masked configurations.
+template <DType kDType, int kHeadDim, bool kMasked, int kIndex>
 cudaError_t run_candidate(const detail::FwdParams& p, Mask mask, cudaStream_t stream) {
-  using Element = typename ElementOf<kDType>::type;
-  using Tail = CandidateTraits<kHeadDim, false, kIndex, Element>;
-  using Masked = CandidateTraits<kHeadDim, true, kIndex, Element>;
-  switch (mask) {
-    case Mask::kTail: return run_with_traits<Tail, false, false>(p, stream);
-    case Mask::kCausal: return run_with_traits<Masked, true, false>(p, stream);
-    case Mask::kWindow: return run_with_traits<Masked, true, true>(p, stream);
+  if constexpr (kIndex >= kNumCandidates<kHeadDim, kMasked>) {
+    return cudaErrorInvalidValue;
+  } else {
+    using Traits = CandidateTraits<kHeadDim, kMasked, kIndex, typename ElementOf<kDType>::type>;
+    if constexpr (!kMasked) {
+      return run_with_traits<Traits, false, false>(p, stream);
+    } else {
+      return mask == Mask::kWindow ? run_with_traits<Traits, true, true>(p, stream)
+                                   : run_with_traits<Traits, true, false>(p, stream);
+    }
   }
-  return cudaErrorInvalidValue;
+}
+
+template <DType kDType, int kHeadDim, bool kMasked>
+cudaError_t run_masking(const detail::FwdParams& p, Mask mask, int candidate, cudaStream_t stream) {
+  static_assert(kMaxCandidates == 3, "extend the candidate switch");
+  switch (candidate) {
+    case 0: return run_candidate<kDType, kHeadDim, kMasked, 0>(p, mask, stream);
+    case 1: return run_candidate<kDType, kHeadDim, kMasked, 1>(p, mask, stream);
+    case 2: return run_candidate<kDType, kHeadDim, kMasked, 2>(p, mask, stream);
+    default: return cudaErrorInvalidValue;
+  }
 }
 
 template <DType kDType, int kHeadDim>
 cudaError_t run_fwd(const detail::FwdParams& p, Mask mask, int candidate, cudaStream_t stream) {
-  static_assert(kNumCandidates == 2, "extend the candidate switch");
-  if (candidate == 0) return run_candidate<kDType, kHeadDim, 0>(p, mask, stream);
-  if (candidate == 1) return run_candidate<kDType, kHeadDim, 1>(p, mask, stream);
-  return cudaErrorInvalidValue;
+  return mask == Mask::kTail ? run_masking<kDType, kHeadDim, false>(p, mask, candidate, stream)
+                             : run_masking<kDType, kHeadDim, true>(p, mask, candidate, stream);
 }
 
 template <typename Traits, bool kMasked, bool kLeft>
