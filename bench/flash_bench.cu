@@ -70,11 +70,13 @@ std::string row_name(Impl impl, const ShapeKey& key) {
          (key.causal ? "causal" : "noncausal") + "/N" + std::to_string(key.seqlen);
 }
 
-// One sweep shape's parameters (pointers left null), for the --backend chosen.
-flash::AttentionParams sweep_params(const ShapeKey& key, flash::Backend backend) {
+// One sweep shape's parameters (pointers left null), for the --backend and
+// --softcap chosen.
+flash::AttentionParams sweep_params(const ShapeKey& key, const flash_bench::Options& options) {
   flash::AttentionParams p = flash_bench::sweep_params(key.dtype, key.head_dim, key.causal, key.seqlen);
-  // Standard attention ignores the backend; the flash rows run the one chosen by --backend.
-  p.backend = backend;
+  // Standard attention ignores both; the flash rows run the backend chosen by --backend.
+  p.backend = options.backend;
+  p.softcap = options.softcap;
   return p;
 }
 
@@ -125,7 +127,7 @@ std::string status_error(const char* what, const flash::Status& s) {
 }
 
 void bench_attention(benchmark::State& state, BenchEnv* env, ShapeKey key, Impl impl) {
-  flash::AttentionParams p = sweep_params(key, env->options.backend);
+  flash::AttentionParams p = sweep_params(key, env->options);
   AttentionBuffers buffers;
   const std::string err = buffers.setup(*env, &p, impl);
   if (!err.empty()) {
@@ -220,6 +222,7 @@ int run(int argc, char** argv) {
   benchmark::AddCustomContext("compute_capability", env.compute_capability);
   benchmark::AddCustomContext("flash_version", flash::version());
   benchmark::AddCustomContext("flash_backend", backend_name(env.options.backend));
+  benchmark::AddCustomContext("flash_softcap", std::to_string(env.options.softcap));
   benchmark::AddCustomContext("gemm_bf16_8192_tflops", std::to_string(env.ceiling_tflops));
   std::printf("GPU: %s; ceiling (cuBLAS bf16 GEMM 8192^3): %.1f TFLOP/s\n", env.gpu_name.c_str(),
               env.ceiling_tflops);
@@ -232,6 +235,7 @@ int run(int argc, char** argv) {
   benchmark::RunSpecifiedBenchmarks();
   if (env.options.run_sweep) {
     print_summary(stdout, env.gpu_name, backend_name(env.options.backend), env.ceiling_tflops);
+    if (env.options.softcap > 0.f) std::printf("- flash rows with logit softcap %g\n", env.options.softcap);
   }
   if (env.options.decode) print_decode_summary(stdout, env);
   if (env.options.varlen) print_varlen_summary(stdout, env);

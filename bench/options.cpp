@@ -99,6 +99,8 @@ const char* usage() {
          "  --window                    run the sliding-window rows: causal prefill, bf16, heads 32/8, hd128, N 16384,\n"
          "                              window_left 1024 and 4096, on the run's backend and on the sm80 kernel\n"
          "  --num_splits=N              the decode rows' split count (default 0: flash picks; 1: no split)\n"
+         "  --softcap=X                 the sweep's flash rows with logit softcap X (default 0: none; the\n"
+         "                              standard-attention rows have none, so pair it with --no-standard)\n"
          "  --sweep                     with --decode, --varlen or --window: run the seed's sweep too (else they replace it)\n"
          "  --autotune                  also run each flash row with autotuning on (the first warm-up call\n"
          "                              tunes) and print heuristic vs autotuned\n"
@@ -143,6 +145,14 @@ std::string parse_options(int* argc, char** argv, Options* options, bool* help) 
       int64_t n = 0;
       if (!parse_int(v, 0, &n) || n > 128) err = std::string("--num_splits: '") + v + "' is not an integer in [0, 128]";
       options->num_splits = static_cast<int>(n);
+    } else if (const char* v = flag_value(arg, "--softcap")) {
+      char* end = nullptr;
+      errno = 0;
+      const double cap = std::strtod(v, &end);
+      if (end == v || *end != '\0' || errno != 0 || !(cap >= 0.0) || cap > 1e6) {
+        err = std::string("--softcap: '") + v + "' is not a number in [0, 1e6]";
+      }
+      options->softcap = static_cast<float>(cap);
     } else if (std::strcmp(arg, "--autotune") == 0) {
       options->autotune = true;
     } else if (const char* v = flag_value(arg, "--flash_iters")) {

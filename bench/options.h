@@ -31,6 +31,7 @@ struct Options {
   bool list_only = false;    // --benchmark_list_tests was given: touch no GPU
   bool autotune = false;     // --autotune: also run every flash row with autotuning on
   int num_splits = 0;        // --num_splits: the decode rows' split count (0: flash picks)
+  float softcap = 0.f;       // --softcap: the sweep's flash rows with this logit softcap (0: none)
 };
 
 // Removes the flags it knows from argv (updating *argc) and fills *options.

@@ -55,7 +55,7 @@ Status candidates_for(const AttentionParams& p, const DeviceCaps& caps, Candidat
   }
   if (p.backend == Backend::kSm90 && !detail::sm90_supports_features(p)) {
     return make_status(StatusCode::kUnsupported,
-                       "Backend::kSm90 has no seqused_k, paged KV, softcap or split-KV, and runs varlen calls "
+                       "Backend::kSm90 has no seqused_k, paged KV or split-KV, and runs varlen calls "
                        "only with total_q / total_k given; use Backend::kAuto, kSm80 or kDecode");
   }
   if (p.backend == Backend::kSm80 && p.num_splits > 1) {

@@ -75,7 +75,8 @@ template <int kHeadDim>
 cudaError_t launch_sm90(DType dtype, const FwdParams& f, int index, cudaStream_t stream) {
   // The window as the kernels see it (FwdParams: causal is (-1, 0), bounds
   // past 2^30 are -1).
-  const sm90::Mask mask = f.window_left >= 0    ? sm90::Mask::kWindow
+  const sm90::Mask mask = f.softcap > 0.f       ? sm90::Mask::kSoftcap
+                          : f.window_left >= 0  ? sm90::Mask::kWindow
                           : f.window_right >= 0 ? sm90::Mask::kCausal
                                                 : sm90::Mask::kTail;
   return dtype == DType::kFloat16 ? sm90::run_fwd<DType::kFloat16, kHeadDim>(f, mask, index, stream)
@@ -90,12 +91,12 @@ cudaError_t launch_sm90(DType dtype, const FwdParams& f, int index, cudaStream_t
 // dtypes; 128 x 176 for long ones at head_dim 128, causal (N >= 16k) and
 // not (more than 8k keys: +1% at 16k over 128 x 160, which leads by 2-4% at
 // 2k-4k and ties at 8k).
-// Sliding windows take candidate 0 of the masked configurations (not
-// tuned); causal spelled as the window (-1, 0) is causal.
+// Sliding windows and softcap calls take candidate 0 of the masked
+// configurations (not tuned); causal spelled as the window (-1, 0) is causal.
 int sm90_heuristic_index(const AttentionParams& p) {
   const int left = kernel_window_left(p), right = kernel_window_right(p);
   const bool causal = left < 0 && right == 0;
-  if (left >= 0 || right > 0) return 0;
+  if (left >= 0 || right > 0 || p.softcap > 0.f) return 0;
   if (p.head_dim == 64 && causal && p.seqlen_q <= 2048) return 1;
   if (p.head_dim == 128 && right < 0 && p.seqlen_k <= 1024) return 1;
   if (p.head_dim == 128 && right < 0 && p.seqlen_k > 8192) return 2;
@@ -106,8 +107,11 @@ int sm90_heuristic_index(const AttentionParams& p) {
   return 0;
 }
 
-// A causal or sliding-window mask: the sm90 kernel's masked variant.
-bool sm90_masked(const AttentionParams& p) { return kernel_window_left(p) >= 0 || kernel_window_right(p) >= 0; }
+// A causal or sliding-window mask, or a softcap: the sm90 kernel's masked
+// configurations.
+bool sm90_masked(const AttentionParams& p) {
+  return kernel_window_left(p) >= 0 || kernel_window_right(p) >= 0 || p.softcap > 0.f;
+}
 #endif
 
 }  // namespace
@@ -118,7 +122,7 @@ bool sm90_supports_features(const AttentionParams& p) {
   // Not seqused_k: the K/V tensor maps cover the allocation, so the last
   // block would load cache rows past the used length, and a masked zero
   // times a NaN there (uninitialised cache memory) is NaN in P V.
-  return p.block_table == nullptr && p.seqused_k == nullptr && p.softcap == 0.f && p.num_splits <= 1 && (p.cu_seqlens_q == nullptr || p.total_q > 0) &&
+  return p.block_table == nullptr && p.seqused_k == nullptr && p.num_splits <= 1 && (p.cu_seqlens_q == nullptr || p.total_q > 0) &&
          (p.cu_seqlens_k == nullptr || p.total_k > 0);
 }
 

@@ -189,10 +189,8 @@ class FeatureCase {
 };
 
 // Whether `p` uses a feature Backend::kSm90 does not support: a paged
-// cache, a sliding window (other than causal: window_left >= 0, or
-// window_right >= 0 without causal), a softcap, a requested split, or
-// varlen Q / K without total_q / total_k. (Varlen with the totals and
-// seqused_k on a dense cache it runs.)
+// cache, seqused_k, a requested split, or varlen Q / K without total_q /
+// total_k. (Varlen with the totals, sliding windows and softcap it runs.)
 bool uses_sm90_unsupported_feature(const AttentionParams& p);
 
 // Whether Backend::kSm90 should run `p` (and match the reference) on this

@@ -1017,7 +1017,7 @@ TEST_F(Features, Sm80WithSplitsIsRightOrUnsupported) {
 
 // ---------------------------------------------------------------- kSm90 and the edges
 
-// What Backend::kSm90 lacks: a paged cache, seqused_k, a softcap, and
+// What Backend::kSm90 lacks: a paged cache, seqused_k, and
 // varlen Q or K without total_q / total_k. Each alone gets
 // kUnsupported and nothing is written (on any GPU: elsewhere kSm90 is
 // unsupported anyway), and kAuto never picks it for them.
@@ -1053,9 +1053,6 @@ TEST_F(Features, Sm90RefusesWhatItLacks) {
   cfg.page_size = 64;
   refused.push_back({cfg});
   cfg.use_seqused_k = true;
-  refused.push_back({cfg});
-  cfg = base();
-  cfg.softcap = 30.f;
   refused.push_back({cfg});
   for (const Refused& r : refused) {
     SCOPED_TRACE(r.cfg.name() + (r.drop_total_q ? ", total_q not given" : "") +
@@ -1349,6 +1346,7 @@ TEST_F(Features, SanitizerNewPathsAgree) {
     if (HasFatalFailure()) return;
   }
   {
+    // Window + softcap: on sm_90 kSm90 runs the Hopper kernel's softcap variant.
     FeatureConfig cfg = make_config(DType::kBFloat16, 128, 4, 4, case_seed(9003));
     cfg.seqlens_q = repeat(65, 1);
     cfg.seqlens_k = repeat(300, 1);

@@ -16,12 +16,13 @@ namespace flash::sm90 {
 // tensors cannot be described to TMA (the caller then falls back to the sm80
 // kernel), cudaErrorInvalidValue for a candidate out of range, else the
 // launch error.
-// Which mask variant of the kernel a call runs; the two masked ones use the
-// tiles chosen for causal calls.
+// Which mask variant of the kernel a call runs; all but kTail use the tiles
+// chosen for causal calls.
 enum class Mask {
   kTail,    // no window: only the ragged tail
   kCausal,  // a right edge only: causal (window (-1, 0)) or window_right >= 0 alone
   kWindow,  // a left edge (window_left >= 0), with or without a right one
+  kSoftcap, // a logit softcap, with any window or none: every mask edge and the cap compiled in
 };
 template <DType kDType, int kHeadDim>
 cudaError_t run_fwd(const detail::FwdParams& params, Mask mask, int candidate, cudaStream_t stream);

@@ -38,7 +38,9 @@ namespace flash::sm90 {
 // kMasked: a causal or sliding-window mask (window from the parameters,
 // causal = (-1, 0)); else only the ragged tail. kLeft: the window has a left
 // edge (window_left >= 0); without one the left-edge work is compiled out.
-template <typename Traits, bool kMasked, bool kLeft>
+// kSoftcap: scores pass through the logit softcap (Softcap, mask.cuh) before
+// the mask and the softmax.
+template <typename Traits, bool kMasked, bool kLeft, bool kSoftcap>
 __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_constant__ FwdParams params) {
   using Element = typename Traits::Element;
   constexpr int kBlockM = Traits::kBlockM;
@@ -193,6 +195,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
   auto softmax_step = [&](const Tile& tile, const RowCols& cols, float(&s)[kBlockN / 2], int n_block,
                           float(&correction)[2]) {
     auto& s_frag = *reinterpret_cast<float(*)[1][kBlockN / 8][4]>(&s);
+    Softcap<kSoftcap>{p.softcap_prescale}.apply(s_frag);
     if (n_block >= tile.unmasked_end || n_block < tile.unmasked_begin) {
 #pragma unroll
       for (int hi = 0; hi < 2; ++hi) {
