@@ -84,9 +84,11 @@ struct DecodeKey {
   int64_t batch;
   int64_t seqlen_k;
   int64_t page_size;  // 0: dense
+  int64_t head_dim;
 
   bool operator<(const DecodeKey& o) const {
-    return std::make_tuple(seqlen_k, batch, page_size) < std::make_tuple(o.seqlen_k, o.batch, o.page_size);
+    return std::make_tuple(head_dim, seqlen_k, batch, page_size) <
+           std::make_tuple(o.head_dim, o.seqlen_k, o.batch, o.page_size);
   }
 };
 
@@ -95,7 +97,7 @@ std::string cache_name(int64_t page_size) {
 }
 
 std::string decode_row_name(const DecodeKey& key) {
-  return "decode/bf16/hd" + std::to_string(kHeadDim) + "/q" + std::to_string(kDecodeHeadsQ) + "kv" +
+  return "decode/bf16/hd" + std::to_string(key.head_dim) + "/q" + std::to_string(kDecodeHeadsQ) + "kv" +
          std::to_string(kDecodeHeadsKv) + "/B" + std::to_string(key.batch) + "/L" + std::to_string(key.seqlen_k) + "/" +
          cache_name(key.page_size);
 }
@@ -103,7 +105,7 @@ std::string decode_row_name(const DecodeKey& key) {
 // K and V bytes a decode call must read once: B * L * heads_kv * head_dim
 // elements of each.
 double decode_kv_bytes(const DecodeKey& key) {
-  return 2.0 * static_cast<double>(key.batch) * static_cast<double>(key.seqlen_k) * kDecodeHeadsKv * kHeadDim *
+  return 2.0 * static_cast<double>(key.batch) * static_cast<double>(key.seqlen_k) * kDecodeHeadsKv * key.head_dim *
          kElemBytes;
 }
 
@@ -132,7 +134,7 @@ struct DecodeRun {
     p.seqlen_k = key.seqlen_k;
     p.heads_q = kDecodeHeadsQ;
     p.heads_kv = kDecodeHeadsKv;
-    p.head_dim = kHeadDim;
+    p.head_dim = key.head_dim;
     p.set_contiguous_bnhd();  // Q, O [B, 1, Hq, D]; a dense cache [B, L, Hkv, D]
     p.backend = env.options.backend;
     p.num_splits = env.options.num_splits;  // 0, the default: flash splits the keys when the workspace allows it
@@ -431,14 +433,16 @@ void register_decode_benchmarks(BenchEnv* env) {
       ->UseManualTime()
       ->Iterations(o.gemm_iters)
       ->Unit(benchmark::kMillisecond);
-  for (int64_t seqlen_k : kDecodeSeqlens) {
-    for (int64_t batch : kDecodeBatches) {
-      for (int64_t page_size : kDecodePageSizes) {
-        const DecodeKey key{batch, seqlen_k, page_size};
-        benchmark::RegisterBenchmark(decode_row_name(key).c_str(), bench_decode, env, key)
-            ->UseManualTime()
-            ->Iterations(o.flash_iters)
-            ->Unit(benchmark::kMicrosecond);
+  for (int64_t head_dim : o.decode_head_dims) {
+    for (int64_t seqlen_k : kDecodeSeqlens) {
+      for (int64_t batch : kDecodeBatches) {
+        for (int64_t page_size : kDecodePageSizes) {
+          const DecodeKey key{batch, seqlen_k, page_size, head_dim};
+          benchmark::RegisterBenchmark(decode_row_name(key).c_str(), bench_decode, env, key)
+              ->UseManualTime()
+              ->Iterations(o.flash_iters)
+              ->Unit(benchmark::kMicrosecond);
+        }
       }
     }
   }
@@ -476,22 +480,22 @@ void print_decode_summary(std::FILE* out, const BenchEnv& env) {
   std::fprintf(out, "- read ceiling: %.1f GiB streamed with 16-byte loads, median: %.0f GB/s\n",
                static_cast<double>(kBandwidthBytes) / (1 << 30), env.bandwidth_gbps);
   std::fprintf(out,
-               "- bf16, heads_q %lld, heads_kv %lld, head_dim %lld, seqlen_q 1, seqused_k = L, num_splits %d%s "
+               "- bf16, heads_q %lld, heads_kv %lld, head_dim as listed, seqlen_q 1, seqused_k = L, num_splits %d%s "
                "with a workspace of attention_workspace_size() bytes, backend %s\n",
-               static_cast<long long>(kDecodeHeadsQ), static_cast<long long>(kDecodeHeadsKv),
-               static_cast<long long>(kHeadDim), env.options.num_splits,
+               static_cast<long long>(kDecodeHeadsQ), static_cast<long long>(kDecodeHeadsKv), env.options.num_splits,
                env.options.num_splits == 0 ? " (auto)" : "", backend_name(env.options.backend));
   std::fprintf(out, "- GB/s = K and V bytes (2 * B * L * heads_kv * head_dim * 2 B) / median time\n\n");
   if (decode_results().empty()) {
     std::fprintf(out, "(no decode rows ran)\n");
     return;
   }
-  std::fprintf(out, "| L | batch | cache | kernel | workspace | us | GB/s | frac of read |\n");
-  std::fprintf(out, "|---|---|---|---|---|---|---|---|\n");
+  std::fprintf(out, "| head_dim | L | batch | cache | kernel | workspace | us | GB/s | frac of read |\n");
+  std::fprintf(out, "|---|---|---|---|---|---|---|---|---|\n");
   for (const auto& [key, f] : decode_results()) {
     char frac[32] = "-";
     if (env.bandwidth_gbps > 0.0) std::snprintf(frac, sizeof(frac), "%.3f", f.gbps / env.bandwidth_gbps);
-    std::fprintf(out, "| %lld | %lld | %s | %s | %zu | %.1f | %.0f | %s |\n", static_cast<long long>(key.seqlen_k),
+    std::fprintf(out, "| %lld | %lld | %lld | %s | %s | %zu | %.1f | %.0f | %s |\n",
+                 static_cast<long long>(key.head_dim), static_cast<long long>(key.seqlen_k),
                  static_cast<long long>(key.batch), cache_name(key.page_size).c_str(), f.config.c_str(),
                  f.workspace_bytes, f.median_us, f.gbps, frac);
   }

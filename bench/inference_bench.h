@@ -2,7 +2,7 @@
 //
 //   Decode (--decode): one new token per sequence against a KV cache, the
 //   call an inference engine makes every step. bf16, heads_q 32, heads_kv 8,
-//   head_dim 128, seqlen_q 1, batch in {1, 8, 32}, KV length L in {4096,
+//   head_dim 128 (--decode_head_dims), seqlen_q 1, batch in {1, 8, 32}, KV length L in {4096,
 //   32768}, seqused_k = L for every sequence, num_splits 0 (auto) with a
 //   workspace of attention_workspace_size() bytes. Three caches per shape:
 //   dense [B, L, H, D], and paged with page_size 16 and 256 (pages of all

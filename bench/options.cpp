@@ -99,6 +99,7 @@ const char* usage() {
          "  --window                    run the sliding-window rows: causal prefill, bf16, heads 32/8, hd128, N 16384,\n"
          "                              window_left 1024 and 4096, on the run's backend and on the sm80 kernel\n"
          "  --num_splits=N              the decode rows' split count (default 0: flash picks; 1: no split)\n"
+         "  --decode_head_dims=LIST     the decode rows' head dims (default 128; compiled ones only)\n"
          "  --softcap=X                 the sweep's flash rows with logit softcap X (default 0: none; the\n"
          "                              standard-attention rows have none, so pair it with --no-standard)\n"
          "  --sweep                     with --decode, --varlen or --window: run the seed's sweep too (else they replace it)\n"
@@ -145,6 +146,8 @@ std::string parse_options(int* argc, char** argv, Options* options, bool* help) 
       int64_t n = 0;
       if (!parse_int(v, 0, &n) || n > 128) err = std::string("--num_splits: '") + v + "' is not an integer in [0, 128]";
       options->num_splits = static_cast<int>(n);
+    } else if (const char* v = flag_value(arg, "--decode_head_dims")) {
+      err = parse_int_list("--decode_head_dims", v, 1, &options->decode_head_dims);
     } else if (const char* v = flag_value(arg, "--softcap")) {
       char* end = nullptr;
       errno = 0;
