@@ -143,22 +143,22 @@ constexpr int kMaxSplits = 128;
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 }  // namespace
 
-// Splits fill the GPU when the (batch, K/V head, row block) CTAs alone would
-// leave it under 80% occupied. Among split counts that keep at least two
-// K/V blocks (128 keys) per split, at most 128, it takes the smallest whose
-// waves are within 5% as full as the best one's (FlashAttention-2's
-// heuristic allows 15%; on the H200 a 29-way split of batch 1 left 32 SMs
-// with one CTA and the rest with two): a wave is every CTA slot of the GPU,
-// and a partly filled last wave costs as much as a full one.
+// Splits give the GPU about one CTA per SM: none when the (batch, K/V head,
+// row block) CTAs alone number at least 0.9 x the SMs, else the fewest
+// splits that reach that, keeping at least two K/V blocks (128 keys) per
+// split, at most 128. Measured on an H200 (bench/NOTES.md, run 45: dense
+// caches, heads 32/8, head dims 64/128/256, batch 1/8/32, 4k and 32k keys,
+// 1-32 splits): the fastest counts gave 64-256 CTAs, never the 2-4 per SM
+// that shared memory would hold; the rule that filled those slots instead
+// was 10-18% slower at head_dim 64 (e.g. batch 32 x 32k: 2 splits 555 us,
+// 1 split 486 us) and up to 8% at 128.
 int decode_splits_wanted(const AttentionParams& p, const DeviceCaps& caps) {
   if (p.num_splits >= 1) return static_cast<int>(std::min<int64_t>(p.num_splits, kMaxSplits));
   const int64_t g = p.heads_q / p.heads_kv;
   const int64_t m_blocks = ceil_div(std::max<int64_t>(p.seqlen_q, 1) * g, decode::kBlockM);
   const int64_t units = p.batch * p.heads_kv * m_blocks;
-  const int smem = decode::smem_bytes(p.head_dim) + 1024;  // + the per-block reservation
-  const int per_sm = caps.smem_per_sm > 0 ? std::max(1, caps.smem_per_sm / smem) : 1;
-  const int64_t slots = static_cast<int64_t>(std::max(caps.num_sms, 1)) * per_sm;
-  if (units * 5 >= slots * 4) return 1;
+  const int64_t target = ceil_div(9 * static_cast<int64_t>(std::max(caps.num_sms, 1)), 10);
+  if (units >= target) return 1;
   int64_t keys = p.seqlen_k;
   if (p.block_table != nullptr && p.seqused_k != nullptr) keys = std::max(keys, p.max_pages_per_seq * p.page_size);
   // A left window bounds the keys any row sees.
@@ -167,16 +167,7 @@ int decode_splits_wanted(const AttentionParams& p, const DeviceCaps& caps) {
   }
   const int64_t max_splits = std::min<int64_t>(ceil_div(keys, decode::kBlockN) / 2, kMaxSplits);
   if (max_splits <= 1) return 1;
-  auto efficiency = [&](int64_t s) {
-    const double waves = static_cast<double>(units * s) / static_cast<double>(slots);
-    return waves / std::ceil(waves);
-  };
-  double best = 0.0;
-  for (int64_t s = 1; s <= max_splits; ++s) best = std::max(best, efficiency(s));
-  for (int64_t s = 1; s <= max_splits; ++s) {
-    if (efficiency(s) >= 0.95 * best) return static_cast<int>(s);
-  }
-  return 1;
+  return static_cast<int>(std::min(ceil_div(target, units), max_splits));
 }
 
 size_t decode_workspace_bytes(const AttentionParams& p, int num_splits) {

@@ -152,5 +152,31 @@ TEST(Dispatch, WindowsTakeTheMaskedConfigurations) {
   }
 }
 
+// The decode split count gives about one CTA per SM (bench/NOTES.md, run
+// 45): 0.9 x num_sms CTAs, counted as (batch, K/V head, row block) x splits,
+// no split once the batch alone reaches that; at most half the K/V blocks.
+TEST(Dispatch, DecodeSplitsAboutOneCtaPerSm) {
+  DeviceCaps h200 = caps(9, 0, 227);
+  h200.num_sms = 132;  // target: 119 CTAs
+  for (int64_t hd : {64, 128, 256}) {
+    AttentionParams p = params(hd, false, 1);
+    p.heads_q = 32;
+    p.heads_kv = 8;  // 4 query heads per K/V head: one row block
+    p.seqlen_k = 32768;
+    EXPECT_EQ(detail::decode_splits_wanted(p, h200), 15) << hd;  // 8 CTAs x 15 = 120
+    p.batch = 8;
+    EXPECT_EQ(detail::decode_splits_wanted(p, h200), 2) << hd;  // 64 x 2 = 128
+    p.batch = 15;
+    EXPECT_EQ(detail::decode_splits_wanted(p, h200), 1) << hd;  // 120 CTAs
+    p.batch = 1;
+    p.seqlen_k = 256;  // 4 K/V blocks of 64: at most 2 splits
+    EXPECT_EQ(detail::decode_splits_wanted(p, h200), 2) << hd;
+    p.seqlen_k = 100;
+    EXPECT_EQ(detail::decode_splits_wanted(p, h200), 1) << hd;
+    p.num_splits = 7;  // asked for: taken as is
+    EXPECT_EQ(detail::decode_splits_wanted(p, h200), 7) << hd;
+  }
+}
+
 }  // namespace
 }  // namespace flash
