@@ -74,7 +74,8 @@ std::string row_name(Impl impl, const ShapeKey& key) {
 // --softcap chosen.
 flash::AttentionParams sweep_params(const ShapeKey& key, const flash_bench::Options& options) {
   flash::AttentionParams p = flash_bench::sweep_params(key.dtype, key.head_dim, key.causal, key.seqlen);
-  // Standard attention ignores both; the flash rows run the backend chosen by --backend.
+  // Standard attention ignores the backend (the flash rows run the one
+  // chosen by --backend) and applies the softcap as flash does.
   p.backend = options.backend;
   p.softcap = options.softcap;
   return p;

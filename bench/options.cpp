@@ -61,6 +61,21 @@ std::string check_head_dims(const std::vector<int64_t>& head_dims) {
   return {};
 }
 
+// The decode rows' head dims: ones flash has kernels for, each once (a
+// repeat would register two rows of one name).
+std::string check_decode_head_dims(const std::vector<int64_t>& head_dims) {
+  for (size_t i = 0; i < head_dims.size(); ++i) {
+    const int64_t hd = head_dims[i];
+    if (hd != 32 && hd != 64 && hd != 96 && hd != 128 && hd != 256) {
+      return "--decode_head_dims: " + std::to_string(hd) + " is not a head dim flash has kernels for (32, 64, 96, 128, 256)";
+    }
+    if (std::find(head_dims.begin(), head_dims.begin() + static_cast<std::ptrdiff_t>(i), hd) != head_dims.begin() + static_cast<std::ptrdiff_t>(i)) {
+      return "--decode_head_dims: " + std::to_string(hd) + " is listed twice";
+    }
+  }
+  return {};
+}
+
 // Google Benchmark's --benchmark_list_tests[=true]: it lists the rows and
 // runs nothing, so neither should main().
 bool is_list_tests(const char* arg) {
@@ -100,8 +115,8 @@ const char* usage() {
          "                              window_left 1024 and 4096, on the run's backend and on the sm80 kernel\n"
          "  --num_splits=N              the decode rows' split count (default 0: flash picks; 1: no split)\n"
          "  --decode_head_dims=LIST     the decode rows' head dims (default 128; compiled ones only)\n"
-         "  --softcap=X                 the sweep's flash rows with logit softcap X (default 0: none; the\n"
-         "                              standard-attention rows have none, so pair it with --no-standard)\n"
+         "  --softcap=X                 the sweep's rows with logit softcap X (default 0: none; the\n"
+         "                              standard-attention rows apply it too; 0 or at least 1e-6)\n"
          "  --sweep                     with --decode, --varlen or --window: run the seed's sweep too (else they replace it)\n"
          "  --autotune                  also run each flash row with autotuning on (the first warm-up call\n"
          "                              tunes) and print heuristic vs autotuned\n"
@@ -148,12 +163,13 @@ std::string parse_options(int* argc, char** argv, Options* options, bool* help) 
       options->num_splits = static_cast<int>(n);
     } else if (const char* v = flag_value(arg, "--decode_head_dims")) {
       err = parse_int_list("--decode_head_dims", v, 1, &options->decode_head_dims);
+      if (err.empty()) err = check_decode_head_dims(options->decode_head_dims);
     } else if (const char* v = flag_value(arg, "--softcap")) {
       char* end = nullptr;
       errno = 0;
       const double cap = std::strtod(v, &end);
-      if (end == v || *end != '\0' || errno != 0 || !(cap >= 0.0) || cap > 1e6) {
-        err = std::string("--softcap: '") + v + "' is not a number in [0, 1e6]";
+      if (end == v || *end != '\0' || errno != 0 || !(cap == 0.0 || (cap >= 1e-6 && cap <= 1e6))) {
+        err = std::string("--softcap: '") + v + "' is not 0 or a number in [1e-6, 1e6]";
       }
       options->softcap = static_cast<float>(cap);
     } else if (std::strcmp(arg, "--autotune") == 0) {

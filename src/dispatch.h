@@ -32,8 +32,8 @@ struct DeviceCaps {
 // not autotuned).
 bool uses_engine_features(const AttentionParams& p);
 // Whether the sm90 kernel covers every feature `p` uses: varlen (with
-// total_q / total_k given), causal, sliding windows; not seqused_k, paged
-// caches, softcap or splits.
+// total_q / total_k given), causal, sliding windows, softcap; not
+// seqused_k, paged caches or splits.
 bool sm90_supports_features(const AttentionParams& p);
 // Whether the split-KV decode kernel exists in this build for p.head_dim and fits `caps`.
 bool decode_available(const AttentionParams& p, const DeviceCaps& caps);

@@ -114,6 +114,47 @@ TEST(Dispatch, HeuristicFirstAndForcedBackends) {
   EXPECT_TRUE(offered(params(128, false, 1024, Backend::kSm90), caps(8, 0, 163)).empty());
 }
 
+// Softcap calls run the sm90 kernel's masked configurations (the softcap
+// variant is compiled for those only), first candidate, with or without a
+// mask: never an index only the non-causal list has.
+TEST(Dispatch, SoftcapTakesTheMaskedConfigurations) {
+#if FLASH_TEST_HAS_SM90
+  const DeviceCaps hopper = caps(9, 0, 227);
+  for (int64_t hd : {64, 128, 256}) {
+    if (!compiled(hd)) continue;
+    for (bool causal : {false, true}) {
+      for (int64_t n : {1024, 2048, 16384}) {
+        SCOPED_TRACE("head_dim " + std::to_string(hd) + (causal ? ", causal" : "") + ", N " + std::to_string(n));
+        AttentionParams capped = params(hd, causal, n);
+        capped.softcap = 30.f;
+        Candidate first[8];
+        const int count = detail::list_candidates(capped, hopper, first, 8);
+        ASSERT_GT(count, 0);
+        EXPECT_EQ(first[0].backend, Backend::kSm90);
+        EXPECT_EQ(first[0].index, 0);
+        // As many sm90 entries as a causal call gets, and the first is the
+        // masked list's first configuration.
+        const AttentionParams causal_call = params(hd, true, n);
+        Candidate masked_list[8];
+        const int masked_count = detail::list_candidates(causal_call, hopper, masked_list, 8);
+        auto sm90_entries = [](const Candidate* c, int k) {
+          int m = 0;
+          for (int i = 0; i < k; ++i) m += c[i].backend == Backend::kSm90 ? 1 : 0;
+          return m;
+        };
+        EXPECT_EQ(sm90_entries(first, count), sm90_entries(masked_list, masked_count));
+        KernelChoice mine, masked;
+        ASSERT_TRUE(detail::describe(first[0], capped, &mine));
+        ASSERT_TRUE(detail::describe(Candidate{Backend::kSm90, 0}, causal_call, &masked));
+        EXPECT_STREQ(mine.name, masked.name);
+      }
+    }
+  }
+#else
+  GTEST_SKIP() << "built without the sm90 kernel";
+#endif
+}
+
 // Windows on Hopper: the masked (causal-tuned) configurations, causal spelled
 // as the window (-1, 0) exactly like causal, a window past any length
 // (>= 2^30) like no window, and windows with a left edge on the masked
