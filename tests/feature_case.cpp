@@ -135,21 +135,10 @@ bool sm90_runs(const AttentionParams& p) {
   const bool varlen_q = p.cu_seqlens_q != nullptr, varlen_k = p.cu_seqlens_k != nullptr;
   const int64_t q_rows = varlen_q ? p.total_q : p.seqlen_q, q_batch = varlen_q ? 1 : p.batch;
   const int64_t k_rows = varlen_k ? p.total_k : p.seqlen_k, k_batch = varlen_k ? 1 : p.batch;
-  const int64_t sizes[4][3] = {{q_batch, q_rows, p.heads_q},
-                               {k_batch, k_rows, p.heads_kv},
-                               {k_batch, k_rows, p.heads_kv},
-                               {q_batch, q_rows, p.heads_q}};
-  const int64_t strides[4][3] = {{p.q_batch_stride, p.q_seq_stride, p.q_head_stride},
-                                 {p.k_batch_stride, p.k_seq_stride, p.k_head_stride},
-                                 {p.v_batch_stride, p.v_seq_stride, p.v_head_stride},
-                                 {p.o_batch_stride, p.o_seq_stride, p.o_head_stride}};
-  for (int t = 0; t < 4; ++t) {
-    for (int d = 0; d < 3; ++d) {
-      if (sizes[t][d] <= 0) return false;
-      if (strides[t][d] == 0 && sizes[t][d] > 1) return false;
-    }
+  for (int64_t size : {q_batch, q_rows, k_batch, k_rows, p.heads_q, p.heads_kv}) {
+    if (size <= 0) return false;
   }
-  return true;
+  return tma_strides_describable(p, q_batch, q_rows, k_batch, k_rows);
 }
 
 // ---------------------------------------------------------------- FeatureCase

@@ -159,4 +159,10 @@ void expect_matches_reference(const CaseConfig& cfg, cublasHandle_t handle, cuda
 // Backend::kSm90 reports kUnsupported (and kAuto falls back to sm80).
 bool tma_describable(const AttentionParams& p);
 
+// The stride half of that: whether Q and O as [q_batch, q_rows, heads_q]
+// and K and V as [k_batch, k_rows, heads_kv], with p's strides, have no
+// zero stride over a dimension of size > 1.
+bool tma_strides_describable(const AttentionParams& p, int64_t q_batch, int64_t q_rows, int64_t k_batch,
+                             int64_t k_rows);
+
 }  // namespace flash::test

@@ -113,11 +113,15 @@ std::vector<Backend> backends_for(const CaseConfig& cfg) {
 }
 
 bool tma_describable(const AttentionParams& p) {
-  if (p.seqlen_k == 0) return false;
-  const int64_t sizes[4][3] = {{p.batch, p.seqlen_q, p.heads_q},
-                               {p.batch, p.seqlen_k, p.heads_kv},
-                               {p.batch, p.seqlen_k, p.heads_kv},
-                               {p.batch, p.seqlen_q, p.heads_q}};
+  return p.seqlen_k != 0 && tma_strides_describable(p, p.batch, p.seqlen_q, p.batch, p.seqlen_k);
+}
+
+bool tma_strides_describable(const AttentionParams& p, int64_t q_batch, int64_t q_rows, int64_t k_batch,
+                             int64_t k_rows) {
+  const int64_t sizes[4][3] = {{q_batch, q_rows, p.heads_q},
+                               {k_batch, k_rows, p.heads_kv},
+                               {k_batch, k_rows, p.heads_kv},
+                               {q_batch, q_rows, p.heads_q}};
   const int64_t strides[4][3] = {{p.q_batch_stride, p.q_seq_stride, p.q_head_stride},
                                  {p.k_batch_stride, p.k_seq_stride, p.k_head_stride},
                                  {p.v_batch_stride, p.v_seq_stride, p.v_head_stride},
