@@ -6,7 +6,7 @@
 //   seqlen in {512, ..., 16384}, head_dim in {64, 128, 256}, causal and not,
 //   bf16 and fp16, layout [B, N, H, D], heads_kv = heads_q.
 //
-//   Rows: "gemm_bf16_8192", then per shape "flash/<dtype>/hd<D>/<causal|
+//   Rows: "gemm_bf16_8192" ("gemm_fp16_8192" too when fp16 is swept), then per shape "flash/<dtype>/hd<D>/<causal|
 //   noncausal>/N<seqlen>" and "standard/...". Each row allocates its own
 //   tensors, fills them with uniform random values, runs untimed warm-ups,
 //   then a fixed number of timed launches (L2 flushed before each, CUDA
@@ -161,10 +161,18 @@ void bench_attention(benchmark::State& state, BenchEnv* env, ShapeKey key, Impl 
 
 void register_benchmarks(BenchEnv* env) {
   const Options& o = env->options;
-  benchmark::RegisterBenchmark("gemm_bf16_8192", bench_gemm, env)
+  benchmark::RegisterBenchmark("gemm_bf16_8192", bench_gemm, env, flash::DType::kBFloat16)
       ->UseManualTime()
       ->Iterations(o.gemm_iters)
       ->Unit(benchmark::kMillisecond);
+  const bool sweeps_fp16 =
+      o.run_sweep && std::find(o.dtypes.begin(), o.dtypes.end(), flash::DType::kFloat16) != o.dtypes.end();
+  if (sweeps_fp16) {
+    benchmark::RegisterBenchmark("gemm_fp16_8192", bench_gemm, env, flash::DType::kFloat16)
+        ->UseManualTime()
+        ->Iterations(o.gemm_iters)
+        ->Unit(benchmark::kMillisecond);
+  }
   if (o.decode) register_decode_benchmarks(env);
   if (o.varlen) register_varlen_benchmarks(env);
   if (o.window) register_window_benchmarks(env);

@@ -15,8 +15,10 @@ namespace flash_bench {
 // median as TFLOP/s in *tflops (2 * 8192^3 FLOPs per GEMM). "" on success.
 std::string measure_gemm_ceiling(BenchEnv& env, double* tflops);
 
-// The row "gemm_bf16_8192": the same GEMM timed again inside the benchmark,
-// reporting median_ms, TFLOP/s and frac_ceiling (against main's figure).
-void bench_gemm(benchmark::State& state, BenchEnv* env);
+// The rows "gemm_bf16_8192" (the same GEMM timed again inside the
+// benchmark) and "gemm_fp16_8192" (the same shape in fp16, for the fp16
+// rows), reporting median_ms, TFLOP/s and frac_ceiling (against main's
+// bf16 figure).
+void bench_gemm(benchmark::State& state, BenchEnv* env, flash::DType dtype);
 
 }  // namespace flash_bench

@@ -393,6 +393,48 @@ TEST_F(Features, VarlenNeighbouringSequences) {
   }
 }
 
+// Masked calls with 16 or more query blocks shift their blocks up by the
+// last block's padding (whole 64-row slices), so block 0 starts at a
+// negative row (kernels/sm90/tile_scheduler.cuh, first_row): its padding
+// warpgroups must neither load nor store, nor write LSE. Lengths that give
+// 16+ blocks with 64 or 128 rows of padding at every head dim's tile (192
+// rows at 64, 128 at 128 and 256), dense (TMA stores, padded layout) and
+// varlen (guarded stores, a short sequence first so a shifted block starts
+// in its rows), causal and with a window, with LSE.
+TEST_F(Features, ShiftedMaskedBlocks) {
+  const std::vector<int64_t> lengths_q = {100, 3100, 2100};
+  const std::vector<int64_t> lengths_k = {150, 3100, 2300};
+  int variant = 0;
+  for (int64_t hd : {64, 128, 256}) {
+    if (!head_dim_compiled(hd)) continue;
+    for (bool varlen : {false, true}) {
+      for (bool window : {false, true}) {
+        ++variant;
+        FeatureConfig cfg = make_config(variant % 2 ? DType::kBFloat16 : DType::kFloat16, hd, 4, 2, next_seed());
+        cfg.causal = !window;
+        if (window) {
+          cfg.window_left = 700;
+          cfg.window_right = 0;
+        }
+        cfg.with_lse = true;
+        if (varlen) {
+          cfg.varlen_q = true;
+          cfg.seqlens_q = lengths_q;
+          cfg.seqlens_k = lengths_k;
+          cfg.kv = KvLayout::kVarlen;
+          cfg.tail_rows = 70;
+        } else {
+          cfg.seqlens_q = {3100, 3100};
+          cfg.seqlens_k = {3100, 3100};
+          cfg.padded = true;
+        }
+        check_case(cfg);
+        if (HasFatalFailure()) return;
+      }
+    }
+  }
+}
+
 // Many sequences: the Hopper kernel ranks up to a few hundred sequences by
 // cost and walks only the tiles that exist (224 at head_dim 256, 384 at 128,
 // 512 at 64); past that it walks the padded (batch, longest) numbering. 200

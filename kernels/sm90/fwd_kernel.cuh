@@ -107,11 +107,23 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
           // Wait until the consumers are done with the previous tile's Q.
           mbarrier_wait(bar_q_empty, (q_count & 1) ^ 1);
           ++q_count;
-          mbarrier_arrive_expect_tx(bar_q_full, Traits::kQBytes);
+          // Q in one 64-row box per consumer warpgroup. A masked call's block
+          // 0 may start at a negative row (first_row), with whole warpgroups
+          // of padding rows: those are not loaded (their rows compute on
+          // whatever the buffer holds and are never stored), so no TMA copy
+          // starts at a negative row (a store there faults; a load there
+          // worked, and measured no slower, but is not relied on).
+          const int q_slices_skipped = tile.row_begin < 0 ? -tile.row_begin / 64 : 0;
+          mbarrier_arrive_expect_tx(bar_q_full, Traits::kQBytes / Traits::kConsumerWarpgroups *
+                                                    (Traits::kConsumerWarpgroups - q_slices_skipped));
 #pragma unroll
           for (int cb = 0; cb < Traits::kColBlocks; ++cb) {
-            tma_load_4d(smem_q + cb * kBlockM * 128, &params.tma_q, bar_q_full, cb * 64, tile.q_row, tile.head,
-                        tile.q_batch);
+#pragma unroll
+            for (int slice = 0; slice < Traits::kConsumerWarpgroups; ++slice) {
+              if (slice < q_slices_skipped) continue;
+              tma_load_4d(smem_q + cb * kBlockM * 128 + slice * 64 * 128, &params.tma_q, bar_q_full, cb * 64,
+                          tile.q_row + slice * 64, tile.head, tile.q_batch);
+            }
           }
           for (int i = 0; i < tile.n_blocks; ++i, ++kv_count) {
             const int n_block = tile.n_first + tile.n_blocks - 1 - i;
@@ -336,7 +348,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
 #pragma unroll
         for (int hi = 0; hi < 2; ++hi) {
           const int row = tile.row_begin + wg * 64 + warp_in_wg * 16 + lane / 4 + hi * 8;
-          if (row >= tile.len_q) continue;
+          if (row < 0 || row >= tile.len_q) continue;
           Element* o_row = static_cast<Element*>(p.o) + tile.o_offset + tile.head * p.o_head_stride +
                            static_cast<int64_t>(row) * p.o_seq_stride;
 #pragma unroll
@@ -376,7 +388,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
             const int r = idx / kChunks;
             const int c = idx % kChunks;
             const int row = tile.row_begin + wg * 64 + r;
-            if (row >= tile.len_q) continue;
+            if (row < 0 || row >= tile.len_q) continue;
             const uint4 val = *reinterpret_cast<const uint4*>(smem_ptr + Traits::kOOffset + (c / 8) * kBlockM * 128 +
                                                               (wg * 64 + r) * 128 + ((c % 8) ^ (r % 8)) * 16);
             *reinterpret_cast<uint4*>(o_base + static_cast<int64_t>(row) * p.o_seq_stride + c * 8) = val;
@@ -384,7 +396,9 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
         } else {
           fence_proxy_async_smem();
           named_barrier_sync(1 + wg, 128);
-          if (wg_thread == 0) {
+          // A masked call's block 0 may start at a negative row (first_row):
+          // then a warpgroup's 64 rows are either all there or all padding.
+          if (wg_thread == 0 && tile.row_begin + wg * 64 >= 0) {
 #pragma unroll
             for (int cb = 0; cb < Traits::kColBlocks; ++cb) {
               tma_store_4d(&params.tma_o, smem_o_wg + cb * kBlockM * 128, cb * 64, tile.row_begin + wg * 64,
@@ -409,7 +423,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
 #pragma unroll
         for (int hi = 0; hi < 2; ++hi) {
           const int row = tile.row_begin + wg * 64 + warp_in_wg * 16 + lane / 4 + hi * 8;
-          if (row < tile.len_q) lse_row[row] = lse[hi];
+          if (row >= 0 && row < tile.len_q) lse_row[row] = lse[hi];
         }
       }
     }

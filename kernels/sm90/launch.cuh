@@ -100,7 +100,7 @@ cudaError_t run_with_traits(const detail::FwdParams& p, cudaStream_t stream) {
   const int64_t k_batch = varlen_k ? 1 : p.batch;
   const bool ok =
       make_tensor_map(&params.tma_q, p.q, kIsBf16, kHeadDim, q_rows, p.heads_q, q_batch, p.q_seq_stride,
-                      p.q_head_stride, varlen_q ? 0 : p.q_batch_stride, Traits::kBlockM) &&
+                      p.q_head_stride, varlen_q ? 0 : p.q_batch_stride, 64) &&
       make_tensor_map(&params.tma_k, p.k, kIsBf16, kHeadDim, k_rows, p.heads_kv, k_batch, p.k_seq_stride,
                       p.k_head_stride, varlen_k ? 0 : p.k_batch_stride, Traits::kBlockN) &&
       make_tensor_map(&params.tma_v, p.v, kIsBf16, kHeadDim, k_rows, p.heads_kv, k_batch, p.v_seq_stride,

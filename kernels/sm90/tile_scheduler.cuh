@@ -5,17 +5,18 @@
 #include "../common/mask.cuh"
 #include "../common/seqlen.cuh"
 #include "../params.h"
+#include "unit_map.h"
 
 namespace flash::sm90 {
 
 // One tile of work: kBlockM query rows of one (batch, head).
 struct Tile {
   int m_block, head, batch;
-  int row_begin;   // first query row, within the sequence
+  int row_begin;   // first query row, within the sequence (negative in a masked call's block 0: first_row)
   int n_first;     // first K/V block any row of the tile sees
   int n_blocks;    // K/V blocks [n_first, n_first + n_blocks) hold every key a row sees (0: none)
   int unmasked_begin, unmasked_end;  // blocks every row sees in full: no per-element mask
-  bool skip;       // varlen: the sequence is shorter than row_begin; nothing to compute or write
+  bool skip;       // varlen: the sequence has no row in this block; nothing to compute or write
   int len_q, len_k;  // this sequence's query rows and keys
   int q_start;       // varlen: the sequence's first row in packed Q/O (else 0)
   int q_row, q_batch;  // TMA coordinates of Q/O row row_begin: (row, batch)
@@ -27,8 +28,8 @@ struct Tile {
 // unit is one tile, or under a causal mask a pair of tiles of one (batch,
 // head): query block M-1-j (long) then block j (short), whose K/V counts
 // add up to about the same for every j, so equal unit counts mean equal
-// work. Units of one (batch, head) are consecutive, so the CTAs running at
-// any moment share few K/V heads and mostly hit in L2.
+// work (unit_map.h). Units of one (batch, head) are consecutive, so the
+// CTAs running at any moment share few K/V heads and mostly hit in L2.
 //
 // Variable-length calls (cu_seqlens_q) with at most kSchedSeqs sequences
 // walk a compact list instead: every CTA first ranks the sequences by the
@@ -47,7 +48,6 @@ template <bool kMasked, bool kLeft, int kBlockM, int kBlockN, int kSchedSeqs, in
 struct TileScheduler {
   static_assert(kSchedSeqs >= 32 && kSchedSeqs <= kNThreads, "varlen schedule: one sequence per thread");
   int num_m_blocks;    // padded numbering: query blocks of the longest sequence
-  int units_per_head;  // padded numbering
   // Compact list in shared memory: first_unit[r] = the first unit of rank r,
   // first_unit[batch] = the total; order[r] = the sequence of rank r. Whether
   // it is in use is read from the parameters, so it costs the consumers no
@@ -57,7 +57,6 @@ struct TileScheduler {
 
   __device__ __forceinline__ TileScheduler(const detail::FwdParams& p, int* sched)
       : num_m_blocks((p.seqlen_q + kBlockM - 1) / kBlockM),
-        units_per_head(units_per_head_of((p.seqlen_q + kBlockM - 1) / kBlockM)),
         first_unit(sched),
         order(sched + kSchedSeqs + 1) {}
 
@@ -65,9 +64,11 @@ struct TileScheduler {
     return p.cu_seqlens_q != nullptr && p.batch <= kSchedSeqs;
   }
 
-  __host__ __device__ static int units_per_head_of(int m_blocks) { return kMasked ? (m_blocks + 1) / 2 : m_blocks; }
+  // Compact list: the units of one sequence's head (a lone middle block when odd).
+  __host__ __device__ static int units_per_head_of(int m_blocks) { return UnitMap{m_blocks, 1, kMasked}.units_per_head(); }
+  // Padded numbering: every unit of heads_x_batch heads of num_m_blocks blocks.
   __host__ __device__ static int units(int num_m_blocks, int heads_x_batch) {
-    return units_per_head_of(num_m_blocks) * heads_x_batch;
+    return UnitMap{num_m_blocks, heads_x_batch, kMasked}.num_units();
   }
   __device__ __forceinline__ int num_units(const detail::FwdParams& p) const {
     return compact(p) ? first_unit[p.batch] : units(num_m_blocks, p.heads_q * p.batch);
@@ -88,10 +89,11 @@ struct TileScheduler {
       if (m_blocks > 0) {
         const WindowMask<kMasked, kLeft> mask(seq.len_q, seq.len_k, p.window_left, p.window_right);
         int begin, end;
-        mask.template visible_blocks<kBlockN>((m_blocks - 1) * kBlockM, seq.len_q - 1, &begin, &end);
+        const int last_begin = first_row(m_blocks - 1, seq.len_q);
+        mask.template visible_blocks<kBlockN>(max(last_begin, 0), seq.len_q - 1, &begin, &end);
         cost = end - begin;
         if (kMasked && m_blocks > 1) {
-          mask.template visible_blocks<kBlockN>(0, kBlockM - 1, &begin, &end);
+          mask.template visible_blocks<kBlockN>(0, first_row(0, seq.len_q) + kBlockM - 1, &begin, &end);
           cost += end - begin;
         }
         cost += 1;  // the tile's own prologue and epilogue
@@ -140,14 +142,15 @@ struct TileScheduler {
 
   __device__ __forceinline__ int tiles_in_unit(int u, const detail::FwdParams& p) const {
     if constexpr (kMasked) {
-      int m_blocks = num_m_blocks, j = u % units_per_head;
       if (compact(p)) {
         const int r = rank_of(u, p.batch);
         const SeqInfo seq(p, order[r]);
-        m_blocks = (seq.len_q + kBlockM - 1) / kBlockM;
-        j = (u - first_unit[r]) % units_per_head_of(m_blocks);
+        const int m_blocks = (seq.len_q + kBlockM - 1) / kBlockM;
+        const int j = (u - first_unit[r]) % units_per_head_of(m_blocks);
+        return m_blocks - 1 - j != j ? 2 : 1;
       }
-      return m_blocks - 1 - j != j ? 2 : 1;
+      int bh, m_block;
+      return UnitMap{num_m_blocks, p.heads_q * p.batch, kMasked}.locate(u, 0, &bh, &m_block);
     } else {
       (void)u;
       (void)p;
@@ -159,27 +162,26 @@ struct TileScheduler {
   // from the cu_seqlens / seqused_k arrays (SeqInfo), the mask is per sequence.
   __device__ __forceinline__ Tile tile(int u, int k, const detail::FwdParams& p) const {
     Tile t;
-    int j, m_blocks, rank = 0;
+    int rank = 0;
     if (compact(p)) {
       rank = rank_of(u, p.batch);
       t.batch = order[rank];
     } else {
-      m_blocks = num_m_blocks;
-      j = u % units_per_head;
-      const int bh = u / units_per_head;
+      int bh;
+      UnitMap{num_m_blocks, p.heads_q * p.batch, kMasked}.locate(u, k, &bh, &t.m_block);
       t.head = bh % p.heads_q;
       t.batch = bh / p.heads_q;
     }
     const SeqInfo seq(p, t.batch);
     if (compact(p)) {
-      m_blocks = (seq.len_q + kBlockM - 1) / kBlockM;
+      const int m_blocks = (seq.len_q + kBlockM - 1) / kBlockM;
       const int per_head = units_per_head_of(m_blocks);
       const int local = u - first_unit[rank];
       t.head = local / per_head;
-      j = local % per_head;
+      const int j = local % per_head;
+      t.m_block = kMasked ? (k == 0 ? m_blocks - 1 - j : j) : m_blocks - 1 - j;
     }
-    t.m_block = kMasked ? (k == 0 ? m_blocks - 1 - j : j) : m_blocks - 1 - j;
-    t.row_begin = t.m_block * kBlockM;
+    t.row_begin = first_row(t.m_block, seq.len_q);
     t.len_q = seq.len_q;
     t.len_k = seq.len_k;
     t.q_start = seq.q_start;
@@ -190,18 +192,43 @@ struct TileScheduler {
     t.q_batch = varlen_q ? 0 : t.batch;
     t.k_row = varlen_k ? seq.k_start : 0;
     t.k_batch = varlen_k ? 0 : t.batch;
-    t.skip = t.row_begin >= seq.len_q;
+    t.skip = t.row_begin >= seq.len_q || t.row_begin + kBlockM <= 0;
     if (t.skip) {
       t.n_first = t.n_blocks = t.unmasked_begin = t.unmasked_end = 0;
       return t;
     }
+    // The blocks are those of the tile's real rows; its padding rows (before
+    // row 0 or past len_q) are computed on whatever keys those blocks hold
+    // and never stored.
+    const int row_first = max(t.row_begin, 0);
     const int row_last = min(t.row_begin + kBlockM, seq.len_q) - 1;
     const WindowMask<kMasked, kLeft> mask(seq.len_q, seq.len_k, p.window_left, p.window_right);
     int end;
-    mask.template visible_blocks<kBlockN>(t.row_begin, row_last, &t.n_first, &end);
+    mask.template visible_blocks<kBlockN>(row_first, row_last, &t.n_first, &end);
     t.n_blocks = end - t.n_first;
-    mask.template unmasked_blocks<kBlockN>(t.row_begin, row_last, &t.unmasked_begin, &t.unmasked_end);
+    mask.template unmasked_blocks<kBlockN>(row_first, row_last, &t.unmasked_begin, &t.unmasked_end);
     return t;
+  }
+
+  // First query row of query block m_block of a sequence of len_q rows.
+  // Unmasked: m_block * kBlockM, the ragged rows in the last block. Under a
+  // causal or window mask the blocks are shifted up by the padding's whole
+  // 64-row warpgroup slices, so those fall in block 0 at negative rows:
+  // there a padding row costs the few keys of the top rows, not the whole
+  // key range of the bottom ones (hd64's 192-row tiles at 2k or 4k keys
+  // wasted 6% of a causal call on padding). Negative rows are outside Q and
+  // O: a warpgroup whose 64 rows are all negative neither loads its Q rows
+  // nor stores its O rows (a TMA store starting at a negative row faults),
+  // and the guarded stores skip them.
+  //
+  // Only from 16 query blocks on: measured at hd64 (192-row tiles) it gains
+  // 5-7% at 4k rows and 1% at 8k, but loses 1-3% at 2k and 5% at 1k, which
+  // the blocks it saves do not explain (bench/NOTES.md, runs 49-51).
+  static constexpr int kShiftMinBlocks = 16;
+  __host__ __device__ static int first_row(int m_block, int len_q) {
+    const bool shift = kMasked && (len_q + kBlockM - 1) / kBlockM >= kShiftMinBlocks;
+    const int padding = shift ? (kBlockM - len_q % kBlockM) % kBlockM / 64 * 64 : 0;
+    return m_block * kBlockM - padding;
   }
 
  private:
