@@ -143,22 +143,27 @@ constexpr int kMaxSplits = 128;
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 }  // namespace
 
-// Splits fill the GPU when the (batch, K/V head, row block) CTAs alone would
-// leave it under 80% occupied. Among split counts that keep at least two
-// K/V blocks (128 keys) per split, at most 128, it takes the smallest whose
-// waves are within 5% as full as the best one's (FlashAttention-2's
-// heuristic allows 15%; on the H200 a 29-way split of batch 1 left 32 SMs
-// with one CTA and the rest with two): a wave is every CTA slot of the GPU,
-// and a partly filled last wave costs as much as a full one.
+// How many ways decode splits the keys when the caller leaves it to flash:
+// at least two K/V blocks (128 keys) per split, at most 128 splits, none
+// when the (batch, K/V head, row block) CTAs alone fill the GPU.
+//
+// Dense caches: about one CTA per SM, i.e. the fewest splits giving 0.9 x
+// num_sms CTAs. Measured on an H200 (bench/NOTES.md, runs 45-46: heads
+// 32/8, head dims 64/128/256, batch 1/8/32, 4k and 32k keys): the fastest
+// counts gave 64-256 CTAs, and filling every shared-memory slot (the rule
+// below) was 10-18% slower at head_dim 64 and up to 9% at 128.
+//
+// Paged caches: every CTA slot of the GPU (2-4 per SM, by shared memory).
+// Among the split counts it takes the smallest whose waves are within 5% as
+// full as the best one's (a partly filled last wave costs as much as a full
+// one). Paged reads (a block-table lookup per page, scattered pages) want
+// the extra CTAs: one per SM made them 26-46% slower at batch 1 and 8 (run
+// 46).
 int decode_splits_wanted(const AttentionParams& p, const DeviceCaps& caps) {
   if (p.num_splits >= 1) return static_cast<int>(std::min<int64_t>(p.num_splits, kMaxSplits));
   const int64_t g = p.heads_q / p.heads_kv;
   const int64_t m_blocks = ceil_div(std::max<int64_t>(p.seqlen_q, 1) * g, decode::kBlockM);
   const int64_t units = p.batch * p.heads_kv * m_blocks;
-  const int smem = decode::smem_bytes(p.head_dim) + 1024;  // + the per-block reservation
-  const int per_sm = caps.smem_per_sm > 0 ? std::max(1, caps.smem_per_sm / smem) : 1;
-  const int64_t slots = static_cast<int64_t>(std::max(caps.num_sms, 1)) * per_sm;
-  if (units * 5 >= slots * 4) return 1;
   int64_t keys = p.seqlen_k;
   if (p.block_table != nullptr && p.seqused_k != nullptr) keys = std::max(keys, p.max_pages_per_seq * p.page_size);
   // A left window bounds the keys any row sees.
@@ -166,7 +171,16 @@ int decode_splits_wanted(const AttentionParams& p, const DeviceCaps& caps) {
     keys = std::min(keys, p.window_left + p.seqlen_q + std::max<int64_t>(p.window_right, 0) + decode::kBlockN);
   }
   const int64_t max_splits = std::min<int64_t>(ceil_div(keys, decode::kBlockN) / 2, kMaxSplits);
-  if (max_splits <= 1) return 1;
+  const int64_t num_sms = std::max(caps.num_sms, 1);
+  if (p.block_table == nullptr) {
+    const int64_t target = ceil_div(9 * num_sms, 10);
+    if (units >= target || max_splits <= 1) return 1;
+    return static_cast<int>(std::min(ceil_div(target, units), max_splits));
+  }
+  const int smem = decode::smem_bytes(p.head_dim) + 1024;  // + the per-block reservation
+  const int per_sm = caps.smem_per_sm > 0 ? std::max(1, caps.smem_per_sm / smem) : 1;
+  const int64_t slots = num_sms * per_sm;
+  if (units * 5 >= slots * 4 || max_splits <= 1) return 1;
   auto efficiency = [&](int64_t s) {
     const double waves = static_cast<double>(units * s) / static_cast<double>(slots);
     return waves / std::ceil(waves);

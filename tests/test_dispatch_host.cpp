@@ -193,5 +193,41 @@ TEST(Dispatch, WindowsTakeTheMaskedConfigurations) {
   }
 }
 
+// The decode split count on a dense cache gives about one CTA per SM
+// (bench/NOTES.md, runs 45-46): 0.9 x num_sms CTAs, counted as (batch, K/V
+// head, row block) x splits, no split once the batch alone reaches that; at
+// most half the K/V blocks. A paged cache fills every CTA slot instead.
+TEST(Dispatch, DecodeSplitsAboutOneCtaPerSm) {
+  DeviceCaps h200 = caps(9, 0, 227);
+  h200.num_sms = 132;  // target: 119 CTAs
+  h200.smem_per_sm = 228 * 1024;
+  for (int64_t hd : {64, 128, 256}) {
+    AttentionParams p = params(hd, false, 1);
+    p.heads_q = 32;
+    p.heads_kv = 8;  // 4 query heads per K/V head: one row block
+    p.seqlen_k = 32768;
+    EXPECT_EQ(detail::decode_splits_wanted(p, h200), 15) << hd;  // 8 CTAs x 15 = 120
+    p.batch = 8;
+    EXPECT_EQ(detail::decode_splits_wanted(p, h200), 2) << hd;  // 64 x 2 = 128
+    p.batch = 15;
+    EXPECT_EQ(detail::decode_splits_wanted(p, h200), 1) << hd;  // 120 CTAs
+    p.batch = 1;
+    p.seqlen_k = 256;  // 4 K/V blocks of 64: at most 2 splits
+    EXPECT_EQ(detail::decode_splits_wanted(p, h200), 2) << hd;
+    p.seqlen_k = 100;
+    EXPECT_EQ(detail::decode_splits_wanted(p, h200), 1) << hd;
+    p.num_splits = 7;  // asked for: taken as is
+    EXPECT_EQ(detail::decode_splits_wanted(p, h200), 7) << hd;
+    p.num_splits = 0;
+    p.seqlen_k = 32768;
+    AttentionParams paged = p;
+    int32_t table = 0;
+    paged.block_table = &table;  // only compared with nullptr here
+    paged.page_size = 256;
+    paged.max_pages_per_seq = 128;
+    EXPECT_GT(detail::decode_splits_wanted(paged, h200), detail::decode_splits_wanted(p, h200)) << hd;
+  }
+}
+
 }  // namespace
 }  // namespace flash
