@@ -164,6 +164,9 @@ int decode_splits_wanted(const AttentionParams& p, const DeviceCaps& caps) {
   const int64_t g = p.heads_q / p.heads_kv;
   const int64_t m_blocks = ceil_div(std::max<int64_t>(p.seqlen_q, 1) * g, decode::kBlockM);
   const int64_t units = p.batch * p.heads_kv * m_blocks;
+  // batch 0 reaches here from query_kernel_choice (the launch paths return
+  // before planning); nothing to split.
+  if (units <= 0) return 1;
   int64_t keys = p.seqlen_k;
   if (p.block_table != nullptr && p.seqused_k != nullptr) keys = std::max(keys, p.max_pages_per_seq * p.page_size);
   // A left window bounds the keys any row sees.

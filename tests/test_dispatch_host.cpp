@@ -226,6 +226,11 @@ TEST(Dispatch, DecodeSplitsAboutOneCtaPerSm) {
     paged.page_size = 256;
     paged.max_pages_per_seq = 128;
     EXPECT_GT(detail::decode_splits_wanted(paged, h200), detail::decode_splits_wanted(p, h200)) << hd;
+    // batch 0 (query_kernel_choice plans it): no split, no division by zero CTAs.
+    p.batch = 0;
+    paged.batch = 0;
+    EXPECT_EQ(detail::decode_splits_wanted(p, h200), 1) << hd;
+    EXPECT_EQ(detail::decode_splits_wanted(paged, h200), 1) << hd;
   }
 }
 

@@ -397,10 +397,13 @@ TEST_F(Features, VarlenNeighbouringSequences) {
 // last block's padding (whole 64-row slices), so block 0 starts at a
 // negative row (kernels/sm90/tile_scheduler.cuh, first_row): its padding
 // warpgroups must neither load nor store, nor write LSE. Lengths that give
-// 16+ blocks with 64 or 128 rows of padding at every head dim's tile (192
-// rows at 64, 128 at 128 and 256), dense (TMA stores, padded layout) and
-// varlen (guarded stores, a short sequence first so a shifted block starts
-// in its rows), causal and with a window, with LSE.
+// 16+ blocks with padding at each head dim's usual tile (3100 rows: a
+// 128-row shift at hd64's 192-row tiles, 64 rows at the 128-row tiles of
+// 128 and 256; the varlen 2100 shifts 64 rows at 128-row tiles), dense (TMA
+// stores, padded layout) and varlen (guarded stores; a short sequence first,
+// so shifted padding rows fall in its rows or before the packed tensor),
+// causal and with a window, with LSE. Not covered: a 64-row shift at 192-row
+// tiles, softcap, and varlen batches past the ranked walk's size.
 TEST_F(Features, ShiftedMaskedBlocks) {
   const std::vector<int64_t> lengths_q = {100, 3100, 2100};
   const std::vector<int64_t> lengths_k = {150, 3100, 2300};

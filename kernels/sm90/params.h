@@ -9,7 +9,7 @@
 namespace flash::sm90 {
 
 struct FwdParams {
-  CUtensorMap tma_q;  // Q as (head_dim, seqlen_q, heads_q, batch), box (64, kBlockM).
+  CUtensorMap tma_q;  // Q as (head_dim, seqlen_q, heads_q, batch), box (64, 64): one warpgroup's rows.
   CUtensorMap tma_k;  // K as (head_dim, seqlen_k, heads_kv, batch), box (64, kBlockN).
   CUtensorMap tma_v;  // V as (head_dim, seqlen_k, heads_kv, batch), box (64, kBlockN).
   CUtensorMap tma_o;  // O as (head_dim, seqlen_q, heads_q, batch), box (64, 64): one consumer warpgroup's rows.

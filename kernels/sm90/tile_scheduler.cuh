@@ -215,15 +215,20 @@ struct TileScheduler {
   // causal or window mask the blocks are shifted up by the padding's whole
   // 64-row warpgroup slices, so those fall in block 0 at negative rows:
   // there a padding row costs the few keys of the top rows, not the whole
-  // key range of the bottom ones (hd64's 192-row tiles at 2k or 4k keys
-  // wasted 6% of a causal call on padding). Negative rows are outside Q and
+  // key range of the bottom ones (hd64's causal 192-row tiles at 4k keys
+  // wasted 6% of the call on padding). Negative rows are outside Q and
   // O: a warpgroup whose 64 rows are all negative neither loads its Q rows
   // nor stores its O rows (a TMA store starting at a negative row faults),
   // and the guarded stores skip them.
   //
-  // Only from 16 query blocks on: measured at hd64 (192-row tiles) it gains
-  // 5-7% at 4k rows and 1% at 8k, but loses 1-3% at 2k and 5% at 1k, which
-  // the blocks it saves do not explain (bench/NOTES.md, runs 49-51).
+  // Measured at hd64's 192-row tiles: +5-7% at 4k rows, +1% at 8k, 0 at
+  // 16k (bench/NOTES.md, runs 49-52). Only from 16 query blocks on: a
+  // conservative limit set after 1k-2k losses that, it turned out, came
+  // from runs where the shift did not apply (hd64 causal up to 2k runs
+  // 128-row tiles, with no padding at those lengths), so it rests on no
+  // measurement; shorter calls and 128-row tiles are unmeasured. It also
+  // applies to masks whose top rows are not the cheap ones (a left edge
+  // only, or a softcap without a mask), where it gains nothing.
   static constexpr int kShiftMinBlocks = 16;
   __host__ __device__ static int first_row(int m_block, int len_q) {
     const bool shift = kMasked && (len_q + kBlockM - 1) / kBlockM >= kShiftMinBlocks;

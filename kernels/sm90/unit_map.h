@@ -17,7 +17,8 @@ namespace flash::sm90 {
 // block j (short) of one head, so their key counts add up to about the same
 // for every j; when M is odd, the middle block is a unit of its own.
 // (Pairing two heads' middle blocks instead, so that no unit costs half the
-// others, measured 2-3% slower at hd64 2k keys: bench/NOTES.md, runs 50-51.)
+// others, measured no faster at hd64 8k keys, the one swept shape where it
+// applied: bench/NOTES.md, run 50.)
 struct UnitMap {
   int num_m_blocks;    // M: query blocks a head
   int heads_x_batch;   // heads_q * batch
