@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Compares variants of the sm90 kernel on a GPU in one go: each variant is
-# the source tree with one sed expression applied to one file (default
-# kernels/sm90/kernel_traits.cuh), built (only the head dims given) into its
-# own folder; then every variant's flash_bench runs ROUNDS times,
-# interleaved, so clock drift hits all alike.
+# the source tree with sed expressions applied (default file
+# kernels/sm90/kernel_traits.cuh; "path:expr" edits another file of the
+# tree; several edits are separated by ";;"), built (only the head dims
+# given) into its own folder; then every variant's flash_bench runs ROUNDS
+# times, interleaved, so clock drift hits all alike.
 #
 #   HEAD_DIMS="64" BENCH_ARGS="--head_dims=64 --dtypes=bf16 --seqlens=2048,16384" \
 #     scripts/tile-sweep.sh 'base:' 'm128:s/kBlockM = 192/kBlockM = 128/' \
-#                           'other:kernels/sm90/fwd_kernel.cuh:s/foo/bar/'
+#                           'other:kernels/sm90/fwd_kernel.cuh:s/foo/bar/' \
+#                           'two:src/dispatch.cpp:s/a/b/;;kernels/sm90/unit_map.h:s/c/d/'
 #
 # Prints one table per variant and round; logs go to $OUT.
 set -uo pipefail
@@ -19,16 +21,25 @@ src=$PWD
 names=()
 for spec in "$@"; do
   name=${spec%%:*}
-  expr=${spec#*:}
-  file=kernels/sm90/kernel_traits.cuh
-  if [[ "$expr" == kernels/*:* ]]; then
-    file=${expr%%:*}
-    expr=${expr#*:}
-  fi
+  edits=${spec#*:}
   dir=/tmp/variant-$name
   rm -rf "$dir" && mkdir -p "$dir"
   tar -C "$src" --exclude=./build --exclude=./.git -cf - . | tar -C "$dir" -xf -
-  [[ -n "$expr" ]] && sed -i "$expr" "$dir/$file"
+  while [[ -n "$edits" ]]; do
+    edit=${edits%%;;*}
+    if [[ "$edits" == *";;"* ]]; then edits=${edits#*;;}; else edits=""; fi
+    file=kernels/sm90/kernel_traits.cuh
+    expr=$edit
+    if [[ "$edit" == *:* && -f "$dir/${edit%%:*}" ]]; then
+      file=${edit%%:*}
+      expr=${edit#*:}
+    fi
+    [[ -z "$expr" ]] && continue
+    cp "$dir/$file" "$dir/$file.orig"
+    sed -i "$expr" "$dir/$file"
+    if cmp -s "$dir/$file" "$dir/$file.orig"; then echo "[$name] WARNING: '$expr' changed nothing in $file"; fi
+    rm -f "$dir/$file.orig"
+  done
   grep -n "struct CandidateTile<" "$dir/kernels/sm90/kernel_traits.cuh" | sed "s/^/[$name] /" >>"$OUT/variants.txt"
   (cmake -S "$dir" -B "$dir/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a \
      -DFLASH_HEAD_DIMS="$HEAD_DIMS" -DFLASH_BUILD_TESTS=OFF -DFLASH_BUILD_EXAMPLES=OFF &&

@@ -16,21 +16,58 @@ namespace flash::sm90 {
 // first. Masked (causal or window): a unit is query block M-1-j (long) then
 // block j (short) of one head, so their key counts add up to about the same
 // for every j; when M is odd, the middle block is a unit of its own.
-// (Pairing two heads' middle blocks instead, so that no unit costs half the
-// others, measured no faster at hd64 8k keys, the one swept shape where it
-// applied: bench/NOTES.md, run 50.)
-struct UnitMap {
+//
+// UnitMapT<true> (kPairMiddles, off): when M is odd,
+// heads go in twos and one unit holds both heads' middle blocks, so that no
+// unit costs half the others. A lone middle unit matters when the grid is a
+// multiple of the units per head: CTA c then always gets units at the same
+// position within a head (192-row tiles at 2k keys: 11 blocks, 6 units a
+// head, 132 SMs), and the CTAs holding the lone middles idle half the time.
+// Measured only at hd64 8k keys (43 blocks), where it made no difference
+// (bench/NOTES.md, run 50); the shape it is for, 192-row tiles at 2k, runs
+// 128-row tiles today. Off until measured there.
+inline constexpr bool kPairMiddles = false;
+
+template <bool kPair>
+struct UnitMapT {
   int num_m_blocks;    // M: query blocks a head
   int heads_x_batch;   // heads_q * batch
   bool masked;
 
+  // Units of one head, with the middle block of an odd M a unit of its own.
   FLASH_UNIT_MAP_FN int units_per_head() const { return masked ? (num_m_blocks + 1) / 2 : num_m_blocks; }
-  FLASH_UNIT_MAP_FN int num_units() const { return units_per_head() * heads_x_batch; }
+
+  FLASH_UNIT_MAP_FN int num_units() const {
+    if constexpr (kPair) {
+      // M units per two heads; a last head on its own has (M + 1) / 2.
+      if (masked && num_m_blocks % 2 == 1) {
+        return heads_x_batch / 2 * num_m_blocks + heads_x_batch % 2 * units_per_head();
+      }
+    }
+    return units_per_head() * heads_x_batch;
+  }
 
   // Tile k of unit u: its (batch x head) index and query block. Returns the
   // unit's tile count (1 or 2).
   FLASH_UNIT_MAP_FN int locate(int u, int k, int* bh, int* m_block) const {
     const int m = num_m_blocks;
+    if constexpr (kPair) {
+      if (masked && m % 2 == 1) {
+        const int pairs = m / 2;  // (M-1-j, j) pairs a head; block `pairs` is the middle one
+        const int first = 2 * (u / m);
+        const int w = u % m;
+        const bool two_heads = first + 1 < heads_x_batch;
+        if (w == (two_heads ? 2 * pairs : pairs)) {  // the middle blocks' unit
+          *bh = first + k;
+          *m_block = pairs;
+          return two_heads ? 2 : 1;
+        }
+        *bh = first + w / pairs;  // pairs > 0 here, as w < 2 * pairs
+        const int j = w % pairs;
+        *m_block = k == 0 ? m - 1 - j : j;
+        return 2;
+      }
+    }
     const int per_head = units_per_head();
     *bh = u / per_head;
     const int j = u % per_head;
@@ -42,6 +79,9 @@ struct UnitMap {
     return m - 1 - j != j ? 2 : 1;
   }
 };
+
+// The numbering the kernel uses.
+using UnitMap = UnitMapT<kPairMiddles>;
 
 }  // namespace flash::sm90
 
