@@ -86,7 +86,6 @@ cudaError_t launch_sm90(DType dtype, const FwdParams& f, int index, cudaStream_t
 // The sm90 heuristic's pick among the compiled candidates: candidate 0 (the
 // tile each head dim and mask was tuned for) except where H200 measurements
 // (bench/NOTES.md, runs 15, 18 and 40) showed another ahead: 128 x 128 for
-// short causal sequences at head_dim 64 (+10% to +37% up to N = 2048) and
 // short non-causal ones at head_dim 128 (+12% to +22% up to N = 1024), both
 // dtypes; 128 x 176 for long ones at head_dim 128, causal (N >= 16k) and
 // not (more than 8k keys: +1% at 16k over 128 x 160, which leads by 2-4% at
@@ -97,7 +96,6 @@ int sm90_heuristic_index(const AttentionParams& p) {
   const int left = kernel_window_left(p), right = kernel_window_right(p);
   const bool causal = left < 0 && right == 0;
   if (left >= 0 || right > 0 || p.softcap > 0.f) return 0;
-  if (p.head_dim == 64 && causal && p.seqlen_q <= 2048) return 1;
   if (p.head_dim == 128 && right < 0 && p.seqlen_k <= 1024) return 1;
   if (p.head_dim == 128 && right < 0 && p.seqlen_k > 8192) return 2;
   // 128 x 176 for causal head_dim 128 at N >= 16k: ahead of 128 x 128 by

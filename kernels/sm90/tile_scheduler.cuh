@@ -192,7 +192,8 @@ struct TileScheduler {
     t.q_batch = varlen_q ? 0 : t.batch;
     t.k_row = varlen_k ? seq.k_start : 0;
     t.k_batch = varlen_k ? 0 : t.batch;
-    t.skip = t.row_begin >= seq.len_q || t.row_begin + kBlockM <= 0;
+    // (A shifted block 0 still has real rows: the shift is below kBlockM.)
+    t.skip = t.row_begin >= seq.len_q;
     if (t.skip) {
       t.n_first = t.n_blocks = t.unmasked_begin = t.unmasked_end = 0;
       return t;
@@ -221,15 +222,15 @@ struct TileScheduler {
   // nor stores its O rows (a TMA store starting at a negative row faults),
   // and the guarded stores skip them.
   //
-  // Measured at hd64's 192-row tiles: +5-7% at 4k rows, +1% at 8k, 0 at
-  // 16k (bench/NOTES.md, runs 49-52). Only from 16 query blocks on: a
-  // conservative limit set after 1k-2k losses that, it turned out, came
-  // from runs where the shift did not apply (hd64 causal up to 2k runs
-  // 128-row tiles, with no padding at those lengths), so it rests on no
-  // measurement; shorter calls and 128-row tiles are unmeasured. It also
+  // Measured at hd64's 192-row tiles (bench/NOTES.md): +5-7% at 4k rows,
+  // +1% at 8k, 0 at 16k (runs 49-52); +13% at 1000, +6% at 1088, +3-5% at
+  // 2000-2048 and +6% at 2500 (run 54). So 192-row tiles always shift.
+  // 128-row tiles shift from 16 query blocks on: at 1088 rows (9 blocks)
+  // the shift lost 2.5% (run 54); from 16 blocks on it is unmeasured
+  // except at powers of two, where it has no padding to move. It also
   // applies to masks whose top rows are not the cheap ones (a left edge
   // only, or a softcap without a mask), where it gains nothing.
-  static constexpr int kShiftMinBlocks = 16;
+  static constexpr int kShiftMinBlocks = kBlockM > 128 ? 1 : 16;
   __host__ __device__ static int first_row(int m_block, int len_q) {
     const bool shift = kMasked && (len_q + kBlockM - 1) / kBlockM >= kShiftMinBlocks;
     const int padding = shift ? (kBlockM - len_q % kBlockM) % kBlockM / 64 * 64 : 0;

@@ -17,16 +17,17 @@ namespace flash::sm90 {
 // block j (short) of one head, so their key counts add up to about the same
 // for every j; when M is odd, the middle block is a unit of its own.
 //
-// UnitMapT<true> (kPairMiddles, off): when M is odd,
+// UnitMapT<true> (kPairMiddles, on): when M is odd,
 // heads go in twos and one unit holds both heads' middle blocks, so that no
 // unit costs half the others. A lone middle unit matters when the grid is a
 // multiple of the units per head: CTA c then always gets units at the same
 // position within a head (192-row tiles at 2k keys: 11 blocks, 6 units a
 // head, 132 SMs), and the CTAs holding the lone middles idle half the time.
-// Measured only at hd64 8k keys (43 blocks), where it made no difference
-// (bench/NOTES.md, run 50); the shape it is for, 192-row tiles at 2k, runs
-// 128-row tiles today. Off until measured there.
-inline constexpr bool kPairMiddles = false;
+// Measured (bench/NOTES.md), hd64 causal bf16, 192-row tiles: +4% at 2000
+// and 2048 keys (11 blocks), no change at 8k (43 blocks, run 50); where M
+// is even it pairs nothing, yet the kernel ran 1-3% slower at 1000-2500
+// keys (6-14 blocks; run 54), from the code alone.
+inline constexpr bool kPairMiddles = true;
 
 template <bool kPair>
 struct UnitMapT {
