@@ -393,8 +393,9 @@ TEST_F(Features, VarlenNeighbouringSequences) {
   }
 }
 
-// Masked calls with 16 or more query blocks shift their blocks up by the
-// last block's padding (whole 64-row slices), so block 0 starts at a
+// Masked calls shift their blocks up by the last block's padding (whole
+// 64-row slices; 192-row tiles always, 128-row tiles from 16 query blocks
+// on), so block 0 starts at a
 // negative row (kernels/sm90/tile_scheduler.cuh, first_row): its padding
 // warpgroups must neither load nor store, nor write LSE. Lengths that give
 // 16+ blocks with padding at each head dim's usual tile (3100 rows: a
@@ -402,8 +403,9 @@ TEST_F(Features, VarlenNeighbouringSequences) {
 // 128 and 256; the varlen 2100 shifts 64 rows at 128-row tiles), dense (TMA
 // stores, padded layout) and varlen (guarded stores; a short sequence first,
 // so shifted padding rows fall in its rows or before the packed tensor),
-// causal and with a window, with LSE. Not covered: a 64-row shift at 192-row
-// tiles, softcap, and varlen batches past the ranked walk's size.
+// causal and with a window, with LSE. ShiftedMaskedBlocksShort covers the
+// 64-row shift at 192-row tiles and softcap; not covered: varlen batches
+// past the ranked walk's size.
 TEST_F(Features, ShiftedMaskedBlocks) {
   const std::vector<int64_t> lengths_q = {100, 3100, 2100};
   const std::vector<int64_t> lengths_k = {150, 3100, 2300};
@@ -431,6 +433,46 @@ TEST_F(Features, ShiftedMaskedBlocks) {
           cfg.seqlens_k = {3100, 3100};
           cfg.padded = true;
         }
+        check_case(cfg);
+        if (HasFatalFailure()) return;
+      }
+    }
+  }
+}
+
+// Head dim 64's 192-row tiles shift at any block count: 2000 rows (11
+// blocks) shift by 64 rows, 1000 (6 blocks) by 128. Dense and varlen,
+// causal, a window, and a softcap on a causal mask, with LSE.
+TEST_F(Features, ShiftedMaskedBlocksShort) {
+  if (!head_dim_compiled(64)) GTEST_SKIP() << "head_dim 64 not compiled";
+  int variant = 0;
+  for (bool varlen : {false, true}) {
+    for (int mode = 0; mode < 3; ++mode) {
+      ++variant;
+      FeatureConfig cfg = make_config(variant % 2 ? DType::kBFloat16 : DType::kFloat16, 64, 4, 2, next_seed());
+      cfg.causal = mode != 1;
+      if (mode == 1) {
+        cfg.window_left = 300;
+        cfg.window_right = 0;
+      }
+      if (mode == 2) cfg.softcap = 30.f;
+      cfg.with_lse = true;
+      if (varlen) {
+        cfg.varlen_q = true;
+        cfg.seqlens_q = {1000, 2000, 100};
+        cfg.seqlens_k = {1100, 2000, 150};
+        cfg.kv = KvLayout::kVarlen;
+        cfg.tail_rows = 70;
+      } else {
+        cfg.seqlens_q = {2000, 2000};
+        cfg.seqlens_k = {2000, 2000};
+        cfg.padded = true;
+      }
+      check_case(cfg);
+      if (HasFatalFailure()) return;
+      if (!varlen) {
+        cfg.seqlens_q = {1000, 1000};
+        cfg.seqlens_k = {1000, 1000};
         check_case(cfg);
         if (HasFatalFailure()) return;
       }
