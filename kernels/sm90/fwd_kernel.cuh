@@ -204,6 +204,13 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
     }
     return c;
   };
+  // Returns whether O must be rescaled by `correction`. With the lazy max
+  // (OnlineSoftmax::update<true>) most blocks leave the max, and O, alone.
+  // Only in the 128x176 kernels (hd128, long sequences): there it gained
+  // 3-4% at 16k; the 128x128 and 128x160 ones at 2k-4k and hd64 lost 1-3%,
+  // and hd256's masked kernels spilled 100-180 bytes more (bench/NOTES.md,
+  // run 58).
+  constexpr bool kLazyMax = kBlockN == 176;
   auto softmax_step = [&](const Tile& tile, const RowCols& cols, float(&s)[kBlockN / 2], int n_block,
                           float(&correction)[2]) {
     auto& s_frag = *reinterpret_cast<float(*)[1][kBlockN / 8][4]>(&s);
@@ -223,7 +230,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
         }
       }
     }
-    softmax.update(s_frag, p.softmax_scale_log2, correction);
+    return softmax.template update<kLazyMax>(s_frag, p.softmax_scale_log2, correction);
   };
   // P as the register A operand: per 16 keys, two adjacent n8 fragments.
   auto convert_p = [&](const float(&s)[kBlockN / 2], uint32_t(&pa)[kBlockN / 16][4]) {
@@ -296,7 +303,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
         fence_registers(s);
         if (lane == 0) mbarrier_arrive(bar_k_empty(stage_of(kv_count)));
         if (kEarlyQ && n == 1) release_q();
-        softmax_step(tile, cols, s, tile.n_first + n - 1, correction);
+        bool rescale_o = softmax_step(tile, cols, s, tile.n_first + n - 1, correction);
         convert_p(s, pa);
 
         // Steady state: issue S_i = Q K_i^T and O += P_{i-1} V_{i-1} together,
@@ -309,7 +316,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
           wgmma_fence();
           issue_qk(stage_of(cur), s);
           mbarrier_wait(bar_v_full(stage_of(prev)), parity_of(prev));
-          OnlineSoftmax<1>::rescale(o_frag, correction);
+          if (rescale_o) OnlineSoftmax<1>::rescale(o_frag, correction);
           wgmma_fence();
           issue_pv(stage_of(prev), pa);
           turn_end(last_tile && i == n - 1);
@@ -317,7 +324,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
           fence_registers(s);
           if (lane == 0) mbarrier_arrive(bar_k_empty(stage_of(cur)));
           if (kEarlyQ && i == n - 1) release_q();
-          softmax_step(tile, cols, s, tile.n_first + n - 1 - i, correction);
+          rescale_o = softmax_step(tile, cols, s, tile.n_first + n - 1 - i, correction);
           wgmma_wait<0>();
           fence_registers(o);
           if (lane == 0) mbarrier_arrive(bar_v_empty(stage_of(prev)));
@@ -327,7 +334,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
         // The last block's P V.
         const int last = kv_count + n - 1;
         mbarrier_wait(bar_v_full(stage_of(last)), parity_of(last));
-        OnlineSoftmax<1>::rescale(o_frag, correction);
+        if (rescale_o) OnlineSoftmax<1>::rescale(o_frag, correction);
         wgmma_fence();
         issue_pv(stage_of(last), pa);
         wgmma_wait<0>();
