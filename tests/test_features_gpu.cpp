@@ -480,6 +480,40 @@ TEST_F(Features, ShiftedMaskedBlocksShort) {
   }
 }
 
+// The 128x176 kernels (head_dim 128, more than 8k keys; causal from 16k
+// rows) keep a stale softmax max until some row of the warp outgrows it by
+// 2^8 (OnlineSoftmax::update<true>), then rescale O. Inputs in [-8, 8)
+// spread the scores so that most rows' max grows by far more than that
+// after the first block visited: the late-rescale path runs for most rows.
+// On sm90 the automatic pick must be the 128x176 tile, or this test would
+// not cover it.
+TEST_F(Features, LazyMaxRescalesLate) {
+  if (!head_dim_compiled(128)) GTEST_SKIP() << "head_dim 128 not compiled";
+  int variant = 0;
+  for (bool causal : {false, true}) {
+    ++variant;
+    FeatureConfig cfg = make_config(variant % 2 ? DType::kBFloat16 : DType::kFloat16, 128, 2, 1, next_seed());
+    cfg.causal = causal;
+    cfg.input_scale = 8.f;
+    cfg.with_lse = true;
+    cfg.seqlens_q = causal ? std::vector<int64_t>{16400} : std::vector<int64_t>{300, 300};
+    cfg.seqlens_k = causal ? std::vector<int64_t>{16400} : std::vector<int64_t>{8300, 8300};
+    {
+      FeatureCase c(cfg, stream_);
+      ASSERT_TRUE(c.init());
+      AttentionParams p = c.params();
+      p.backend = Backend::kSm90;
+      if (sm90_runs(p)) {
+        KernelChoice choice;
+        ASSERT_TRUE(query_kernel_choice(c.params(), &choice).ok());
+        EXPECT_EQ(std::string(choice.name).rfind("sm90 128x176", 0), 0u) << choice.name;
+      }
+    }
+    check_case(cfg);
+    if (HasFatalFailure()) return;
+  }
+}
+
 // Many sequences: the Hopper kernel ranks up to a few hundred sequences by
 // cost and walks only the tiles that exist (224 at head_dim 256, 384 at 128,
 // 512 at 64); past that it walks the padded (batch, longest) numbering. 200
