@@ -86,7 +86,7 @@ cudaError_t launch_sm90(DType dtype, const FwdParams& f, int index, cudaStream_t
 // The sm90 heuristic's pick among the compiled candidates: candidate 0 (the
 // tile each head dim and mask was tuned for) except where H200 measurements
 // (bench/NOTES.md, runs 15, 18 and 40) showed another ahead: 128 x 128 for
-// short non-causal ones at head_dim 128 (+12% to +22% up to N = 1024), both
+// short non-causal calls at head_dim 128 (+12% to +22% up to N = 1024), both
 // dtypes; 128 x 176 for long ones at head_dim 128, causal (N >= 16k) and
 // not (more than 8k keys: +1% at 16k over 128 x 160, which leads by 2-4% at
 // 2k-4k and ties at 8k).

@@ -404,8 +404,8 @@ TEST_F(Features, VarlenNeighbouringSequences) {
 // stores, padded layout) and varlen (guarded stores; a short sequence first,
 // so shifted padding rows fall in its rows or before the packed tensor),
 // causal and with a window, with LSE. ShiftedMaskedBlocksShort covers the
-// 64-row shift at 192-row tiles and softcap; not covered: varlen batches
-// past the ranked walk's size.
+// 64-row shift at 192-row tiles and softcap; VarlenManySequences' causal
+// hd64 batch of 600 the shift on the padded walk.
 TEST_F(Features, ShiftedMaskedBlocks) {
   const std::vector<int64_t> lengths_q = {100, 3100, 2100};
   const std::vector<int64_t> lengths_k = {150, 3100, 2300};

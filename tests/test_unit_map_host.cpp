@@ -1,6 +1,6 @@
 // The sm90 kernel's padded tile numbering (kernels/sm90/unit_map.h), checked
-// on the host for both forms (the kernel's, and UnitMapT<true>, which pairs
-// two heads' middle blocks): every (head, query block) tile belongs to
+// on the host for both forms (UnitMapT<false>, the kernel's, and
+// UnitMapT<true>, which pairs two heads' middle blocks; off): every (head, query block) tile belongs to
 // exactly one unit, and under a mask a unit pairs query blocks whose key
 // counts add up to the same (M + 1, counting block m as m + 1 key blocks of
 // a square causal call), except a lone middle block when M is odd.
@@ -84,6 +84,22 @@ TEST(UnitMap, PairedMiddlesBalanceTheRoundRobin) {
   };
   EXPECT_LE(spread(sm90::UnitMapT<true>{11, 8 * 32, true}), 12);
   EXPECT_GE(spread(sm90::UnitMapT<false>{11, 8 * 32, true}), 60);  // the premise
+}
+
+// The kernel's numbering gives a short masked call (one query block a head)
+// a unit per head, so it runs on as many CTAs as it has heads: pairing the
+// middle blocks at M = 1 puts two heads in one unit and halves them
+// (unit_map.h, kPairMiddles; found in review). Also, launch.cuh sizes the
+// grid from this count, so it must not be below the varlen ranked walk's
+// count, which is unpaired: (M + 1) / 2 units a head.
+TEST(UnitMap, KernelNumberingKeepsAUnitPerHeadAndCoversTheRankedWalk) {
+  for (int heads = 1; heads <= 300; ++heads) {
+    EXPECT_EQ((sm90::UnitMap{1, heads, true}.num_units()), heads) << heads << " heads";
+    for (int m = 1; m <= 40; ++m) {
+      EXPECT_GE((sm90::UnitMap{m, heads, true}.num_units()), (sm90::UnitMapT<false>{m, heads, true}.num_units()))
+          << "M " << m << ", " << heads << " heads";
+    }
+  }
 }
 
 }  // namespace

@@ -207,7 +207,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
   // Returns whether O must be rescaled by `correction`. With the lazy max
   // (OnlineSoftmax::update<true>) most blocks leave the max, and O, alone.
   // Only in the 128x176 kernels (hd128, long sequences): there it gained
-  // 3-4% at 16k; the 128x128 and 128x160 ones at 2k-4k and hd64 lost 1-3%,
+  // 3-4% at 16k; the 128x128 and 128x160 ones at 2k and hd64 lost 1-3%,
   // and hd256's masked kernels spilled 100-180 bytes more (bench/NOTES.md,
   // run 58).
   constexpr bool kLazyMax = kBlockN == 176;

@@ -17,7 +17,7 @@ namespace flash::sm90 {
 // block j (short) of one head, so their key counts add up to about the same
 // for every j; when M is odd, the middle block is a unit of its own.
 //
-// UnitMapT<true> (kPairMiddles, on): when M is odd,
+// UnitMapT<true> (kPairMiddles, off): when M is odd,
 // heads go in twos and one unit holds both heads' middle blocks, so that no
 // unit costs half the others. A lone middle unit matters when the grid is a
 // multiple of the units per head: CTA c then always gets units at the same
@@ -26,8 +26,14 @@ namespace flash::sm90 {
 // Measured (bench/NOTES.md), hd64 causal bf16, 192-row tiles: +4% at 2000
 // and 2048 keys (11 blocks), no change at 8k (43 blocks, run 50); where M
 // is even it pairs nothing, yet the kernel ran 1-3% slower at 1000-2500
-// keys (6-14 blocks; run 54), from the code alone.
-inline constexpr bool kPairMiddles = true;
+// keys (6-14 blocks; run 54), from the code alone. Off: at M = 1 (a masked
+// call of at most one tile a head) it puts two heads' only tiles in one
+// unit, halving the CTAs a short call runs on (up to 2x slower when the
+// heads are fewer than twice the SMs; found in review, not measured), and
+// launch.cuh sizes the grid from this numbering's count, which the varlen
+// ranked walk's unpaired count can exceed. To come back it needs M >= 3
+// and more units than SMs, and a grid sized for the walk in use.
+inline constexpr bool kPairMiddles = false;
 
 template <bool kPair>
 struct UnitMapT {
