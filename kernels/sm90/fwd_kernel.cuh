@@ -204,13 +204,8 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
     }
     return c;
   };
-  // Returns whether O must be rescaled by `correction`. With the lazy max
-  // (OnlineSoftmax::update<true>) most blocks leave the max, and O, alone.
-  // Only in the 128x176 kernels (hd128, long sequences): there it gained
-  // 3-4% at 16k; the 128x128 and 128x160 ones at 2k and hd64 lost 1-3%,
-  // and hd256's masked kernels spilled 100-180 bytes more (bench/NOTES.md,
-  // run 58).
-  constexpr bool kLazyMax = kBlockN == 176;
+  // Returns whether O must be rescaled by `correction`: with the lazy max
+  // (Traits::kLazyMax) most blocks leave the max, and O, alone.
   auto softmax_step = [&](const Tile& tile, const RowCols& cols, float(&s)[kBlockN / 2], int n_block,
                           float(&correction)[2]) {
     auto& s_frag = *reinterpret_cast<float(*)[1][kBlockN / 8][4]>(&s);
@@ -230,7 +225,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
         }
       }
     }
-    return softmax.template update<kLazyMax>(s_frag, p.softmax_scale_log2, correction);
+    return softmax.template update<Traits::kLazyMax>(s_frag, p.softmax_scale_log2, correction);
   };
   // P as the register A operand: per 16 keys, two adjacent n8 fragments.
   auto convert_p = [&](const float(&s)[kBlockN / 2], uint32_t(&pa)[kBlockN / 16][4]) {
