@@ -480,24 +480,33 @@ TEST_F(Features, ShiftedMaskedBlocksShort) {
   }
 }
 
-// The 128x176 kernels (head_dim 128, more than 8k keys; causal from 16k
-// rows) keep a stale softmax max until some row of the warp outgrows it by
-// 2^8 (OnlineSoftmax::update<true>), then rescale O. Inputs in [-8, 8)
+// The lazy softmax max (kernel_traits.cuh, kLazyMax): the 128x176 kernels
+// (head_dim 128, more than 8k keys; causal from 16k rows) and head_dim 256's
+// unmasked kernels keep a stale max until some row of the warp outgrows it
+// by 2^8 (OnlineSoftmax::update<true>), then rescale O. Inputs in [-8, 8)
 // spread the scores so that most rows' max grows by far more than that
 // after the first block visited: the late-rescale path runs for most rows.
-// On sm90 the automatic pick must be the 128x176 tile, or this test would
-// not cover it.
+// On sm90 the automatic pick at head_dim 128 must be the 128x176 tile, or
+// this test would not cover it.
 TEST_F(Features, LazyMaxRescalesLate) {
-  if (!head_dim_compiled(128)) GTEST_SKIP() << "head_dim 128 not compiled";
+  struct Case {
+    int64_t head_dim;
+    bool causal;
+    int64_t len_q, len_k;
+    const char* kernel;  // the sm90 pick's name must start with this
+  };
   int variant = 0;
-  for (bool causal : {false, true}) {
+  for (const Case& k : {Case{128, false, 300, 8300, "sm90 128x176"}, Case{128, true, 16400, 16400, "sm90 128x176"},
+                        Case{256, false, 300, 2100, "sm90 "}}) {
+    if (!head_dim_compiled(k.head_dim)) continue;
     ++variant;
-    FeatureConfig cfg = make_config(variant % 2 ? DType::kBFloat16 : DType::kFloat16, 128, 2, 1, next_seed());
-    cfg.causal = causal;
+    FeatureConfig cfg = make_config(variant % 2 ? DType::kBFloat16 : DType::kFloat16, k.head_dim, 2, 1, next_seed());
+    cfg.causal = k.causal;
     cfg.input_scale = 8.f;
     cfg.with_lse = true;
-    cfg.seqlens_q = causal ? std::vector<int64_t>{16400} : std::vector<int64_t>{300, 300};
-    cfg.seqlens_k = causal ? std::vector<int64_t>{16400} : std::vector<int64_t>{8300, 8300};
+    const int64_t seqs = k.causal ? 1 : 2;
+    cfg.seqlens_q.assign(static_cast<size_t>(seqs), k.len_q);
+    cfg.seqlens_k.assign(static_cast<size_t>(seqs), k.len_k);
     {
       FeatureCase c(cfg, stream_);
       ASSERT_TRUE(c.init());
@@ -506,12 +515,13 @@ TEST_F(Features, LazyMaxRescalesLate) {
       if (sm90_runs(p)) {
         KernelChoice choice;
         ASSERT_TRUE(query_kernel_choice(c.params(), &choice).ok());
-        EXPECT_EQ(std::string(choice.name).rfind("sm90 128x176", 0), 0u) << choice.name;
+        EXPECT_EQ(std::string(choice.name).rfind(k.kernel, 0), 0u) << choice.name;
       }
     }
     check_case(cfg);
     if (HasFatalFailure()) return;
   }
+  if (variant == 0) GTEST_SKIP() << "head_dim 128 and 256 not compiled";
 }
 
 // Many sequences: the Hopper kernel ranks up to a few hundred sequences by

@@ -22,11 +22,14 @@ struct FwdTraits {
   static constexpr int kProducerRegs = kConsumerWarpgroups == 2 ? 24 : 32;
   static constexpr int kConsumerRegs = kConsumerWarpgroups == 2 ? 240 : 160;
   // The softmax's lazy max (OnlineSoftmax::update<true>): the max moves, and
-  // O is rescaled, only when a row outgrows it by 2^8. Only in the 128 x
-  // 176 kernels (hd128, long sequences): there it gained 3-4% at 16k; the
-  // 128 x 128 and 128 x 160 ones at 2k and hd64 lost 1-3%, and hd256's
-  // masked kernels spilled 100-180 bytes more (bench/NOTES.md, run 58).
-  static constexpr bool kLazyMax = kBlockN == 176;
+  // O is rescaled, only when a row outgrows it by 2^8. Where it runs
+  // (bench/NOTES.md): the 128 x 176 kernels (hd128, long sequences), +3-4%
+  // at 16k (run 58); hd256's unmasked kernels, +3% at 16k and +1% at 2k
+  // (runs 62-63). Where it does not: the 128 x 128 and 128 x 160 kernels at 2k
+  // and hd64 lost 1-3%, and hd256's masked kernels spilled 100-180 bytes
+  // more (run 58).
+  template <bool kMasked>
+  static constexpr bool kLazyMax = kBlockN == 176 || (kHeadDim == 256 && !kMasked);
 
   // Tiles live in shared memory as TMA's SWIZZLE_128B writes them: column
   // blocks of 64 elements (128 bytes a row), each rows x 128 B, 1024-byte aligned.

@@ -1,7 +1,7 @@
 // The sm90 kernel's padded tile numbering (tile_scheduler.cuh): which
 // (batch x head, query block) tiles make up unit u. Plain arithmetic with no
 // device code, so host tests can check that every tile is covered once and
-// that the units cost about the same.
+// that the CTAs' shares cost about the same.
 #pragma once
 
 #if defined(__CUDACC__)
@@ -15,80 +15,51 @@ namespace flash::sm90 {
 // Unmasked: one tile a unit, every block of a head in turn, last block
 // first. Masked (causal or window): a unit is query block M-1-j (long) then
 // block j (short) of one head, so their key counts add up to about the same
-// for every j; when M is odd, the middle block is a unit of its own.
+// for every j; the units of one head are consecutive, so the CTAs running at
+// any moment share few K/V heads and mostly hit in L2.
 //
-// UnitMapT<true> (kPairMiddles, off): when M is odd,
-// heads go in twos and one unit holds both heads' middle blocks, so that no
-// unit costs half the others. A lone middle unit matters when the grid is a
-// multiple of the units per head: CTA c then always gets units at the same
-// position within a head (192-row tiles at 2k keys: 11 blocks, 6 units a
-// head, 132 SMs), and the CTAs holding the lone middles idle half the time.
-// Measured (bench/NOTES.md), hd64 causal bf16, 192-row tiles: +4% at 2000
-// and 2048 keys (11 blocks), no change at 8k (43 blocks, run 50); where M
-// is even it pairs nothing, yet the kernel ran 1-3% slower at 1000-2500
-// keys (6-14 blocks; run 54), from the code alone. Off: at M = 1 (a masked
-// call of at most one tile a head) it puts two heads' only tiles in one
-// unit, halving the CTAs a short call runs on (up to 2x slower when the
-// heads are fewer than twice the SMs; found in review, not measured), and
-// launch.cuh sizes the grid from this numbering's count, which the varlen
-// ranked walk's unpaired count can exceed. To come back it needs M >= 3
-// and more units than SMs, and a grid sized for the walk in use.
-inline constexpr bool kPairMiddles = false;
-
-template <bool kPair>
-struct UnitMapT {
+// When M is odd, each head's middle block is a unit of its own, half the
+// cost of a pair. These come last, after every head's pairs: the CTAs deal
+// units round-robin (c, c + grid, ...), so a list of equal pairs followed by
+// half-cost middles leaves no CTA more than one unit's cost ahead of
+// another. Numbered inside each head instead, as before, the middles land on
+// the same CTAs whenever the grid is a multiple of the units a head (192-row
+// tiles at 2k keys: 11 blocks, 6 units a head, 132 CTAs), and those CTAs idle
+// half the time: in a cost model the busiest CTA then did 12% more than it
+// would with the middles last (27% at 512 keys; bench/NOTES.md, session 7).
+// The unit count, and so the grid, does not change: (M + 1) / 2 a head.
+struct UnitMap {
   int num_m_blocks;    // M: query blocks a head
   int heads_x_batch;   // heads_q * batch
   bool masked;
 
-  // Units of one head, with the middle block of an odd M a unit of its own.
+  // Units of one head, counting its middle block when M is odd.
   FLASH_UNIT_MAP_FN int units_per_head() const { return masked ? (num_m_blocks + 1) / 2 : num_m_blocks; }
 
-  FLASH_UNIT_MAP_FN int num_units() const {
-    if constexpr (kPair) {
-      // M units per two heads; a last head on its own has (M + 1) / 2.
-      if (masked && num_m_blocks % 2 == 1) {
-        return heads_x_batch / 2 * num_m_blocks + heads_x_batch % 2 * units_per_head();
-      }
-    }
-    return units_per_head() * heads_x_batch;
-  }
+  FLASH_UNIT_MAP_FN int num_units() const { return units_per_head() * heads_x_batch; }
 
   // Tile k of unit u: its (batch x head) index and query block. Returns the
   // unit's tile count (1 or 2).
   FLASH_UNIT_MAP_FN int locate(int u, int k, int* bh, int* m_block) const {
     const int m = num_m_blocks;
-    if constexpr (kPair) {
-      if (masked && m % 2 == 1) {
-        const int pairs = m / 2;  // (M-1-j, j) pairs a head; block `pairs` is the middle one
-        const int first = 2 * (u / m);
-        const int w = u % m;
-        const bool two_heads = first + 1 < heads_x_batch;
-        if (w == (two_heads ? 2 * pairs : pairs)) {  // the middle blocks' unit
-          *bh = first + k;
-          *m_block = pairs;
-          return two_heads ? 2 : 1;
-        }
-        *bh = first + w / pairs;  // pairs > 0 here, as w < 2 * pairs
-        const int j = w % pairs;
-        *m_block = k == 0 ? m - 1 - j : j;
-        return 2;
-      }
-    }
-    const int per_head = units_per_head();
-    *bh = u / per_head;
-    const int j = u % per_head;
     if (!masked) {
-      *m_block = m - 1 - j;
+      *bh = u / m;
+      *m_block = m - 1 - u % m;
       return 1;
     }
+    const int pairs = m / 2;  // pair units a head
+    const int pair_units = pairs * heads_x_batch;
+    if (u >= pair_units) {  // a middle block (M odd); every unit when M = 1
+      *bh = u - pair_units;
+      *m_block = pairs;
+      return 1;
+    }
+    *bh = u / pairs;  // pairs > 0 here, as u < pair_units
+    const int j = u % pairs;
     *m_block = k == 0 ? m - 1 - j : j;
-    return m - 1 - j != j ? 2 : 1;
+    return 2;
   }
 };
-
-// The numbering the kernel uses.
-using UnitMap = UnitMapT<kPairMiddles>;
 
 }  // namespace flash::sm90
 
