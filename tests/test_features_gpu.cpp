@@ -440,6 +440,38 @@ TEST_F(Features, ShiftedMaskedBlocks) {
   }
 }
 
+// Masked calls with more units than SMs: the CTAs walk every head's pairs,
+// then every head's lone middle block (kernels/sm90/unit_map.h). 11 query
+// blocks a head at each head dim's usual tile (2000 rows at hd64's 192-row
+// tiles, 1400 at 128 rows: a middle block a head) and 3/8 as many heads as
+// SMs: about 2.3 units an SM, and the middles start partway through a
+// round. Causal and with a window, dense, with LSE.
+TEST_F(Features, ManyUnitsMiddleBlocksLast) {
+  int device = 0, sms = 0;
+  ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), cudaSuccess);
+  const int64_t heads = std::max<int64_t>(2, (int64_t{sms} * 3 + 15) / 16 * 2);  // even, about 3/8 of the SMs
+  int variant = 0;
+  for (int64_t hd : {64, 128, 256}) {
+    if (!head_dim_compiled(hd)) continue;
+    for (bool window : {false, true}) {
+      ++variant;
+      FeatureConfig cfg = make_config(variant % 2 ? DType::kBFloat16 : DType::kFloat16, hd, heads, 2, next_seed());
+      cfg.causal = !window;
+      if (window) {
+        cfg.window_left = 500;
+        cfg.window_right = 0;
+      }
+      cfg.with_lse = true;
+      const int64_t rows = hd == 64 ? 2000 : 1400;
+      cfg.seqlens_q = {rows};
+      cfg.seqlens_k = {rows};
+      check_case(cfg);
+      if (HasFatalFailure()) return;
+    }
+  }
+}
+
 // Head dim 64's 192-row tiles shift at any block count: 2000 rows (11
 // blocks) shift by 64 rows, 1000 (6 blocks) by 128. Dense and varlen,
 // causal, a window, and a softcap on a causal mask, with LSE.
