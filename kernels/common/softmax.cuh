@@ -69,73 +69,48 @@ struct OnlineSoftmax {
   template <bool kLazy = false, int kNTiles>
   __device__ __forceinline__ bool update(float (&s)[kMTiles][kNTiles][4], float scale_log2,
                                          float (&correction)[kRows]) {
+    constexpr int kAcc = kNTiles < 4 ? kNTiles : 4;  // independent partial max / sum chains per row
+    // Both row reductions run as kAcc independent chains merged at the end,
+    // not one chain through every column: a serial chain of 2 * kNTiles
+    // dependent FMNMX / FADD is latency the softmax cannot hide.
+    auto row_max = [&](int mt, int hi, int r) {
+      float part_max[kAcc];
+#pragma unroll
+      for (int a = 0; a < kAcc; ++a) part_max[a] = fmaxf(s[mt][a][2 * hi], s[mt][a][2 * hi + 1]);
+#pragma unroll
+      for (int nt = kAcc; nt < kNTiles; ++nt) {
+        part_max[nt % kAcc] = fmaxf(part_max[nt % kAcc], fmaxf(s[mt][nt][2 * hi], s[mt][nt][2 * hi + 1]));
+      }
+      return quad_max(fmaxf(m[r], merge(part_max, [](float x, float y) { return fmaxf(x, y); })));
+    };
+    // Scores of row r to probabilities against max m_new; l updated.
+    auto exp_row = [&](int mt, int hi, int r, float m_new) {
+      const float m_scaled = m_new == -INFINITY ? 0.f : m_new * scale_log2;
+      correction[r] = ptx::exp2_approx(m[r] * scale_log2 - m_scaled);
+      m[r] = m_new;
+      float part_sum[kAcc];
+#pragma unroll
+      for (int nt = 0; nt < kNTiles; ++nt) {
+        const float p0 = ptx::exp2_approx(fmaf(s[mt][nt][2 * hi], scale_log2, -m_scaled));
+        const float p1 = ptx::exp2_approx(fmaf(s[mt][nt][2 * hi + 1], scale_log2, -m_scaled));
+        s[mt][nt][2 * hi] = p0;
+        s[mt][nt][2 * hi + 1] = p1;
+        part_sum[nt % kAcc] = nt < kAcc ? p0 + p1 : part_sum[nt % kAcc] + (p0 + p1);
+      }
+      const float sum = merge(part_sum, [](float x, float y) { return x + y; });
+      l[r] = fmaf(l[r], correction[r], sum);
+    };
     if constexpr (!kLazy) {
-      constexpr int kAcc = kNTiles < 4 ? kNTiles : 4;  // independent partial max / sum chains per row
 #pragma unroll
       for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
         for (int hi = 0; hi < 2; ++hi) {
           const int r = 2 * mt + hi;
-          // Both row reductions run as kAcc independent chains merged at the
-          // end, not one chain through every column: a serial chain of 2 *
-          // kNTiles dependent FMNMX / FADD is latency the softmax cannot hide.
-          float part_max[kAcc];
-#pragma unroll
-          for (int a = 0; a < kAcc; ++a) part_max[a] = fmaxf(s[mt][a][2 * hi], s[mt][a][2 * hi + 1]);
-#pragma unroll
-          for (int nt = kAcc; nt < kNTiles; ++nt) {
-            part_max[nt % kAcc] = fmaxf(part_max[nt % kAcc], fmaxf(s[mt][nt][2 * hi], s[mt][nt][2 * hi + 1]));
-          }
-          const float m_new = quad_max(fmaxf(m[r], merge(part_max, [](float x, float y) { return fmaxf(x, y); })));
-          const float m_scaled = m_new == -INFINITY ? 0.f : m_new * scale_log2;
-          correction[r] = ptx::exp2_approx(m[r] * scale_log2 - m_scaled);
-          m[r] = m_new;
-          float part_sum[kAcc];
-#pragma unroll
-          for (int nt = 0; nt < kNTiles; ++nt) {
-            const float p0 = ptx::exp2_approx(fmaf(s[mt][nt][2 * hi], scale_log2, -m_scaled));
-            const float p1 = ptx::exp2_approx(fmaf(s[mt][nt][2 * hi + 1], scale_log2, -m_scaled));
-            s[mt][nt][2 * hi] = p0;
-            s[mt][nt][2 * hi + 1] = p1;
-            part_sum[nt % kAcc] = nt < kAcc ? p0 + p1 : part_sum[nt % kAcc] + (p0 + p1);
-          }
-          const float sum = merge(part_sum, [](float x, float y) { return x + y; });
-          l[r] = fmaf(l[r], correction[r], sum);
+          exp_row(mt, hi, r, row_max(mt, hi, r));
         }
       }
       return true;
     } else {
-      constexpr int kAcc = kNTiles < 4 ? kNTiles : 4;  // independent partial max / sum chains per row
-      // Both row reductions run as kAcc independent chains merged at the end,
-      // not one chain through every column: a serial chain of 2 * kNTiles
-      // dependent FMNMX / FADD is latency the softmax cannot hide.
-      auto row_max = [&](int mt, int hi, int r) {
-        float part_max[kAcc];
-#pragma unroll
-        for (int a = 0; a < kAcc; ++a) part_max[a] = fmaxf(s[mt][a][2 * hi], s[mt][a][2 * hi + 1]);
-#pragma unroll
-        for (int nt = kAcc; nt < kNTiles; ++nt) {
-          part_max[nt % kAcc] = fmaxf(part_max[nt % kAcc], fmaxf(s[mt][nt][2 * hi], s[mt][nt][2 * hi + 1]));
-        }
-        return quad_max(fmaxf(m[r], merge(part_max, [](float x, float y) { return fmaxf(x, y); })));
-      };
-      // Scores of row r to probabilities against max m_new; l updated.
-      auto exp_row = [&](int mt, int hi, int r, float m_new) {
-        const float m_scaled = m_new == -INFINITY ? 0.f : m_new * scale_log2;
-        correction[r] = ptx::exp2_approx(m[r] * scale_log2 - m_scaled);
-        m[r] = m_new;
-        float part_sum[kAcc];
-#pragma unroll
-        for (int nt = 0; nt < kNTiles; ++nt) {
-          const float p0 = ptx::exp2_approx(fmaf(s[mt][nt][2 * hi], scale_log2, -m_scaled));
-          const float p1 = ptx::exp2_approx(fmaf(s[mt][nt][2 * hi + 1], scale_log2, -m_scaled));
-          s[mt][nt][2 * hi] = p0;
-          s[mt][nt][2 * hi + 1] = p1;
-          part_sum[nt % kAcc] = nt < kAcc ? p0 + p1 : part_sum[nt % kAcc] + (p0 + p1);
-        }
-        const float sum = merge(part_sum, [](float x, float y) { return x + y; });
-        l[r] = fmaf(l[r], correction[r], sum);
-      };
       float m_new[kRows];
       bool grow = false;
 #pragma unroll
