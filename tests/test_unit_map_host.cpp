@@ -35,7 +35,11 @@ void check_numbering() {
             ++seen[static_cast<size_t>(h * m + mb)];
             cost += mb + 1;
           }
-          if (masked && tiles == 2) EXPECT_EQ(cost, m + 1) << "unit " << u;
+          if (masked && tiles == 2) {
+            EXPECT_EQ(cost, m + 1) << "unit " << u;
+            // A head's pairs are consecutive units (its K/V stays in L2 while they run).
+            EXPECT_EQ(h, u / (m / 2)) << "unit " << u;
+          }
           if (masked && tiles == 1) {
             EXPECT_EQ(m % 2, 1) << "unit " << u;
             EXPECT_EQ(mb, m / 2) << "unit " << u;

@@ -27,9 +27,11 @@ struct Tile {
 // Static persistent schedule. CTA c takes units c, c + gridDim.x, ...; a
 // unit is one tile, or under a causal mask a pair of tiles of one (batch,
 // head): query block M-1-j (long) then block j (short), whose K/V counts
-// add up to about the same for every j, so equal unit counts mean equal
-// work (unit_map.h). Units of one (batch, head) are consecutive, so the
-// CTAs running at any moment share few K/V heads and mostly hit in L2.
+// add up to about the same for every j; when M is odd, each head's middle
+// block is a half-cost unit, and these come after every head's pairs, so a
+// CTA's share is within one unit's cost of another's (unit_map.h). A
+// head's pair units are consecutive, so the CTAs running at any moment
+// share few K/V heads and mostly hit in L2.
 //
 // Variable-length calls (cu_seqlens_q) with at most kSchedSeqs sequences
 // walk a compact list instead: every CTA first ranks the sequences by the

@@ -15,7 +15,7 @@ namespace flash::sm90 {
 // Unmasked: one tile a unit, every block of a head in turn, last block
 // first. Masked (causal or window): a unit is query block M-1-j (long) then
 // block j (short) of one head, so their key counts add up to about the same
-// for every j; the units of one head are consecutive, so the CTAs running at
+// for every j; a head's pair units are consecutive, so the CTAs running at
 // any moment share few K/V heads and mostly hit in L2.
 //
 // When M is odd, each head's middle block is a unit of its own, half the
