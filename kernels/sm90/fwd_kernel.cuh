@@ -14,7 +14,8 @@
 // consumer warp arrives on a stage's "empty" mbarrier once its GEMM has read
 // it. S_{j+1} is issued together with P_j V_j so the softmax of one block
 // runs under the other's tensor-core work, and the consumer warpgroups take
-// turns issuing (pingpong) so one's softmax also overlaps the other's GEMMs.
+// turns issuing (pingpong) so one's softmax also overlaps the other's GEMMs
+// (all but head_dim 256's unmasked kernels: FwdTraits::kPingpong).
 // Blocks are visited from the last visible one down (masked first); blocks
 // wholly hidden by the causal or window mask are never loaded. The epilogue stages O
 // through shared memory and writes it with a TMA store, which clips the
@@ -241,16 +242,22 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
     if (lane == 0) mbarrier_arrive(bar_q_empty);
   };
 
-  // Pingpong: consumer warpgroups take turns issuing their GEMMs. Turn w is
+  // Pingpong (where Traits::kPingpong): consumer warpgroups take turns
+  // issuing their GEMMs; elsewhere these are no-ops. Turn w is
   // named barrier kTurnBarrier + w, completed by warpgroup w (sync) and its
   // predecessor (arrive). The rotation runs on across this CTA's tiles, so a
   // warpgroup starts its next tile without waiting for the others to finish
   // their epilogues: the last warpgroup opens the very first turn and skips
   // only its very last arrive, so every barrier sees matched counts.
   constexpr int kTurnBarrier = 4;
-  auto turn_begin = [&] { named_barrier_sync(kTurnBarrier + wg, 256); };
+  constexpr bool kPingpong = Traits::template kPingpong<kMasked>;
+  auto turn_begin = [&] {
+    if constexpr (kPingpong) named_barrier_sync(kTurnBarrier + wg, 256);
+  };
   auto turn_end = [&](bool last_of_cta) {
-    if (!(last_of_cta && wg == kCWG - 1)) named_barrier_arrive(kTurnBarrier + (wg + 1) % kCWG, 256);
+    if constexpr (kPingpong) {
+      if (!(last_of_cta && wg == kCWG - 1)) named_barrier_arrive(kTurnBarrier + (wg + 1) % kCWG, 256);
+    }
   };
   // Whether any tile after (u, k) in this CTA's walk has work.
   auto work_after = [&](int u, int k) {
@@ -281,7 +288,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
         const RowCols cols = row_cols(tile);
         mbarrier_wait(bar_q_full, q_count & 1);
         ++q_count;
-        if (!opened && wg == kCWG - 1) named_barrier_arrive(kTurnBarrier, 256);
+        if (kPingpong && !opened && wg == kCWG - 1) named_barrier_arrive(kTurnBarrier, 256);
         opened = true;
         const bool last_tile = !work_after(u, k);
 

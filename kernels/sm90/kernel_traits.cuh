@@ -21,6 +21,16 @@ struct FwdTraits {
   // hold S and O in registers, can have more. 128*P + 128*kCWG*C <= 65536.
   static constexpr int kProducerRegs = kConsumerWarpgroups == 2 ? 24 : 32;
   static constexpr int kConsumerRegs = kConsumerWarpgroups == 2 ? 240 : 160;
+  // Pingpong: the consumer warpgroups take turns issuing their GEMMs
+  // (named barriers, fwd_kernel.cuh), so one's softmax runs under the
+  // other's GEMMs; without it each issues as soon as its operands are
+  // ready. Measured both ways (bench/NOTES.md, run 73): without it hd64
+  // lost 6% and hd128 up to 8% (causal 16k), but hd256's unmasked kernels
+  // gained 2-4%: an 80-key block's softmax is short next to its
+  // head_dim-256 GEMMs, and the turns only hold those back. hd256 under a
+  // mask was within 1% either way and keeps the turns (it spills less).
+  template <bool kMasked>
+  static constexpr bool kPingpong = !(kHeadDim == 256 && !kMasked);
   // The softmax's lazy max (OnlineSoftmax::update<true>): the max moves, and
   // O is rescaled, only when a row outgrows it by 2^8. Where it runs
   // (bench/NOTES.md): the 128 x 176 kernels (hd128, long sequences), +3-4%

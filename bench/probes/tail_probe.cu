@@ -1,0 +1,115 @@
+// Investigation probe (not built by CMake; build it with nvcc against a
+// built libflash.a, as scripts/tail-probe.sh does): what the persistent sm90
+// kernel's last, partly filled round of tiles costs. The seed's shapes give
+// tile counts that are not multiples of the SM count (hd128 non-causal:
+// 2048 tiles of 128 rows = 15.5 rounds on 132 SMs, so the last round runs
+// on half the SMs). Here the batch varies at a fixed sequence length, so
+// the work a tile does is the same and only the number of rounds, and how
+// full the last one is, changes. Prints TFLOP/s per batch (median of 30
+// launches, each after an L2-flushing memset, bf16, uniform inputs).
+//
+//   tail_probe HEAD_DIM SEQLEN CAUSAL(0|1) BATCH...
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "flash/flash.hpp"
+
+namespace {
+
+__global__ void fill(__nv_bfloat16* p, size_t n, uint32_t seed) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    uint32_t x = static_cast<uint32_t>(i) * 2654435761u ^ seed;
+    x ^= x >> 13;
+    x *= 0x5bd1e995u;
+    x ^= x >> 15;
+    p[i] = __float2bfloat16(static_cast<float>(x & 0xffff) / 32768.f - 1.f);
+  }
+}
+
+#define CHECK(x)                                                                 \
+  do {                                                                           \
+    cudaError_t e_ = (x);                                                        \
+    if (e_ != cudaSuccess) {                                                     \
+      std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_));              \
+      std::exit(1);                                                              \
+    }                                                                            \
+  } while (0)
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 5) {
+    std::fprintf(stderr, "usage: tail_probe HEAD_DIM SEQLEN CAUSAL BATCH...\n");
+    return 2;
+  }
+  const int head_dim = std::atoi(argv[1]);
+  const int seqlen = std::atoi(argv[2]);
+  const bool causal = std::atoi(argv[3]) != 0;
+  const int heads = 2048 / head_dim;
+  int max_batch = 0;
+  for (int i = 4; i < argc; ++i) max_batch = std::max(max_batch, std::atoi(argv[i]));
+  const size_t elems = static_cast<size_t>(max_batch) * seqlen * heads * head_dim;
+  __nv_bfloat16 *q, *k, *v, *o;
+  CHECK(cudaMalloc(&q, elems * 2));
+  CHECK(cudaMalloc(&k, elems * 2));
+  CHECK(cudaMalloc(&v, elems * 2));
+  CHECK(cudaMalloc(&o, elems * 2));
+  fill<<<1024, 256>>>(q, elems, 1u);
+  fill<<<1024, 256>>>(k, elems, 2u);
+  fill<<<1024, 256>>>(v, elems, 3u);
+  void* flush;
+  const size_t flush_bytes = size_t{256} << 20;
+  CHECK(cudaMalloc(&flush, flush_bytes));
+  cudaEvent_t start, stop;
+  CHECK(cudaEventCreate(&start));
+  CHECK(cudaEventCreate(&stop));
+  for (int i = 4; i < argc; ++i) {
+    const int batch = std::atoi(argv[i]);
+    flash::AttentionParams p;
+    p.q = q;
+    p.k = k;
+    p.v = v;
+    p.o = o;
+    p.dtype = flash::DType::kBFloat16;
+    p.batch = batch;
+    p.seqlen_q = p.seqlen_k = seqlen;
+    p.heads_q = p.heads_kv = heads;
+    p.head_dim = head_dim;
+    p.causal = causal;
+    p.set_contiguous_bnhd();
+    flash::KernelChoice choice;
+    if (!flash::query_kernel_choice(p, &choice).ok()) return 1;
+    // Warm-up: ~200 ms of launches.
+    for (int w = 0; w < 400; ++w) {
+      if (!flash::attention_forward(p, nullptr).ok()) return 1;
+    }
+    std::vector<float> ms;
+    for (int r = 0; r < 30; ++r) {
+      CHECK(cudaMemsetAsync(flush, r, flush_bytes));
+      CHECK(cudaEventRecord(start));
+      flash::attention_forward(p, nullptr);
+      CHECK(cudaEventRecord(stop));
+      CHECK(cudaEventSynchronize(stop));
+      float t;
+      CHECK(cudaEventElapsedTime(&t, start, stop));
+      ms.push_back(t);
+    }
+    std::sort(ms.begin(), ms.end());
+    const double med = ms[ms.size() / 2];
+    const double pairs = causal ? seqlen * (seqlen + 1.0) / 2 : 1.0 * seqlen * seqlen;
+    const double flops = 4.0 * batch * heads * head_dim * pairs;
+    const int m_blocks = (seqlen + choice.block_m - 1) / choice.block_m;
+    const int tiles = batch * heads * m_blocks;
+    std::printf("hd%d N%d %s batch %d: %s, %d tiles = %.2f rounds of 132, %.3f ms, %.1f TFLOP/s\n", head_dim,
+                seqlen, causal ? "causal" : "noncausal", batch, choice.name, tiles, tiles / 132.0, med,
+                flops / med / 1e9);
+  }
+  return 0;
+}
