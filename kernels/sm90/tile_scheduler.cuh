@@ -36,9 +36,10 @@ struct Tile {
 // Variable-length calls (cu_seqlens_q) with at most kSchedSeqs sequences
 // walk a compact list instead: every CTA first ranks the sequences by the
 // cost of one of their units (K/V blocks; a causal pair's two tiles), most
-// expensive first, and numbers only the units that exist. Dealt round-robin
-// over a list of non-increasing cost, no CTA ends up more than one unit's
-// cost ahead of another; the padded (batch, max_seqlen) numbering instead
+// expensive first, and numbers only the units that exist (within a
+// sequence as UnitMap numbers a batch: every head's pairs, then the
+// middle blocks). Dealt round-robin over a list of non-increasing cost, no
+// CTA ends up more than about one unit's cost ahead of another; the padded (batch, max_seqlen) numbering instead
 // scatters units of very different costs over the CTAs (up to ~15% apart
 // on 64 sequences of 100-8k tokens). Larger batches keep the padded
 // numbering: their units are many and small, so they even out anyway.
@@ -148,8 +149,8 @@ struct TileScheduler {
         const int r = rank_of(u, p.batch);
         const SeqInfo seq(p, order[r]);
         const int m_blocks = (seq.len_q + kBlockM - 1) / kBlockM;
-        const int j = (u - first_unit[r]) % units_per_head_of(m_blocks);
-        return m_blocks - 1 - j != j ? 2 : 1;
+        int head, m_block;
+        return UnitMap{m_blocks, p.heads_q, kMasked}.locate(u - first_unit[r], 0, &head, &m_block);
       }
       int bh, m_block;
       return UnitMap{num_m_blocks, p.heads_q * p.batch, kMasked}.locate(u, 0, &bh, &m_block);
@@ -177,11 +178,7 @@ struct TileScheduler {
     const SeqInfo seq(p, t.batch);
     if (compact(p)) {
       const int m_blocks = (seq.len_q + kBlockM - 1) / kBlockM;
-      const int per_head = units_per_head_of(m_blocks);
-      const int local = u - first_unit[rank];
-      t.head = local / per_head;
-      const int j = local % per_head;
-      t.m_block = kMasked ? (k == 0 ? m_blocks - 1 - j : j) : m_blocks - 1 - j;
+      UnitMap{m_blocks, p.heads_q, kMasked}.locate(u - first_unit[rank], k, &t.head, &t.m_block);
     }
     t.row_begin = first_row(t.m_block, seq.len_q);
     t.len_q = seq.len_q;
