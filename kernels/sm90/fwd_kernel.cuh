@@ -169,22 +169,42 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
 
   // S = Q_i K_j^T: both operands K-major; K advances 16 elements (32 bytes)
   // inside a 128-byte swizzle row, then to the next column block.
+  //
+  // kLightTurn: keep a pingpong turn short, since the other warpgroups wait
+  // for it. Each wgmma's descriptor is one add on a descriptor built once
+  // per GEMM (not rebuilt in full: ~5 instructions a wgmma), and O's
+  // rescale runs after the previous P V has finished, outside the turn.
+  // Measured (bench/NOTES.md, run 79): causal 2k +2-3% at hd128 and hd256,
+  // the rest within ±1%; at hd64 non-causal -2%, so hd64 keeps the old form.
+  constexpr bool kLightTurn = kHeadDim != 64;
+  const uint64_t desc_q = smem_descriptor(smem_q_wg, 0);
   auto issue_qk = [&](int stage, float(&s)[kBlockN / 2]) {
+    const uint64_t desc_k = smem_descriptor(smem_k(stage), 0);
 #pragma unroll
     for (int kk = 0; kk < kHeadDim / 16; ++kk) {
-      const uint64_t desc_q = smem_descriptor(smem_q_wg + (kk / 4) * kBlockM * 128 + (kk % 4) * 32, 0);
-      const uint64_t desc_k = smem_descriptor(smem_k(stage) + (kk / 4) * kBlockN * 128 + (kk % 4) * 32, 0);
-      wgmma_ss<kBlockN, 0, Element>(s, desc_q, desc_k, kk > 0 ? 1 : 0);
+      const uint32_t q_offset = (kk / 4) * kBlockM * 128 + (kk % 4) * 32;
+      const uint32_t k_offset = (kk / 4) * kBlockN * 128 + (kk % 4) * 32;
+      if constexpr (kLightTurn) {
+        wgmma_ss<kBlockN, 0, Element>(s, smem_descriptor_at(desc_q, q_offset), smem_descriptor_at(desc_k, k_offset),
+                                      kk > 0 ? 1 : 0);
+      } else {
+        wgmma_ss<kBlockN, 0, Element>(s, smem_descriptor(smem_q_wg + q_offset, 0),
+                                      smem_descriptor(smem_k(stage) + k_offset, 0), kk > 0 ? 1 : 0);
+      }
     }
     wgmma_commit();
   };
   // O += P V_j: V is N-major for this GEMM (keys are rows, head_dim is
   // contiguous); 16 keys are 16 swizzled rows, 2048 bytes.
   auto issue_pv = [&](int stage, const uint32_t(&pa)[kBlockN / 16][4]) {
+    const uint64_t desc_v = smem_descriptor(smem_v(stage), kBlockN * 128);
 #pragma unroll
     for (int kk = 0; kk < kBlockN / 16; ++kk) {
-      const uint64_t desc_v = smem_descriptor(smem_v(stage) + kk * 16 * 128, kBlockN * 128);
-      wgmma_rs<kHeadDim, 1, Element>(o, pa[kk], desc_v, 1);
+      if constexpr (kLightTurn) {
+        wgmma_rs<kHeadDim, 1, Element>(o, pa[kk], smem_descriptor_at(desc_v, kk * 16 * 128), 1);
+      } else {
+        wgmma_rs<kHeadDim, 1, Element>(o, pa[kk], smem_descriptor(smem_v(stage) + kk * 16 * 128, kBlockN * 128), 1);
+      }
     }
     wgmma_commit();
   };
@@ -318,7 +338,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
           wgmma_fence();
           issue_qk(stage_of(cur), s);
           mbarrier_wait(bar_v_full(stage_of(prev)), parity_of(prev));
-          if (rescale_o) OnlineSoftmax<1>::rescale(o_frag, correction);
+          if (!kLightTurn && rescale_o) OnlineSoftmax<1>::rescale(o_frag, correction);
           wgmma_fence();
           issue_pv(stage_of(prev), pa);
           turn_end(last_tile && i == n - 1);
@@ -331,12 +351,16 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
           fence_registers(o);
           if (lane == 0) mbarrier_arrive(bar_v_empty(stage_of(prev)));
           convert_p(s, pa);
+          // kLightTurn: O, idle now, takes block i's max before P_i V_i
+          // adds to it, here rather than in the next turn (after the first
+          // block O is still zero).
+          if (kLightTurn && rescale_o) OnlineSoftmax<1>::rescale(o_frag, correction);
         }
 
         // The last block's P V.
         const int last = kv_count + n - 1;
         mbarrier_wait(bar_v_full(stage_of(last)), parity_of(last));
-        if (rescale_o) OnlineSoftmax<1>::rescale(o_frag, correction);
+        if (!kLightTurn && rescale_o) OnlineSoftmax<1>::rescale(o_frag, correction);
         wgmma_fence();
         issue_pv(stage_of(last), pa);
         wgmma_wait<0>();

@@ -117,6 +117,14 @@ __device__ __forceinline__ uint64_t smem_descriptor(uint32_t addr, uint32_t lead
          ((kStrideBytes >> 4) << 32) | (kSwizzle128B << 62);
 }
 
+// The descriptor of the same tile `byte_offset` bytes on (a later k-step):
+// only the start address field, the low 14 bits, moves, and it cannot carry
+// out of them (shared memory ends below 256 KiB), so one 32-bit add on the
+// low word replaces rebuilding the descriptor for every wgmma.
+__device__ __forceinline__ uint64_t smem_descriptor_at(uint64_t base, uint32_t byte_offset) {
+  return (base & 0xFFFFFFFF00000000ull) | static_cast<uint32_t>(static_cast<uint32_t>(base) + (byte_offset >> 4));
+}
+
 // ---- registers and barriers --------------------------------------------------
 
 template <int kRegs>
