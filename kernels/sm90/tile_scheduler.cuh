@@ -38,8 +38,9 @@ struct Tile {
 // cost of one of their units (K/V blocks; a causal pair's two tiles), most
 // expensive first, and numbers only the units that exist (within a
 // sequence as UnitMap numbers a batch: every head's pairs, then the
-// middle blocks). Dealt round-robin over a list of non-increasing cost, no
-// CTA ends up more than about one unit's cost ahead of another; the padded (batch, max_seqlen) numbering instead
+// middle blocks). Dealt round-robin over a list of nearly non-increasing
+// cost (a sequence's half-cost middles may precede the next one's pairs),
+// no CTA ends up more than about one unit's cost ahead of another; the padded (batch, max_seqlen) numbering instead
 // scatters units of very different costs over the CTAs (up to ~15% apart
 // on 64 sequences of 100-8k tokens). Larger batches keep the padded
 // numbering: their units are many and small, so they even out anyway.

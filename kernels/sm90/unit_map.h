@@ -1,4 +1,5 @@
-// The sm90 kernel's padded tile numbering (tile_scheduler.cuh): which
+// The sm90 kernel's tile numbering (tile_scheduler.cuh; the padded walk of
+// a batch, and the compact varlen walk within one sequence): which
 // (batch x head, query block) tiles make up unit u. Plain arithmetic with no
 // device code, so host tests can check that every tile is covered once and
 // that the CTAs' shares cost about the same.
@@ -30,7 +31,7 @@ namespace flash::sm90 {
 // The unit count, and so the grid, does not change: (M + 1) / 2 a head.
 struct UnitMap {
   int num_m_blocks;    // M: query blocks a head
-  int heads_x_batch;   // heads_q * batch
+  int heads_x_batch;   // heads_q * batch (the compact varlen walk: one sequence's heads_q)
   bool masked;
 
   // Units of one head, counting its middle block when M is odd.
