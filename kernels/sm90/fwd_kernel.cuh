@@ -173,8 +173,8 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
   // kLightTurn: keep a pingpong turn short, since the other warpgroups wait
   // for it. Each wgmma's descriptor is one add on a descriptor built once
   // per GEMM (Q's once per kernel) rather than rebuilt in full (~5
-  // instructions a wgmma), and O's
-  // rescale runs after the previous P V has finished, outside the turn.
+  // instructions a wgmma), and O's rescale runs after the previous P V has
+  // finished, outside the turn.
   // Measured (bench/NOTES.md, run 79): causal 2k +2-3% at hd128 and hd256,
   // the rest within ±1%; at hd64 non-causal -2%, so hd64 keeps the old form.
   constexpr bool kLightTurn = kHeadDim != 64;

@@ -40,10 +40,11 @@ struct Tile {
 // sequence as UnitMap numbers a batch: every head's pairs, then the
 // middle blocks). Dealt round-robin over a list of nearly non-increasing
 // cost (a sequence's half-cost middles may precede the next one's pairs),
-// no CTA ends up more than about one unit's cost ahead of another; the padded (batch, max_seqlen) numbering instead
-// scatters units of very different costs over the CTAs (up to ~15% apart
-// on 64 sequences of 100-8k tokens). Larger batches keep the padded
-// numbering: their units are many and small, so they even out anyway.
+// no CTA ends up more than about one unit's cost ahead of another; the
+// padded (batch, max_seqlen) numbering instead scatters units of very
+// different costs over the CTAs (up to ~15% apart on 64 sequences of
+// 100-8k tokens). Larger batches keep the padded numbering: their units
+// are many and small, so they even out anyway.
 //
 // kMasked: a causal or sliding-window mask; else only the ragged tail.
 // kLeft: the window has a left edge (see fwd_kernel). Masked calls pair tiles as causal ones do (under a sliding
@@ -68,8 +69,6 @@ struct TileScheduler {
     return p.cu_seqlens_q != nullptr && p.batch <= kSchedSeqs;
   }
 
-  // Compact list: the units of one sequence's head (a lone middle block when odd).
-  __host__ __device__ static int units_per_head_of(int m_blocks) { return UnitMap{m_blocks, 1, kMasked}.units_per_head(); }
   // Padded numbering: every unit of heads_x_batch heads of num_m_blocks blocks.
   __host__ __device__ static int units(int num_m_blocks, int heads_x_batch) {
     return UnitMap{num_m_blocks, heads_x_batch, kMasked}.num_units();
@@ -89,7 +88,7 @@ struct TileScheduler {
     if (b < p.batch) {
       const SeqInfo seq(p, b);
       const int m_blocks = (seq.len_q + kBlockM - 1) / kBlockM;
-      my_units = units_per_head_of(m_blocks) * p.heads_q;
+      my_units = UnitMap{m_blocks, p.heads_q, kMasked}.num_units();
       if (m_blocks > 0) {
         const WindowMask<kMasked, kLeft> mask(seq.len_q, seq.len_k, p.window_left, p.window_right);
         int begin, end;
