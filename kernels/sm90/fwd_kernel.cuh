@@ -285,8 +285,9 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
     // Dense, with no left window edge and no more queries than keys: every
     // row sees a key (this tile's do, so seqlen_k > 0), so every tile has
     // work and only the walk's length matters (an unmasked unit is one
-    // tile). Measured: +2.5% at hd128 non-causal N = 2k, where this was
-    // the tile boundary's longest integer work (bench/NOTES.md, run 83).
+    // tile). Measured (bench/NOTES.md): +2.5% at hd128 non-causal N = 2k,
+    // where this was the tile boundary's longest integer work (run 83), and
+    // +1% to +4.5% on causal calls at N = 2k (run 84).
     // (Not compiled where the window has a left edge: ptxas spilled more.)
     if (!kLeft && p.cu_seqlens_q == nullptr && p.cu_seqlens_k == nullptr &&
         (!kMasked || p.seqlen_k >= p.seqlen_q)) {
