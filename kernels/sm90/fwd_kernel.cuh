@@ -170,14 +170,16 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
   // S = Q_i K_j^T: both operands K-major; K advances 16 elements (32 bytes)
   // inside a 128-byte swizzle row, then to the next column block.
   //
-  // kLightTurn: keep a pingpong turn short, since the other warpgroups wait
-  // for it. Each wgmma's descriptor is one add on a descriptor built once
-  // per GEMM (Q's once per kernel) rather than rebuilt in full (~5
-  // instructions a wgmma), and O's rescale runs after the previous P V has
-  // finished, outside the turn.
-  // Measured (bench/NOTES.md, run 79): causal 2k +2-3% at hd128 and hd256,
-  // the rest within ±1%; at hd64 non-causal -2%, so hd64 keeps the old form.
-  constexpr bool kLightTurn = kHeadDim != 64;
+  // kDescriptorAdd: keep a pingpong turn short, since the other
+  // warpgroups wait for it: each wgmma's descriptor is one add on a
+  // descriptor built once per GEMM (Q's once per kernel) rather than
+  // rebuilt in full (~5 instructions a wgmma). (O's rescale is also kept
+  // out of the turn: see the steady loop.)
+  // Measured (bench/NOTES.md): with the rescale moved too, causal 2k
+  // +2-3% at hd128 and hd256, the rest within ±1%, but hd64 non-causal -2%
+  // (run 79); hd64 with each part alone: the descriptors -2 to -5%, the
+  // rescale within ±1.5% (run 101). So hd64 rebuilds its descriptors.
+  constexpr bool kDescriptorAdd = kHeadDim != 64;
   const uint64_t desc_q = smem_descriptor(smem_q_wg, 0);
   auto issue_qk = [&](int stage, float(&s)[kBlockN / 2]) {
     const uint64_t desc_k = smem_descriptor(smem_k(stage), 0);
@@ -185,7 +187,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
     for (int kk = 0; kk < kHeadDim / 16; ++kk) {
       const uint32_t q_offset = (kk / 4) * kBlockM * 128 + (kk % 4) * 32;
       const uint32_t k_offset = (kk / 4) * kBlockN * 128 + (kk % 4) * 32;
-      if constexpr (kLightTurn) {
+      if constexpr (kDescriptorAdd) {
         wgmma_ss<kBlockN, 0, Element>(s, smem_descriptor_at(desc_q, q_offset), smem_descriptor_at(desc_k, k_offset),
                                       kk > 0 ? 1 : 0);
       } else {
@@ -201,7 +203,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
     const uint64_t desc_v = smem_descriptor(smem_v(stage), kBlockN * 128);
 #pragma unroll
     for (int kk = 0; kk < kBlockN / 16; ++kk) {
-      if constexpr (kLightTurn) {
+      if constexpr (kDescriptorAdd) {
         wgmma_rs<kHeadDim, 1, Element>(o, pa[kk], smem_descriptor_at(desc_v, kk * 16 * 128), 1);
       } else {
         wgmma_rs<kHeadDim, 1, Element>(o, pa[kk], smem_descriptor(smem_v(stage) + kk * 16 * 128, kBlockN * 128), 1);
@@ -350,7 +352,6 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
           wgmma_fence();
           issue_qk(stage_of(cur), s);
           mbarrier_wait(bar_v_full(stage_of(prev)), parity_of(prev));
-          if (!kLightTurn && rescale_o) OnlineSoftmax<1>::rescale(o_frag, correction);
           wgmma_fence();
           issue_pv(stage_of(prev), pa);
           turn_end(last_tile && i == n - 1);
@@ -363,16 +364,15 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
           fence_registers(o);
           if (lane == 0) mbarrier_arrive(bar_v_empty(stage_of(prev)));
           convert_p(s, pa);
-          // kLightTurn: O, idle now, takes block i's max before P_i V_i
-          // adds to it, here rather than in the next turn (after the first
-          // block O is still zero).
-          if (kLightTurn && rescale_o) OnlineSoftmax<1>::rescale(o_frag, correction);
+          // O, idle now, takes block i's max before P_i V_i adds to it:
+          // here, outside the pingpong turn, rather than in the next one
+          // (after the first block O is still zero, so that block needs none).
+          if (rescale_o) OnlineSoftmax<1>::rescale(o_frag, correction);
         }
 
         // The last block's P V.
         const int last = kv_count + n - 1;
         mbarrier_wait(bar_v_full(stage_of(last)), parity_of(last));
-        if (!kLightTurn && rescale_o) OnlineSoftmax<1>::rescale(o_frag, correction);
         wgmma_fence();
         issue_pv(stage_of(last), pa);
         wgmma_wait<0>();
