@@ -6,7 +6,8 @@
 #
 #   BENCH_ARGS="--dtypes=bf16 --seqlens=2048,16384" scripts/ab-bench.sh /path/to/old/tree [/another/tree ...]
 #
-# Prints one table per tree and round; logs go to $OUT.
+# Prints one table per tree and round, then one table of every cell with
+# each tree's rounds and its mean against the last tree's; logs go to $OUT.
 set -uo pipefail
 OUT=${OUT:-$PWD/ab-bench-out}
 mkdir -p "$OUT"
@@ -35,3 +36,24 @@ for round in $(seq "$ROUNDS"); do
     sed -n '/^| dtype/,/^$/p' "$OUT/bench-$name-$round.log" | sed '1,2d' | cut -d'|' -f2-7
   done
 done
+# One table for all: per cell, each tree's rounds, and each tree's mean
+# against the last tree's (the working tree) in per cent.
+echo "## all rounds (tree: rounds; mean vs ${names[-1]})"
+for name in "${names[@]}"; do
+  for round in $(seq "$ROUNDS"); do
+    sed -n '/^| dtype/,/^$/p' "$OUT/bench-$name-$round.log" | sed '1,2d' |
+      awk -F'|' -v t="$name" 'NF > 6 { gsub(/ /, "", $2); gsub(/ /, "", $3); gsub(/ /, "", $4); gsub(/ /, "", $5);
+        gsub(/ /, "", $6); print t, $2, $3, $4, $5, $6 }'
+  done
+done | awk -v last="${names[-1]}" -v trees="${names[*]}" '
+  { key = $2 " hd" $3 " " ($4 == "yes" ? "causal" : "non-causal") " " $5; if (!(key in seen)) { seen[key] = 1; order[++n] = key }
+    v[key, $1] = (v[key, $1] == "" ? $6 : v[key, $1] ", " $6); s[key, $1] += $6; c[key, $1]++ }
+  END { nt = split(trees, t, " ")
+    head = "| cell"; rule = "|---"
+    for (j = 1; j <= nt; j++) { head = head " | " t[j]; rule = rule "|---" }
+    print head " |"; print rule "|"
+    for (i = 1; i <= n; i++) { k = order[i]; line = "| " k
+      for (j = 1; j <= nt; j++) { line = line " | " v[k, t[j]]
+        if (t[j] != last && c[k, last] > 0 && c[k, t[j]] > 0)
+          line = line sprintf(" (%+.1f%%)", 100 * (s[k, t[j]] / c[k, t[j]]) / (s[k, last] / c[k, last]) - 100) }
+      print line " |" } }'
