@@ -29,10 +29,32 @@ for name in "${names[@]}"; do
    cmake --build "$dir/build/ab" -j "$(nproc)" --target flash_bench) >"$OUT/build-$name.log" 2>&1 ||
     { echo "[$name] build FAILED"; tail -20 "$OUT/build-$name.log"; exit 1; }
 done
+# SM clock and power while a bench runs (nvidia-smi every 200 ms, where
+# there is one): the mean over the samples with the GPU busy. At the power
+# cap a change can show up as clock as much as as time (bench/NOTES.md,
+# run 94: fewer K/V loads, 5-10% higher clocks at the same power).
+have_smi=0
+command -v nvidia-smi >/dev/null 2>&1 && have_smi=1
+clocks() {  # clocks CSV -> "clock N MHz, power M W (k samples)"
+  awk -F', *' '$1 > 50 { n++; c += $2; p += $3 }
+    END { if (n) printf "clock %.0f MHz, power %.0f W (%d samples)", c / n, p / n, n; else printf "no busy samples" }' "$1"
+}
 for round in $(seq "$ROUNDS"); do
   for name in "${names[@]}"; do
+    smi_csv="$OUT/smi-$name-$round.csv"
+    if [ "$have_smi" = 1 ]; then
+      nvidia-smi --query-gpu=utilization.gpu,clocks.sm,power.draw --format=csv,noheader,nounits -lms 200 \
+        >"$smi_csv" 2>/dev/null &
+      smi_pid=$!
+    fi
     "${trees[$name]}/build/ab/bench/flash_bench" --no-standard ${BENCH_ARGS:-} >"$OUT/bench-$name-$round.log" 2>&1
-    echo "## $name round $round ($(grep -o 'median: [0-9.]* TFLOP/s' "$OUT/bench-$name-$round.log"))"
+    power=""
+    if [ "$have_smi" = 1 ]; then
+      kill "$smi_pid" 2>/dev/null
+      wait "$smi_pid" 2>/dev/null
+      power="; $(clocks "$smi_csv")"
+    fi
+    echo "## $name round $round ($(grep -o 'median: [0-9.]* TFLOP/s' "$OUT/bench-$name-$round.log")$power)"
     sed -n '/^| dtype/,/^$/p' "$OUT/bench-$name-$round.log" | sed '1,2d' | cut -d'|' -f2-7
   done
 done
