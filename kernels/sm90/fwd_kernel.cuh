@@ -178,7 +178,8 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
   // Measured (bench/NOTES.md): with the rescale moved too, causal 2k
   // +2-3% at hd128 and hd256, the rest within ±1%, but hd64 non-causal -2%
   // (run 79); hd64 with each part alone: the descriptors -2 to -5%, the
-  // rescale within ±1.5% (runs 102, 104). So hd64 rebuilds its descriptors.
+  // rescale -1.4% to +1.8%, the spread (runs 102, 104). So hd64 rebuilds
+  // its descriptors.
   constexpr bool kDescriptorAdd = kHeadDim != 64;
   const uint64_t desc_q = smem_descriptor(smem_q_wg, 0);
   auto issue_qk = [&](int stage, float(&s)[kBlockN / 2]) {
