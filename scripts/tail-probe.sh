@@ -8,8 +8,8 @@ OUT=${OUT:-$PWD/tail-probe-out}
 mkdir -p "$OUT"
 B=${BUILD_DIR:-build/gpu-check}
 OUT="$OUT/build" BUILD_DIR="$B" "$(dirname "$0")/gpu-check.sh" build >/dev/null 2>&1 || { echo "build failed"; exit 1; }
-nvcc -std=c++17 -O2 -arch=sm_90a -Iinclude -I"$B/include" bench/probes/tail_probe.cu "$B/libflash.a" \
-  -o "$B/tail_probe" || exit 1
+nvcc -std=c++17 -O2 -arch=sm_90a -Iinclude -I"$B/include" -Itests/support bench/probes/tail_probe.cu \
+  "$B/tests/support/libflash_reference.a" "$B/libflash.a" -o "$B/tail_probe" || exit 1
 for round in 1 2; do
   "$B/tail_probe" 128 2048 0 8 33 16 17
   "$B/tail_probe" 128 2048 1 8 33

@@ -1,12 +1,14 @@
 // Investigation probe (not built by CMake; build it with nvcc against a
-// built libflash.a, as scripts/tail-probe.sh does): what the persistent sm90
-// kernel's last, partly filled round of tiles costs. The seed's shapes give
+// built libflash.a and libflash_reference.a, as scripts/tail-probe.sh does):
+// what the persistent sm90 kernel's last, partly filled round of tiles
+// costs. The seed's shapes give
 // tile counts that are not multiples of the SM count (hd128 non-causal:
 // 2048 tiles of 128 rows = 15.5 rounds on 132 SMs, so the last round runs
 // on half the SMs). Here the batch varies at a fixed sequence length, so
 // the work a tile does is the same and only the number of rounds, and how
 // full the last one is, changes. Prints TFLOP/s per batch (median of 30
-// launches, each after an L2-flushing memset, bf16, uniform inputs).
+// launches, each after an L2-flushing memset, bf16, inputs uniform in
+// (-1, 1) from the tests' and benchmark's ref::fill_uniform).
 //
 //   tail_probe HEAD_DIM SEQLEN CAUSAL(0|1) BATCH...
 #include <cuda_bf16.h>
@@ -18,20 +20,10 @@
 #include <cstdlib>
 #include <vector>
 
+#include "device_tensor.h"
 #include "flash/flash.hpp"
 
 namespace {
-
-__global__ void fill(__nv_bfloat16* p, size_t n, uint32_t seed) {
-  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    uint32_t x = static_cast<uint32_t>(i) * 2654435761u ^ seed;
-    x ^= x >> 13;
-    x *= 0x5bd1e995u;
-    x ^= x >> 15;
-    p[i] = __float2bfloat16(static_cast<float>(x & 0xffff) / 32768.f - 1.f);
-  }
-}
 
 #define CHECK(x)                                                                 \
   do {                                                                           \
@@ -61,9 +53,9 @@ int main(int argc, char** argv) {
   CHECK(cudaMalloc(&k, elems * 2));
   CHECK(cudaMalloc(&v, elems * 2));
   CHECK(cudaMalloc(&o, elems * 2));
-  fill<<<1024, 256>>>(q, elems, 1u);
-  fill<<<1024, 256>>>(k, elems, 2u);
-  fill<<<1024, 256>>>(v, elems, 3u);
+  CHECK(flash::ref::fill_uniform(q, flash::DType::kBFloat16, elems, 1, 1.f, nullptr));
+  CHECK(flash::ref::fill_uniform(k, flash::DType::kBFloat16, elems, 2, 1.f, nullptr));
+  CHECK(flash::ref::fill_uniform(v, flash::DType::kBFloat16, elems, 3, 1.f, nullptr));
   void* flush;
   const size_t flush_bytes = size_t{256} << 20;
   CHECK(cudaMalloc(&flush, flush_bytes));
