@@ -33,6 +33,8 @@ done
 # there is one): the mean over the samples with the GPU busy. At the power
 # cap a change can show up as clock as much as as time (bench/NOTES.md,
 # run 94: fewer K/V loads, 5-10% higher clocks at the same power).
+# The result table's rows of a flash_bench log, without its header.
+rows() { sed -n '/^| dtype/,/^$/p' "$1" | sed '1,2d'; }
 have_smi=0
 command -v nvidia-smi >/dev/null 2>&1 && have_smi=1
 clocks() {  # clocks CSV -> "clock N MHz, power M W (k samples)"
@@ -55,7 +57,7 @@ for round in $(seq "$ROUNDS"); do
       power="; $(clocks "$smi_csv")"
     fi
     echo "## $name round $round ($(grep -o 'median: [0-9.]* TFLOP/s' "$OUT/bench-$name-$round.log")$power)"
-    sed -n '/^| dtype/,/^$/p' "$OUT/bench-$name-$round.log" | sed '1,2d' | cut -d'|' -f2-7
+    rows "$OUT/bench-$name-$round.log" | cut -d'|' -f2-7
   done
 done
 # One table for all: per cell, each tree's rounds, and each tree's mean
@@ -63,7 +65,7 @@ done
 echo "## all rounds (tree: rounds; mean vs ${names[-1]})"
 for name in "${names[@]}"; do
   for round in $(seq "$ROUNDS"); do
-    sed -n '/^| dtype/,/^$/p' "$OUT/bench-$name-$round.log" | sed '1,2d' |
+    rows "$OUT/bench-$name-$round.log" |
       awk -F'|' -v t="$name" 'NF > 6 { gsub(/ /, "", $2); gsub(/ /, "", $3); gsub(/ /, "", $4); gsub(/ /, "", $5);
         gsub(/ /, "", $6); print t, $2, $3, $4, $5, $6 }'
   done
