@@ -36,13 +36,15 @@ struct FwdTraits {
   // (bench/NOTES.md): the 128 x 176 kernels (hd128, long sequences), +3-4%
   // at 16k (run 58); hd256's unmasked kernels, +3% at 16k and +1% at 2k
   // (runs 62-63); the 128 x 160 kernel (hd128 non-causal, 1k-8k keys),
-  // +2-4% in bf16 and 0-3% in fp16 at 2k-8k (runs 110-111; run 58 had it
-  // 1-3% behind, before O's rescale left the pingpong turn). Where it does
-  // not: the 128 x 128 kernels at 2k and hd64 lost 1-3% (run 58; hd64 again
-  // 2-3% under a causal mask in run 110), and hd256's masked kernels
-  // spilled 100-180 bytes more (run 58).
+  // +2-4% in bf16 and 0-3% in fp16 at 2k-8k (runs 110-111), and hd128's
+  // 128 x 128 kernels (causal below 16k, non-causal up to 1k keys, windows),
+  // +1-2% causal and +1.4% / +4.4% (bf16 / fp16) non-causal at 1k (run
+  // 112). Run 58 had both behind by 1-3%, before O's rescale left the
+  // pingpong turn. Where it does not: hd64 lost 1-3% (run 58; 2-3% under a
+  // causal mask in run 110), and hd256's masked kernels spilled 100-180
+  // bytes more (run 58).
   template <bool kMasked>
-  static constexpr bool kLazyMax = kBlockN == 176 || kBlockN == 160 || (kHeadDim == 256 && !kMasked);
+  static constexpr bool kLazyMax = kHeadDim == 128 || (kHeadDim == 256 && !kMasked);
 
   // Tiles live in shared memory as TMA's SWIZZLE_128B writes them: column
   // blocks of 64 elements (128 bytes a row), each rows x 128 B, 1024-byte aligned.
