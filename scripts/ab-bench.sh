@@ -29,12 +29,12 @@ for name in "${names[@]}"; do
    cmake --build "$dir/build/ab" -j "$(nproc)" --target flash_bench) >"$OUT/build-$name.log" 2>&1 ||
     { echo "[$name] build FAILED"; tail -20 "$OUT/build-$name.log"; exit 1; }
 done
+# The result table's rows of a flash_bench log, without its header.
+rows() { sed -n '/^| dtype/,/^$/p' "$1" | sed '1,2d'; }
 # SM clock and power while a bench runs (nvidia-smi every 200 ms, where
 # there is one): the mean over the samples with the GPU busy. At the power
 # cap a change can show up as clock as much as as time (bench/NOTES.md,
 # run 94: fewer K/V loads, 5-10% higher clocks at the same power).
-# The result table's rows of a flash_bench log, without its header.
-rows() { sed -n '/^| dtype/,/^$/p' "$1" | sed '1,2d'; }
 have_smi=0
 command -v nvidia-smi >/dev/null 2>&1 && have_smi=1
 clocks() {  # clocks CSV -> "clock N MHz, power M W (k samples)"
