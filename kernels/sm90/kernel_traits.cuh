@@ -95,12 +95,12 @@ struct FwdTraits {
 // Non-causal head_dim 128 takes 128 x 160 (it leaves room for an O buffer
 // of its own, so the next tile's Q loads under the last P V, and 2k-8k keys
 // waste less of a last block) and has a third candidate, 128 x 176, ahead
-// at 16k keys. Non-causal head_dim 256 takes 128 x 64 (run 107: +1% to +4.5%
-// over 128 x 80 from 1k to 8k keys, both dtypes, level at 16k; 2048 keys
-// fill 32 blocks of 64 but leave the 26th block of 80 with 48), causal
-// head_dim 256 128 x 80 (v4: +2-4% at 2k; run 106: the autotuner kept it). The others
-// are runners-up the heuristic or the autotuner picks for shapes where they
-// win (src/dispatch.cpp).
+// at 16k keys. Non-causal head_dim 256 takes 128 x 64 (run 107: +1% to
+// +4.5% over 128 x 80 from 1k to 8k keys, both dtypes, level at 16k; 2048
+// keys fill 32 blocks of 64 but leave the 26th block of 80 with 48), causal
+// head_dim 256 128 x 80 (v4: +2-4% at 2k; run 108: 128 x 64 1-6% behind).
+// The others are runners-up the heuristic or the autotuner picks for
+// shapes where they win (src/dispatch.cpp).
 template <int kHeadDim, bool kIsCausal, int kIndex>
 struct CandidateTile;
 template <bool kIsCausal> struct CandidateTile<64, kIsCausal, 0>  { static constexpr int kBlockM = 192, kBlockN = 128, kStages = 2; };
