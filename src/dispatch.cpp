@@ -87,21 +87,17 @@ cudaError_t launch_sm90(DType dtype, const FwdParams& f, int index, cudaStream_t
 // tile each head dim and mask was tuned for) except where H200 measurements
 // (bench/NOTES.md, runs 15, 18 and 40) showed another ahead: 128 x 128 for
 // short non-causal calls at head_dim 128 (+12% to +22% up to N = 1024), both
-// dtypes; 128 x 176 for long ones at head_dim 128, causal (N >= 16k) and
-// not (more than 8k keys: +1% at 16k over 128 x 160, which leads by 2-4% at
-// 2k-4k and ties at 8k).
+// dtypes. The 128 x 176 tiles, once taken at head_dim 128 for long calls
+// (non-causal above 8k keys, causal from 16k rows), lost that lead when the
+// lazy max reached 128 x 160 and 128 x 128 (session 12): run 114 had them
+// level non-causal at 16k (bf16 -0.1%, fp16 -1.7%) and 2-3% behind causal.
+// They stay compiled as the autotuner's runners-up.
 // Sliding windows and softcap calls take candidate 0 of the masked
 // configurations (not tuned); causal spelled as the window (-1, 0) is causal.
 int sm90_heuristic_index(const AttentionParams& p) {
   const int left = kernel_window_left(p), right = kernel_window_right(p);
-  const bool causal = left < 0 && right == 0;
   if (left >= 0 || right > 0 || p.softcap > 0.f) return 0;
   if (p.head_dim == 128 && right < 0 && p.seqlen_k <= 1024) return 1;
-  if (p.head_dim == 128 && right < 0 && p.seqlen_k > 8192) return 2;
-  // 128 x 176 for causal head_dim 128 at N >= 16k: ahead of 128 x 128 by
-  // 6-10% in four alternating rounds of run 18 and by 2% in run 15 (3%
-  // behind at 8k in run 15, hence the threshold).
-  if (p.head_dim == 128 && causal && p.seqlen_q >= 16384) return 1;
   return 0;
 }
 

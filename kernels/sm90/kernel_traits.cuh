@@ -33,16 +33,16 @@ struct FwdTraits {
   static constexpr bool kPingpong = !(kHeadDim == 256 && !kMasked);
   // The softmax's lazy max (OnlineSoftmax::update<true>): the max moves, and
   // O is rescaled, only when a row outgrows it by 2^8. Where it runs
-  // (bench/NOTES.md): the 128 x 176 kernels (hd128, long sequences), +3-4%
-  // at 16k (run 58); hd256's unmasked kernels, +3% at 16k and +1% at 2k
-  // (runs 62-63); the 128 x 160 kernel (hd128 non-causal, 1k-8k keys),
-  // +2-4% in bf16 and 0-3% in fp16 at 2k-8k (runs 110-111), and hd128's
-  // 128 x 128 kernels (causal below 16k, non-causal up to 1k keys, windows),
-  // +1-2% causal and +1.4% / +4.4% (bf16 / fp16) non-causal at 1k (run
-  // 112). Run 58 had both behind by 1-3%, before O's rescale left the
-  // pingpong turn. Where it does not: hd64 lost 1-3% (run 58; 2-3% under a
-  // causal mask in run 110), and hd256's masked kernels spilled 100-180
-  // bytes more (run 58).
+  // (bench/NOTES.md): the 128 x 176 kernels (hd128; the autotuner's only
+  // since run 114), +3-4% at 16k (run 58); hd256's unmasked kernels, +3% at
+  // 16k and +1% at 2k (runs 62-63); the 128 x 160 kernel (hd128
+  // non-causal above 1k keys), +2-4% in bf16 and 0-3% in fp16 at 2k-8k
+  // (runs 110-111); and hd128's 128 x 128 kernels (causal, non-causal up to
+  // 1k keys, windows), +1-2% causal and +1.4% / +4.4% (bf16 / fp16)
+  // non-causal at 1k (run 112). Run 58 had both behind by 1-3%, before O's
+  // rescale left the pingpong turn. Where it does not: hd64 lost 1-3% (run
+  // 58; 2-3% under a causal mask in run 110), and hd256's masked kernels
+  // spilled 100-180 bytes more (run 58).
   template <bool kMasked>
   static constexpr bool kLazyMax = kHeadDim == 128 || (kHeadDim == 256 && !kMasked);
 
@@ -94,8 +94,10 @@ struct FwdTraits {
 // they also waste more of the diagonal block, and 128 x 128 wins there.
 // Non-causal head_dim 128 takes 128 x 160 (it leaves room for an O buffer
 // of its own, so the next tile's Q loads under the last P V, and 2k-8k keys
-// waste less of a last block) and has a third candidate, 128 x 176, ahead
-// at 16k keys. Non-causal head_dim 256 takes 128 x 64 (run 107: +1% to
+// waste less of a last block; run 114: level with 128 x 176 at 16k keys,
+// where 128 x 176 had led it by 1% before both took the lazy max), causal
+// head_dim 128 takes 128 x 128 at every length (run 114: 2-3% ahead of
+// 128 x 176 at 16k). Non-causal head_dim 256 takes 128 x 64 (run 107: +1% to
 // +4.5% over 128 x 80 from 1k to 8k keys, both dtypes, level at 16k; 2048
 // keys fill 32 blocks of 64 but leave the 26th block of 80 with 48), causal
 // head_dim 256 128 x 80 (v4: +2-4% at 2k; run 108: 128 x 64 1-6% behind).
