@@ -52,11 +52,17 @@ float uniform(uint64_t seed, uint64_t index, float scale) {
   return static_cast<float>(numerator) * kInv2p24 * scale;
 }
 
+// On `stream`, where the kernels that read the data run. (A plain
+// cudaMemcpy from pageable memory runs on the legacy default stream and may
+// return before its DMA lands, and the tests' stream is non-blocking: a
+// kernel launched on it right after could read the buffer's stale contents.
+// One run of VarlenManySequences got an infinite cuBLAS reference so.)
 template <typename T>
-cudaError_t upload(DeviceBuffer* dst, const std::vector<T>& host) {
+cudaError_t upload(DeviceBuffer* dst, const std::vector<T>& host, cudaStream_t stream) {
   cudaError_t err = dst->allocate(host.size() * sizeof(T));
   if (err == cudaSuccess && !host.empty()) {
-    err = cudaMemcpy(dst->ptr, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice);
+    err = cudaMemcpyAsync(dst->ptr, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice, stream);
+    if (err == cudaSuccess) err = cudaStreamSynchronize(stream);
   }
   return err;
 }
@@ -344,15 +350,15 @@ int64_t FeatureCase::rows_seeing_no_key() const {
     }
   }
 
-  RETURN_IF_CUDA_ERROR(upload(&q_dev_, q_host_));
-  RETURN_IF_CUDA_ERROR(upload(&k_dev_, k_host_));
-  RETURN_IF_CUDA_ERROR(upload(&v_dev_, v_host_));
+  RETURN_IF_CUDA_ERROR(upload(&q_dev_, q_host_, stream_));
+  RETURN_IF_CUDA_ERROR(upload(&k_dev_, k_host_, stream_));
+  RETURN_IF_CUDA_ERROR(upload(&v_dev_, v_host_, stream_));
   RETURN_IF_CUDA_ERROR(o_dev_.allocate(static_cast<size_t>(o_elements_) * 2));
   RETURN_IF_CUDA_ERROR(lse_dev_.allocate(static_cast<size_t>(std::max<int64_t>(lse_elements_, 1)) * sizeof(float)));
-  if (!cu_q_.empty()) RETURN_IF_CUDA_ERROR(upload(&cu_q_dev_, cu_q_));
-  if (!cu_k_.empty()) RETURN_IF_CUDA_ERROR(upload(&cu_k_dev_, cu_k_));
-  if (cfg_.use_seqused_k) RETURN_IF_CUDA_ERROR(upload(&seqused_k_, seqused_));
-  if (!table_.empty()) RETURN_IF_CUDA_ERROR(upload(&table_dev_, table_));
+  if (!cu_q_.empty()) RETURN_IF_CUDA_ERROR(upload(&cu_q_dev_, cu_q_, stream_));
+  if (!cu_k_.empty()) RETURN_IF_CUDA_ERROR(upload(&cu_k_dev_, cu_k_, stream_));
+  if (cfg_.use_seqused_k) RETURN_IF_CUDA_ERROR(upload(&seqused_k_, seqused_, stream_));
+  if (!table_.empty()) RETURN_IF_CUDA_ERROR(upload(&table_dev_, table_, stream_));
 
   auto at = [](const DeviceBuffer& buffer, int64_t elements) { return static_cast<char*>(buffer.ptr) + elements * 2; };
   AttentionParams& p = params_;
@@ -536,9 +542,9 @@ Status FeatureCase::run(const AttentionParams& p, int workspace_fill) {
       if (!s.ok()) return ::testing::AssertionFailure() << "sequence " << b << ": cpu_attention: " << s.message;
     } else {
       DeviceBuffer q, k, v, o16, o32, l, workspace;
-      RETURN_IF_CUDA_ERROR(upload(&q, qb));
-      RETURN_IF_CUDA_ERROR(upload(&k, kb));
-      RETURN_IF_CUDA_ERROR(upload(&v, vb));
+      RETURN_IF_CUDA_ERROR(upload(&q, qb, stream_));
+      RETURN_IF_CUDA_ERROR(upload(&k, kb, stream_));
+      RETURN_IF_CUDA_ERROR(upload(&v, vb, stream_));
       RETURN_IF_CUDA_ERROR(o16.allocate(qb.size() * 2));
       RETURN_IF_CUDA_ERROR(o32.allocate(qb.size() * sizeof(float)));
       RETURN_IF_CUDA_ERROR(l.allocate(static_cast<size_t>(hq * len_q) * sizeof(float)));
