@@ -55,8 +55,9 @@ float uniform(uint64_t seed, uint64_t index, float scale) {
 // On `stream`, where the kernels that read the data run. (A plain
 // cudaMemcpy from pageable memory runs on the legacy default stream and may
 // return before its DMA lands, and the tests' stream is non-blocking: a
-// kernel launched on it right after could read the buffer's stale contents.
-// One run of VarlenManySequences got an infinite cuBLAS reference so.)
+// kernel launched on it right after could read the buffer's stale contents:
+// the likely cause of the infinite cuBLAS reference that one run of
+// VarlenManySequences saw, bench/NOTES.md, runs 115-116.)
 template <typename T>
 cudaError_t upload(DeviceBuffer* dst, const std::vector<T>& host, cudaStream_t stream) {
   cudaError_t err = dst->allocate(host.size() * sizeof(T));
