@@ -35,16 +35,18 @@ struct FwdTraits {
   // O is rescaled, only when a row outgrows it by 2^8. Where it runs
   // (bench/NOTES.md): the 128 x 176 kernels (hd128; the autotuner's only
   // since run 114), +3-4% at 16k (run 58); hd256's unmasked kernels, +3% at
-  // 16k and +1% at 2k (runs 62-63); the 128 x 160 kernel (hd128
-  // non-causal above 1k keys), +2-4% in bf16 and 0-3% in fp16 at 2k-8k
-  // (runs 110-111); and hd128's 128 x 128 kernels (causal, non-causal up to
-  // 1k keys, windows), +1-2% causal and +1.4% / +4.4% (bf16 / fp16)
-  // non-causal at 1k (run 112). Run 58 had both behind by 1-3%, before O's
-  // rescale left the pingpong turn. Where it does not: hd64 lost 1-3% (run
-  // 58; 2-3% under a causal mask in run 110), and hd256's masked kernels
-  // spilled 100-180 bytes more (run 58).
+  // 16k and +1% at 2k (runs 62-63), and its masked ones, causal +2-4% at
+  // 2k-16k in bf16 and +0.6-4% in fp16 (run 119; run 58's extra spill of
+  // 100-180 bytes there is 4 bytes or less since O's rescale left the
+  // pingpong turn); the 128 x 160 kernel (hd128 non-causal above 1k keys),
+  // +2-4% in bf16 and 0-3% in fp16 at 2k-8k (runs 110-111); and hd128's
+  // 128 x 128 kernels (causal, non-causal up to 1k keys, windows), +1-2%
+  // causal and +1.4% / +4.4% (bf16 / fp16) non-causal at 1k (run 112).
+  // Run 58 had the last two behind by 1-3%, before O's rescale left the
+  // turn. Where it does not: hd64 lost 1-3% (run 58; 2-3% under a causal
+  // mask in run 110).
   template <bool kMasked>
-  static constexpr bool kLazyMax = kHeadDim == 128 || (kHeadDim == 256 && !kMasked);
+  static constexpr bool kLazyMax = kHeadDim == 128 || kHeadDim == 256;  // kMasked: no longer matters (run 119)
 
   // Tiles live in shared memory as TMA's SWIZZLE_128B writes them: column
   // blocks of 64 elements (128 bytes a row), each rows x 128 B, 1024-byte aligned.
