@@ -513,15 +513,14 @@ TEST_F(Features, ShiftedMaskedBlocksShort) {
 }
 
 // The lazy softmax max (kernel_traits.cuh, kLazyMax): every head_dim 128
-// kernel (here 128x160, non-causal with more than 1k keys, and 128x128,
-// causal; the 128x176 tiles, the autotuner's only, share their code) and
-// head_dim 256's kernels (unmasked, and 128x80 causal) keep a stale max
-// until some row of the warp outgrows it
-// by 2^8 (OnlineSoftmax::update<true>), then rescale O. Inputs in [-8, 8)
-// spread the scores so that most rows' max grows by far more than that
-// after the first block visited: the late-rescale path runs for most rows.
-// On sm90 the automatic picks at head_dim 128 must be these tiles, or this
-// test would not cover them.
+// and 256 kernel (here hd128's 128x160, non-causal with more than 1k keys,
+// and 128x128, causal, whose code the autotuner's 128x176 tiles share;
+// hd256 unmasked, and 128x80 causal) keeps a stale max until some row of
+// the warp outgrows it by 2^8 (OnlineSoftmax::update<true>), then rescales
+// O. Inputs in [-8, 8) spread the scores so that most rows' max grows by
+// far more than that after the first block visited: the late-rescale path
+// runs for most rows. On sm90 the automatic picks must be these tiles, or
+// this test would not cover them.
 TEST_F(Features, LazyMaxRescalesLate) {
   struct Case {
     int64_t head_dim;
