@@ -250,7 +250,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
         }
       }
     }
-    return softmax.template update<Traits::template kLazyMax<kMasked>>(s_frag, p.softmax_scale_log2, correction);
+    return softmax.template update<Traits::kLazyMax>(s_frag, p.softmax_scale_log2, correction);
   };
   // P as the register A operand: per 16 keys, two adjacent n8 fragments.
   auto convert_p = [&](const float(&s)[kBlockN / 2], uint32_t(&pa)[kBlockN / 16][4]) {

@@ -45,8 +45,7 @@ struct FwdTraits {
   // Run 58 had the last two behind by 1-3%, before O's rescale left the
   // turn. Where it does not: hd64 lost 1-3% (run 58; 2-3% under a causal
   // mask in run 110).
-  template <bool kMasked>
-  static constexpr bool kLazyMax = kHeadDim == 128 || kHeadDim == 256;  // kMasked: no longer matters (run 119)
+  static constexpr bool kLazyMax = kHeadDim == 128 || kHeadDim == 256;
 
   // Tiles live in shared memory as TMA's SWIZZLE_128B writes them: column
   // blocks of 64 elements (128 bytes a row), each rows x 128 B, 1024-byte aligned.
