@@ -52,18 +52,13 @@ float uniform(uint64_t seed, uint64_t index, float scale) {
   return static_cast<float>(numerator) * kInv2p24 * scale;
 }
 
-// On `stream`, where the kernels that read the data run. (A plain
-// cudaMemcpy from pageable memory runs on the legacy default stream and may
-// return before its DMA lands, and the tests' stream is non-blocking: a
-// kernel launched on it right after could read the buffer's stale contents:
-// the likely cause of the infinite cuBLAS reference that one run of
-// VarlenManySequences saw, bench/NOTES.md, runs 115-116.)
+// Allocates `dst` and copies `host` into it on `stream`, where the kernels
+// that read it run (ref::upload_sync).
 template <typename T>
 cudaError_t upload(DeviceBuffer* dst, const std::vector<T>& host, cudaStream_t stream) {
   cudaError_t err = dst->allocate(host.size() * sizeof(T));
   if (err == cudaSuccess && !host.empty()) {
-    err = cudaMemcpyAsync(dst->ptr, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice, stream);
-    if (err == cudaSuccess) err = cudaStreamSynchronize(stream);
+    err = ref::upload_sync(dst->ptr, host.data(), host.size() * sizeof(T), stream);
   }
   return err;
 }

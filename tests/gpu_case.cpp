@@ -195,10 +195,7 @@ void AttentionCase::mark(const Placement& t, int64_t seqlen, int64_t heads, std:
       for (size_t x = 0; x < host.size(); ++x) {
         if (!mask[x]) host[x] = kPoison16;
       }
-      // On stream_, which the kernels use (see feature_case.cpp's upload()).
-      RETURN_IF_CUDA_ERROR(
-          cudaMemcpyAsync(buffers_[t->buffer].ptr, host.data(), host.size() * 2, cudaMemcpyHostToDevice, stream_));
-      RETURN_IF_CUDA_ERROR(cudaStreamSynchronize(stream_));
+      RETURN_IF_CUDA_ERROR(ref::upload_sync(buffers_[t->buffer].ptr, host.data(), host.size() * 2, stream_));
     }
   }
   RETURN_IF_CUDA_ERROR(cudaStreamSynchronize(stream_));

@@ -723,10 +723,7 @@ TEST_F(Features, SequsedKIsClampedToTheAllocation) {
   std::vector<double> ref_o, ref_lse;
   ASSERT_TRUE(c.reference(cublas_, &ref_o, &ref_lse));
   const int32_t seqused[] = {5000, 17, 301};  // what flash gets
-  // On the stream the calls run on (see feature_case.cpp's upload()).
-  ASSERT_EQ(cudaMemcpyAsync(c.seqused_k_device(), seqused, sizeof(seqused), cudaMemcpyHostToDevice, stream_),
-            cudaSuccess);
-  ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
+  ASSERT_EQ(ref::upload_sync(c.seqused_k_device(), seqused, sizeof(seqused), stream_), cudaSuccess);
   for (const FlashRun& run : kAllBackends) {
     expect_run_matches(c, run, ref_o, ref_lse);
     if (HasFatalFailure()) return;

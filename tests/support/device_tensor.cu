@@ -54,6 +54,11 @@ cudaError_t fill_uniform(void* dst, DType dtype, size_t count, uint64_t seed, fl
 
 cudaError_t poison(void* dst, size_t bytes, cudaStream_t stream) { return cudaMemsetAsync(dst, 0xFF, bytes, stream); }
 
+cudaError_t upload_sync(void* dst, const void* src, size_t bytes, cudaStream_t stream) {
+  const cudaError_t err = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream);
+  return err == cudaSuccess ? cudaStreamSynchronize(stream) : err;
+}
+
 float to_float(uint16_t bits, DType dtype) {
   if (dtype == DType::kFloat16) {
     __half_raw raw;

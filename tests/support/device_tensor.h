@@ -20,6 +20,15 @@ cudaError_t fill_uniform(void* dst, DType dtype, size_t count, uint64_t seed, fl
 // unwritten output element is caught.
 cudaError_t poison(void* dst, size_t bytes, cudaStream_t stream);
 
+// Copies `bytes` from host memory at `src` to `dst` on `stream` and waits
+// for the copy. For data that kernels on a non-blocking stream will read: a
+// plain cudaMemcpy from pageable memory runs on the legacy default stream,
+// which such a stream does not wait for, and may return before its DMA
+// lands, so a kernel launched right after could read stale bytes (the
+// likely cause of an infinite cuBLAS reference in one test run,
+// bench/NOTES.md, runs 115-116).
+cudaError_t upload_sync(void* dst, const void* src, size_t bytes, cudaStream_t stream);
+
 // Host conversions of one element.
 float to_float(uint16_t bits, DType dtype);
 uint16_t from_float(float value, DType dtype);
