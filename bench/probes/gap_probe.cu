@@ -24,19 +24,10 @@
 #include <thread>
 #include <vector>
 
-#include "device_tensor.h"
 #include "flash/flash.hpp"
+#include "probe_util.h"
 
 namespace {
-
-#define CHECK(x)                                                    \
-  do {                                                              \
-    cudaError_t e_ = (x);                                           \
-    if (e_ != cudaSuccess) {                                        \
-      std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                 \
-    }                                                               \
-  } while (0)
 
 void CUDART_CB sleep_300us(void*) { std::this_thread::sleep_for(std::chrono::microseconds(300)); }
 
@@ -60,59 +51,41 @@ int main(int argc, char** argv) {
   const int heads = 2048 / head_dim;
   const int batch = std::max(1, 16384 / seqlen);
   const size_t elems = static_cast<size_t>(batch) * seqlen * heads * head_dim;
-  void *q, *k, *v, *o;
-  CHECK(cudaMalloc(&q, elems * 2));
-  CHECK(cudaMalloc(&k, elems * 2));
-  CHECK(cudaMalloc(&v, elems * 2));
-  CHECK(cudaMalloc(&o, elems * 2));
-  CHECK(flash::ref::fill_uniform(q, dtype, elems, 1, 1.f, nullptr));
-  CHECK(flash::ref::fill_uniform(k, dtype, elems, 2, 1.f, nullptr));
-  CHECK(flash::ref::fill_uniform(v, dtype, elems, 3, 1.f, nullptr));
+  const probe::Buffers buffers = probe::make_buffers(elems, dtype);
   int device = 0, l2 = 0;
-  CHECK(cudaGetDevice(&device));
-  CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));
+  PROBE_CHECK(cudaGetDevice(&device));
+  PROBE_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));
   const size_t flush_bytes = 2 * static_cast<size_t>(l2);  // as bench_util.h's L2Flusher
   void* flush;
-  CHECK(cudaMalloc(&flush, flush_bytes));
+  PROBE_CHECK(cudaMalloc(&flush, flush_bytes));
   cudaEvent_t e0, e1, e2;
-  CHECK(cudaEventCreate(&e0));
-  CHECK(cudaEventCreate(&e1));
-  CHECK(cudaEventCreate(&e2));
-  flash::AttentionParams p;
-  p.q = q;
-  p.k = k;
-  p.v = v;
-  p.o = o;
-  p.dtype = dtype;
-  p.batch = batch;
-  p.seqlen_q = p.seqlen_k = seqlen;
-  p.heads_q = p.heads_kv = heads;
-  p.head_dim = head_dim;
-  p.causal = causal;
-  p.set_contiguous_bnhd();
+  PROBE_CHECK(cudaEventCreate(&e0));
+  PROBE_CHECK(cudaEventCreate(&e1));
+  PROBE_CHECK(cudaEventCreate(&e2));
+  const flash::AttentionParams p = probe::dense_params(buffers, dtype, batch, seqlen, heads, head_dim, causal);
   flash::KernelChoice choice;
   if (!flash::query_kernel_choice(p, &choice).ok()) return 1;
   const auto warm_end = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
   while (std::chrono::steady_clock::now() < warm_end) {
     if (!flash::attention_forward(p, nullptr).ok()) return 1;
-    CHECK(cudaDeviceSynchronize());
+    PROBE_CHECK(cudaDeviceSynchronize());
   }
   std::vector<double> a, b, host_us, memset_us;
   for (int r = 0; r < 30; ++r) {
     for (int mode = 0; mode < 2; ++mode) {
-      CHECK(cudaEventRecord(e0));
-      CHECK(cudaMemsetAsync(flush, (2 * r + mode) & 0xff, flush_bytes));
-      if (mode == 1) CHECK(cudaLaunchHostFunc(nullptr, sleep_300us, nullptr));
-      CHECK(cudaEventRecord(e1));
+      PROBE_CHECK(cudaEventRecord(e0));
+      PROBE_CHECK(cudaMemsetAsync(flush, (2 * r + mode) & 0xff, flush_bytes));
+      if (mode == 1) PROBE_CHECK(cudaLaunchHostFunc(nullptr, sleep_300us, nullptr));
+      PROBE_CHECK(cudaEventRecord(e1));
       const auto h0 = std::chrono::steady_clock::now();
       if (!flash::attention_forward(p, nullptr).ok()) return 1;
       const auto h1 = std::chrono::steady_clock::now();
-      CHECK(cudaEventRecord(e2));
-      CHECK(cudaEventSynchronize(e2));
+      PROBE_CHECK(cudaEventRecord(e2));
+      PROBE_CHECK(cudaEventSynchronize(e2));
       float t_flush = 0.f, t_kernel = 0.f;
-      CHECK(cudaEventElapsedTime(&t_kernel, e1, e2));
+      PROBE_CHECK(cudaEventElapsedTime(&t_kernel, e1, e2));
       if (mode == 0) {
-        CHECK(cudaEventElapsedTime(&t_flush, e0, e1));
+        PROBE_CHECK(cudaEventElapsedTime(&t_flush, e0, e1));
         memset_us.push_back(1e3 * t_flush);
         host_us.push_back(std::chrono::duration<double, std::micro>(h1 - h0).count());
         a.push_back(t_kernel);

@@ -11,7 +11,6 @@
 // (-1, 1) from the tests' and benchmark's ref::fill_uniform).
 //
 //   tail_probe HEAD_DIM SEQLEN CAUSAL(0|1) BATCH...
-#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -20,21 +19,8 @@
 #include <cstdlib>
 #include <vector>
 
-#include "device_tensor.h"
 #include "flash/flash.hpp"
-
-namespace {
-
-#define CHECK(x)                                                                 \
-  do {                                                                           \
-    cudaError_t e_ = (x);                                                        \
-    if (e_ != cudaSuccess) {                                                     \
-      std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_));              \
-      std::exit(1);                                                              \
-    }                                                                            \
-  } while (0)
-
-}  // namespace
+#include "probe_util.h"
 
 int main(int argc, char** argv) {
   if (argc < 5) {
@@ -48,34 +34,17 @@ int main(int argc, char** argv) {
   int max_batch = 0;
   for (int i = 4; i < argc; ++i) max_batch = std::max(max_batch, std::atoi(argv[i]));
   const size_t elems = static_cast<size_t>(max_batch) * seqlen * heads * head_dim;
-  __nv_bfloat16 *q, *k, *v, *o;
-  CHECK(cudaMalloc(&q, elems * 2));
-  CHECK(cudaMalloc(&k, elems * 2));
-  CHECK(cudaMalloc(&v, elems * 2));
-  CHECK(cudaMalloc(&o, elems * 2));
-  CHECK(flash::ref::fill_uniform(q, flash::DType::kBFloat16, elems, 1, 1.f, nullptr));
-  CHECK(flash::ref::fill_uniform(k, flash::DType::kBFloat16, elems, 2, 1.f, nullptr));
-  CHECK(flash::ref::fill_uniform(v, flash::DType::kBFloat16, elems, 3, 1.f, nullptr));
+  const probe::Buffers buffers = probe::make_buffers(elems, flash::DType::kBFloat16);
   void* flush;
   const size_t flush_bytes = size_t{256} << 20;
-  CHECK(cudaMalloc(&flush, flush_bytes));
+  PROBE_CHECK(cudaMalloc(&flush, flush_bytes));
   cudaEvent_t start, stop;
-  CHECK(cudaEventCreate(&start));
-  CHECK(cudaEventCreate(&stop));
+  PROBE_CHECK(cudaEventCreate(&start));
+  PROBE_CHECK(cudaEventCreate(&stop));
   for (int i = 4; i < argc; ++i) {
     const int batch = std::atoi(argv[i]);
-    flash::AttentionParams p;
-    p.q = q;
-    p.k = k;
-    p.v = v;
-    p.o = o;
-    p.dtype = flash::DType::kBFloat16;
-    p.batch = batch;
-    p.seqlen_q = p.seqlen_k = seqlen;
-    p.heads_q = p.heads_kv = heads;
-    p.head_dim = head_dim;
-    p.causal = causal;
-    p.set_contiguous_bnhd();
+    const flash::AttentionParams p =
+        probe::dense_params(buffers, flash::DType::kBFloat16, batch, seqlen, heads, head_dim, causal);
     flash::KernelChoice choice;
     if (!flash::query_kernel_choice(p, &choice).ok()) return 1;
     // Warm-up: ~200 ms of launches.
@@ -84,13 +53,13 @@ int main(int argc, char** argv) {
     }
     std::vector<float> ms;
     for (int r = 0; r < 30; ++r) {
-      CHECK(cudaMemsetAsync(flush, r, flush_bytes));
-      CHECK(cudaEventRecord(start));
+      PROBE_CHECK(cudaMemsetAsync(flush, r, flush_bytes));
+      PROBE_CHECK(cudaEventRecord(start));
       flash::attention_forward(p, nullptr);
-      CHECK(cudaEventRecord(stop));
-      CHECK(cudaEventSynchronize(stop));
+      PROBE_CHECK(cudaEventRecord(stop));
+      PROBE_CHECK(cudaEventSynchronize(stop));
       float t;
-      CHECK(cudaEventElapsedTime(&t, start, stop));
+      PROBE_CHECK(cudaEventElapsedTime(&t, start, stop));
       ms.push_back(t);
     }
     std::sort(ms.begin(), ms.end());
