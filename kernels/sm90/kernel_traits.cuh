@@ -100,8 +100,9 @@ struct FwdTraits {
 // head_dim 128 takes 128 x 128 at every length (run 114: 2-3% ahead of
 // 128 x 176 at 16k). Non-causal head_dim 256 takes 128 x 64 (run 107: +1% to
 // +4.5% over 128 x 80 from 1k to 8k keys, both dtypes, level at 16k; 2048
-// keys fill 32 blocks of 64 but leave the 26th block of 80 with 48), causal
-// head_dim 256 128 x 80 (v4: +2-4% at 2k; run 108: 128 x 64 1-6% behind).
+// keys fill 32 blocks of 64 but leave the 26th block of 80 with 48), and so
+// does causal head_dim 256 (128 x 80 had led by 1-6% in run 108; with the
+// lazy max in both, run 121 and session 14's run 122 put 128 x 64 ahead).
 // The others are runners-up the heuristic or the autotuner picks for
 // shapes where they win (src/dispatch.cpp).
 template <int kHeadDim, bool kIsCausal, int kIndex>
@@ -115,8 +116,8 @@ template <> struct CandidateTile<128, true, 0>  { static constexpr int kBlockM =
 template <> struct CandidateTile<128, true, 1>  { static constexpr int kBlockM = 128, kBlockN = 176, kStages = 2; };
 template <> struct CandidateTile<256, false, 0> { static constexpr int kBlockM = 128, kBlockN = 64, kStages = 2; };
 template <> struct CandidateTile<256, false, 1> { static constexpr int kBlockM = 128, kBlockN = 80, kStages = 2; };
-template <> struct CandidateTile<256, true, 0>  { static constexpr int kBlockM = 128, kBlockN = 80, kStages = 2; };
-template <> struct CandidateTile<256, true, 1>  { static constexpr int kBlockM = 128, kBlockN = 64, kStages = 2; };
+template <> struct CandidateTile<256, true, 0>  { static constexpr int kBlockM = 128, kBlockN = 64, kStages = 2; };
+template <> struct CandidateTile<256, true, 1>  { static constexpr int kBlockM = 128, kBlockN = 80, kStages = 2; };
 
 // How many candidates each head dim and mask compiles (indices 0 .. n-1).
 template <int kHeadDim, bool kIsCausal>
