@@ -83,23 +83,14 @@ cudaError_t launch_sm90(DType dtype, const FwdParams& f, int index, cudaStream_t
                                   : sm90::run_fwd<DType::kBFloat16, kHeadDim>(f, mask, index, stream);
 }
 
-// The sm90 heuristic's pick among the compiled candidates: candidate 0 (the
-// tile each head dim and mask was tuned for) except where H200 measurements
-// (bench/NOTES.md, runs 15, 18 and 40) showed another ahead: 128 x 128 for
-// short non-causal calls at head_dim 128 (+12% to +22% up to N = 1024), both
-// dtypes. The 128 x 176 tiles, once taken at head_dim 128 for long calls
-// (non-causal above 8k keys, causal from 16k rows), lost that lead when the
-// lazy max reached 128 x 160 and 128 x 128 (session 12): run 114 had them
-// level non-causal at 16k (bf16 -0.1%, fp16 -1.7%) and 2-3% behind causal.
-// They stay compiled as the autotuner's runners-up.
+// The sm90 heuristic's pick is candidate 0 of the head dim and mask
+// (kernel_traits.cuh, CandidateTile: the tile each was tuned for on an
+// H200, bench/NOTES.md); the others follow it as the autotuner's
+// runners-up. Head_dim 128 used to take 128 x 160 for non-causal calls
+// above 1k keys and 128 x 176 for long ones; since every hd128 tile runs
+// the lazy max, 128 x 128 leads at every length (runs 114 and 125).
 // Sliding windows and softcap calls take candidate 0 of the masked
 // configurations (not tuned); causal spelled as the window (-1, 0) is causal.
-int sm90_heuristic_index(const AttentionParams& p) {
-  const int left = kernel_window_left(p), right = kernel_window_right(p);
-  if (left >= 0 || right > 0 || p.softcap > 0.f) return 0;
-  if (p.head_dim == 128 && right < 0 && p.seqlen_k <= 1024) return 1;
-  return 0;
-}
 
 // A causal or sliding-window mask, or a softcap: the sm90 kernel's masked
 // configurations.
@@ -259,13 +250,10 @@ int list_candidates(const AttentionParams& p, const DeviceCaps& caps, Candidate*
   if (want_decode && decode_available(p, caps) && n < capacity) out[n++] = Candidate{Backend::kDecode, 0};
 #if FLASH_HAS_SM90
   if (want_sm90 && sm90_available(p, caps)) {
-    const int first = n;
+    // Candidate 0, the heuristic's pick, goes first.
     for (int i = 0; i < sm90::num_candidates(p.head_dim, sm90_masked(p)) && n < capacity; ++i) {
       out[n++] = Candidate{Backend::kSm90, i};
     }
-    // The heuristic's pick goes first.
-    const int pick = sm90_heuristic_index(p);
-    if (pick > 0 && first + pick < n) std::swap(out[first], out[first + pick]);
   }
 #else
   (void)want_sm90, (void)caps;

@@ -102,9 +102,9 @@ TEST(Dispatch, HeuristicFirstAndForcedBackends) {
   ASSERT_FALSE(list.empty());
 #if FLASH_TEST_HAS_SM90
   EXPECT_EQ(list[0].backend, Backend::kSm90);
-  EXPECT_EQ(list[0].block_n, 160);  // long non-causal: 128x160 (bench/NOTES.md, run 114)
+  EXPECT_EQ(list[0].block_n, 128);  // long non-causal: 128x128 (bench/NOTES.md, run 125)
   list = offered(params(128, false, 4096), hopper);
-  EXPECT_EQ(list[0].block_n, 160);  // mid-length non-causal: 128x160 (bench/NOTES.md, run 40)
+  EXPECT_EQ(list[0].block_n, 128);  // mid-length non-causal: 128x128 (bench/NOTES.md, run 125)
   list = offered(params(128, true, 16384), hopper);
   EXPECT_EQ(list[0].block_n, 128);  // causal at any length: 128x128 (bench/NOTES.md, run 114)
   list = offered(params(128, false, 1024), hopper);

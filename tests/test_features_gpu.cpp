@@ -513,9 +513,9 @@ TEST_F(Features, ShiftedMaskedBlocksShort) {
 }
 
 // The lazy softmax max (kernel_traits.cuh, kLazyMax): every head_dim 128
-// and 256 kernel (here hd128's 128x160, non-causal with more than 1k keys,
-// and 128x128, causal, whose code the autotuner's 128x176 tiles share;
-// hd256 128x64, unmasked and causal) keeps a stale max until some row of
+// and 256 kernel (here hd128's 128x128, non-causal and causal, whose code
+// the autotuner's 128x160 and 128x176 tiles share; hd256 128x64, unmasked
+// and causal) keeps a stale max until some row of
 // the warp outgrows it by 2^8 (OnlineSoftmax::update<true>), then rescales
 // O. Inputs in [-8, 8) spread the scores so that most rows' max grows by
 // far more than that after the first block visited: the late-rescale path
@@ -529,8 +529,8 @@ TEST_F(Features, LazyMaxRescalesLate) {
     const char* kernel;  // the sm90 pick's name must start with this
   };
   int variant = 0;
-  for (const Case& k : {Case{128, false, 300, 8300, "sm90 128x160"}, Case{128, true, 16400, 16400, "sm90 128x128"},
-                        Case{128, false, 300, 2100, "sm90 128x160"}, Case{128, true, 2100, 2100, "sm90 128x128"},
+  for (const Case& k : {Case{128, false, 300, 8300, "sm90 128x128"}, Case{128, true, 16400, 16400, "sm90 128x128"},
+                        Case{128, false, 300, 2100, "sm90 128x128"}, Case{128, true, 2100, 2100, "sm90 128x128"},
                         Case{256, false, 300, 2100, "sm90 "}, Case{256, true, 2100, 2100, "sm90 128x64"}}) {
     if (!head_dim_compiled(k.head_dim)) continue;
     ++variant;

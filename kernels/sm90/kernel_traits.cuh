@@ -38,10 +38,11 @@ struct FwdTraits {
   // 16k and +1% at 2k (runs 62-63), and its masked ones, causal +2-4% at
   // 2k-16k in bf16 and +0.6-4% in fp16 (run 119; run 58's extra spill of
   // 100-180 bytes there is 4 bytes or less since O's rescale left the
-  // pingpong turn); the 128 x 160 kernel (hd128 non-causal above 1k keys),
-  // +2-4% in bf16 and 0-3% in fp16 at 2k-8k (runs 110-111); and hd128's
-  // 128 x 128 kernels (causal, non-causal up to 1k keys, windows), +1-2%
-  // causal and +1.4% / +4.4% (bf16 / fp16) non-causal at 1k (run 112).
+  // pingpong turn); the 128 x 160 kernel (hd128 non-causal, the autotuner's
+  // only since run 125), +2-4% in bf16 and 0-3% in fp16 at 2k-8k (runs
+  // 110-111); and hd128's 128 x 128 kernels (the heuristic's pick at every
+  // hd128 shape since run 125), +1-2% causal and +1.4% / +4.4% (bf16 /
+  // fp16) non-causal at 1k (run 112).
   // Run 58 had the last two behind by 1-3%, before O's rescale left the
   // turn. Where it does not: hd64 lost 1-3% (run 58; 2-3% under a causal
   // mask in run 110).
@@ -93,12 +94,11 @@ struct FwdTraits {
 // (bench/NOTES.md, v4 and run 40): longer key blocks amortise the
 // per-block softmax and barrier work; under a causal mask at head_dim 128
 // they also waste more of the diagonal block, and 128 x 128 wins there.
-// Non-causal head_dim 128 takes 128 x 160 (it leaves room for an O buffer
-// of its own, so the next tile's Q loads under the last P V, and 2k-8k keys
-// waste less of a last block; run 114: level with 128 x 176 at 16k keys,
-// where 128 x 176 had led it by 1% before both took the lazy max), causal
-// head_dim 128 takes 128 x 128 at every length (run 114: 2-3% ahead of
-// 128 x 176 at 16k). Non-causal head_dim 256 takes 128 x 64 (run 107: +1% to
+// Head_dim 128 takes 128 x 128, causal and not, at every length: with the
+// lazy max in all three tiles, it led 128 x 176 by 2-3% causal at 16k (run
+// 114) and 128 x 160 non-causal by 0.5-1.4% in bf16 and 1.4-3% in fp16 at
+// 2k-16k keys (session 14's run 125); 128 x 160 and 128 x 176 stay
+// compiled for the autotuner. Non-causal head_dim 256 takes 128 x 64 (run 107: +1% to
 // +4.5% over 128 x 80 from 1k to 8k keys, both dtypes, level at 16k; 2048
 // keys fill 32 blocks of 64 but leave the 26th block of 80 with 48), and so
 // does causal head_dim 256 (128 x 80 had led by 1-6% in run 108; with the
@@ -109,8 +109,8 @@ template <int kHeadDim, bool kIsCausal, int kIndex>
 struct CandidateTile;
 template <bool kIsCausal> struct CandidateTile<64, kIsCausal, 0>  { static constexpr int kBlockM = 192, kBlockN = 128, kStages = 2; };
 template <bool kIsCausal> struct CandidateTile<64, kIsCausal, 1>  { static constexpr int kBlockM = 128, kBlockN = 128, kStages = 3; };
-template <> struct CandidateTile<128, false, 0> { static constexpr int kBlockM = 128, kBlockN = 160, kStages = 2; };
-template <> struct CandidateTile<128, false, 1> { static constexpr int kBlockM = 128, kBlockN = 128, kStages = 2; };
+template <> struct CandidateTile<128, false, 0> { static constexpr int kBlockM = 128, kBlockN = 128, kStages = 2; };
+template <> struct CandidateTile<128, false, 1> { static constexpr int kBlockM = 128, kBlockN = 160, kStages = 2; };
 template <> struct CandidateTile<128, false, 2> { static constexpr int kBlockM = 128, kBlockN = 176, kStages = 2; };
 template <> struct CandidateTile<128, true, 0>  { static constexpr int kBlockM = 128, kBlockN = 128, kStages = 2; };
 template <> struct CandidateTile<128, true, 1>  { static constexpr int kBlockM = 128, kBlockN = 176, kStages = 2; };
