@@ -90,21 +90,18 @@ struct FwdTraits {
 };
 
 // The compiled tile configurations per head dim and mask. Candidate 0 is
-// the heuristic's usual choice, picked by measurement on an H200
-// (bench/NOTES.md, v4 and run 40): longer key blocks amortise the
-// per-block softmax and barrier work; under a causal mask at head_dim 128
-// they also waste more of the diagonal block, and 128 x 128 wins there.
-// Head_dim 128 takes 128 x 128, causal and not, at every length: with the
-// lazy max in all three tiles, it led 128 x 176 by 2-3% causal at 16k (run
-// 114) and 128 x 160 non-causal by 0.5-1.4% in bf16 and 1.4-3% in fp16 at
-// 2k-16k keys (session 14's run 125); 128 x 160 and 128 x 176 stay
-// compiled for the autotuner. Non-causal head_dim 256 takes 128 x 64 (run 107: +1% to
-// +4.5% over 128 x 80 from 1k to 8k keys, both dtypes, level at 16k; 2048
-// keys fill 32 blocks of 64 but leave the 26th block of 80 with 48), and so
-// does causal head_dim 256 (128 x 80 had led by 1-6% in run 108; with the
-// lazy max in both, run 121 and session 14's run 122 put 128 x 64 ahead).
-// The others are runners-up the heuristic or the autotuner picks for
-// shapes where they win (src/dispatch.cpp).
+// the heuristic's choice at every length, picked by measurement on an H200
+// (bench/NOTES.md): head_dim 64 takes 192 x 128 (three consumer
+// warpgroups; v4, run 106). Head_dim 128 takes 128 x 128, causal and not:
+// with the lazy max in all three tiles, it led 128 x 176 by 2-3% causal at
+// 16k keys (run 114) and 128 x 160 non-causal by 0.5-1.9% in bf16 and
+// 1.4-3.6% in fp16 at 2k-16k (runs 125-126). Head_dim 256 takes 128 x 64,
+// causal and not (run 107: +1% to +4.5% over 128 x 80 non-causal from 1k
+// to 8k keys, both dtypes, level at 16k, since 2048 keys fill 32 blocks of
+// 64 but leave the 26th block of 80 with 48; causal, where 128 x 80 had led
+// by 1-6% in run 108, 128 x 64 leads by 0.4-3.4% now that both have the
+// lazy max: runs 121-122). The others are runners-up only the autotuner
+// picks (src/dispatch.cpp).
 template <int kHeadDim, bool kIsCausal, int kIndex>
 struct CandidateTile;
 template <bool kIsCausal> struct CandidateTile<64, kIsCausal, 0>  { static constexpr int kBlockM = 192, kBlockN = 128, kStages = 2; };
