@@ -111,10 +111,8 @@ template <> struct CandidateTile<128, false, 1> { static constexpr int kBlockM =
 template <> struct CandidateTile<128, false, 2> { static constexpr int kBlockM = 128, kBlockN = 176, kStages = 2; };
 template <> struct CandidateTile<128, true, 0>  { static constexpr int kBlockM = 128, kBlockN = 128, kStages = 2; };
 template <> struct CandidateTile<128, true, 1>  { static constexpr int kBlockM = 128, kBlockN = 176, kStages = 2; };
-template <> struct CandidateTile<256, false, 0> { static constexpr int kBlockM = 128, kBlockN = 64, kStages = 2; };
-template <> struct CandidateTile<256, false, 1> { static constexpr int kBlockM = 128, kBlockN = 80, kStages = 2; };
-template <> struct CandidateTile<256, true, 0>  { static constexpr int kBlockM = 128, kBlockN = 64, kStages = 2; };
-template <> struct CandidateTile<256, true, 1>  { static constexpr int kBlockM = 128, kBlockN = 80, kStages = 2; };
+template <bool kIsCausal> struct CandidateTile<256, kIsCausal, 0> { static constexpr int kBlockM = 128, kBlockN = 64, kStages = 2; };
+template <bool kIsCausal> struct CandidateTile<256, kIsCausal, 1> { static constexpr int kBlockM = 128, kBlockN = 80, kStages = 2; };
 
 // How many candidates each head dim and mask compiles (indices 0 .. n-1).
 template <int kHeadDim, bool kIsCausal>
