@@ -10,7 +10,8 @@
 //   b: memset, host callback sleeping 300 us, start, launch, stop
 //      (the launch is surely enqueued before the start event fires)
 // and, on the host, the time attention_forward takes to return, and the
-// memset's own GPU time. Prints medians of 30 (after ~200 ms of warm-up).
+// memset's own GPU time. Prints medians of 30 (flash_bench's median, from
+// bench_util.h, as is the L2 flush), after ~200 ms of warm-up.
 //
 //   gap_probe HEAD_DIM SEQLEN CAUSAL(0|1) DTYPE(bf16|fp16)
 #include <cuda_runtime.h>
@@ -24,17 +25,13 @@
 #include <thread>
 #include <vector>
 
+#include "../bench_util.h"
 #include "flash/flash.hpp"
 #include "probe_util.h"
 
 namespace {
 
 void CUDART_CB sleep_300us(void*) { std::this_thread::sleep_for(std::chrono::microseconds(300)); }
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 }  // namespace
 
@@ -52,12 +49,13 @@ int main(int argc, char** argv) {
   const int batch = std::max(1, 16384 / seqlen);
   const size_t elems = static_cast<size_t>(batch) * seqlen * heads * head_dim;
   const probe::Buffers buffers = probe::make_buffers(elems, dtype);
-  int device = 0, l2 = 0;
+  int device = 0;
   PROBE_CHECK(cudaGetDevice(&device));
-  PROBE_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));
-  const size_t flush_bytes = 2 * static_cast<size_t>(l2);  // as bench_util.h's L2Flusher
-  void* flush;
-  PROBE_CHECK(cudaMalloc(&flush, flush_bytes));
+  flash_bench::L2Flusher flusher;  // flash_bench's own flush
+  if (const std::string err = flusher.init(device); !err.empty()) {
+    std::fprintf(stderr, "%s\n", err.c_str());
+    return 1;
+  }
   cudaEvent_t e0, e1, e2;
   PROBE_CHECK(cudaEventCreate(&e0));
   PROBE_CHECK(cudaEventCreate(&e1));
@@ -74,7 +72,10 @@ int main(int argc, char** argv) {
   for (int r = 0; r < 30; ++r) {
     for (int mode = 0; mode < 2; ++mode) {
       PROBE_CHECK(cudaEventRecord(e0));
-      PROBE_CHECK(cudaMemsetAsync(flush, (2 * r + mode) & 0xff, flush_bytes));
+      if (const std::string err = flusher.flush(nullptr); !err.empty()) {
+        std::fprintf(stderr, "%s\n", err.c_str());
+        return 1;
+      }
       if (mode == 1) PROBE_CHECK(cudaLaunchHostFunc(nullptr, sleep_300us, nullptr));
       PROBE_CHECK(cudaEventRecord(e1));
       const auto h0 = std::chrono::steady_clock::now();
@@ -96,6 +97,7 @@ int main(int argc, char** argv) {
   }
   const double pairs = causal ? seqlen * (seqlen + 1.0) / 2 : 1.0 * seqlen * seqlen;
   const double flops = 4.0 * batch * heads * head_dim * pairs;
+  using flash_bench::median;
   const double ma = median(a), mb = median(b);
   std::printf("%s hd%d N%d %s (%s): a %.1f us %.1f TFLOP/s | b %.1f us %.1f TFLOP/s | b/a time %.4f | "
               "host call %.1f us, memset %.1f us\n",
