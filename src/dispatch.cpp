@@ -4,7 +4,6 @@
 #include <cmath>
 #include <cstdio>
 #include <type_traits>
-#include <utility>
 
 #include "kernels/decode/api.h"
 #include "kernels/sm80/api.h"
