@@ -6,7 +6,7 @@ these are generated rather than typed. Run from the repository root:
     python3 scripts/gen_wgmma.py
 """
 
-NS = [48, 64, 80, 96, 128, 160, 176, 192, 256]
+NS = [48, 64, 72, 80, 96, 128, 160, 176, 192, 256]
 TYPES = {"bf16": "__nv_bfloat16", "f16": "__half"}
 
 

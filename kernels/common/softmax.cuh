@@ -65,8 +65,12 @@ struct OnlineSoftmax {
   // !kLazy). Probabilities then reach up to 2^kLazyLog2 = 256 before the
   // final normalisation, well inside fp32, bf16 and fp16 range; the result
   // is the same function (l and O share the stale max).
+  //
+  // kSum = false: l is left alone, and the FADD work of the sums skipped,
+  // for a caller that gets the row sums elsewhere (e.g. from the P V GEMM
+  // against a column of ones) and finalizes with finalize_sums().
   static constexpr float kLazyLog2 = 8.f;
-  template <bool kLazy = false, int kNTiles>
+  template <bool kLazy = false, bool kSum = true, int kNTiles>
   __device__ __forceinline__ bool update(float (&s)[kMTiles][kNTiles][4], float scale_log2,
                                          float (&correction)[kRows]) {
     constexpr int kAcc = kNTiles < 4 ? kNTiles : 4;  // independent partial max / sum chains per row
@@ -95,10 +99,12 @@ struct OnlineSoftmax {
         const float p1 = ptx::exp2_approx(fmaf(s[mt][nt][2 * hi + 1], scale_log2, -m_scaled));
         s[mt][nt][2 * hi] = p0;
         s[mt][nt][2 * hi + 1] = p1;
-        part_sum[nt % kAcc] = nt < kAcc ? p0 + p1 : part_sum[nt % kAcc] + (p0 + p1);
+        if constexpr (kSum) part_sum[nt % kAcc] = nt < kAcc ? p0 + p1 : part_sum[nt % kAcc] + (p0 + p1);
       }
-      const float sum = merge(part_sum, [](float x, float y) { return x + y; });
-      l[r] = fmaf(l[r], correction[r], sum);
+      if constexpr (kSum) {
+        const float sum = merge(part_sum, [](float x, float y) { return x + y; });
+        l[r] = fmaf(l[r], correction[r], sum);
+      }
     };
     if constexpr (!kLazy) {
 #pragma unroll
@@ -154,12 +160,20 @@ struct OnlineSoftmax {
   // that saw no key) and lse[r] the natural-log log-sum-exp of the scaled
   // scores (-inf for such a row).
   __device__ __forceinline__ void finalize(float softmax_scale, float (&inv_l)[kRows], float (&lse)[kRows]) const {
+    float sums[kRows];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) sums[r] = quad_sum(l[r]);
+    finalize_sums(sums, softmax_scale, inv_l, lse);
+  }
+
+  // The same from whole-row sums computed elsewhere (update<..., false>).
+  __device__ __forceinline__ void finalize_sums(const float (&sums)[kRows], float softmax_scale, float (&inv_l)[kRows],
+                                                float (&lse)[kRows]) const {
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
-      const float sum = quad_sum(l[r]);
-      const bool empty = sum == 0.f || m[r] == -INFINITY;
-      inv_l[r] = empty ? 0.f : 1.f / sum;
-      lse[r] = empty ? -INFINITY : m[r] * softmax_scale + logf(sum);
+      const bool empty = sums[r] == 0.f || m[r] == -INFINITY;
+      inv_l[r] = empty ? 0.f : 1.f / sums[r];
+      lse[r] = empty ? -INFINITY : m[r] * softmax_scale + logf(sums[r]);
     }
   }
 };

@@ -40,8 +40,11 @@ namespace flash::sm90 {
 // causal = (-1, 0)); else only the ragged tail. kLeft: the window has a left
 // edge (window_left >= 0); without one the left-edge work is compiled out.
 // kSoftcap: scores pass through the logit softcap (Softcap, mask.cuh) before
-// the mask and the softmax.
-template <typename Traits, bool kMasked, bool kLeft, bool kSoftcap>
+// the mask and the softmax. kLseSums: the softmax keeps float32 row sums, for
+// the log-sum-exp; only kernels with Traits::kRowSumInO, whose O takes its
+// normalisation from the tensor cores, are compiled without them, for calls
+// that ask for no log-sum-exp (launch.cuh).
+template <typename Traits, bool kMasked, bool kLeft, bool kSoftcap, bool kLseSums>
 __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_constant__ FwdParams params) {
   using Element = typename Traits::Element;
   constexpr int kBlockM = Traits::kBlockM;
@@ -88,6 +91,14 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
       mbarrier_init(bar_v_empty(s), Traits::kConsumerWarps);
     }
     fence_barrier_init();
+  }
+  if constexpr (Traits::kRowSumInO) {
+    // The ones block P V reads as its last eight columns (kRowSumInO).
+    const uint32_t one2 = ptx::pack2<Element>(1.f, 1.f);
+    for (int i = threadIdx.x; i < Traits::kOnesBytes / 16; i += Traits::kNThreads) {
+      *reinterpret_cast<uint4*>(smem_ptr + Traits::kOnesOffset + 16 * i) = make_uint4(one2, one2, one2, one2);
+    }
+    fence_proxy_async_smem();  // generic-proxy stores, read by wgmma
   }
   __syncthreads();
 
@@ -161,10 +172,12 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
   const uint32_t smem_q_wg = smem_q + wg * 64 * 128;
   const uint32_t smem_o_wg = smem_o + wg * 64 * 128;
 
-  float o[kHeadDim / 2];
+  // O, and with kRowSumInO the row sums in its last eight columns.
+  constexpr int kOCols = Traits::kOCols;
+  float o[kOCols / 2];
   // The wgmma accumulator of an m64nN tile, seen per warp, is N/8 m16n8
   // accumulator fragments side by side: the layout OnlineSoftmax expects.
-  auto& o_frag = *reinterpret_cast<float(*)[1][kHeadDim / 8][4]>(&o);
+  auto& o_frag = *reinterpret_cast<float(*)[1][kOCols / 8][4]>(&o);
   OnlineSoftmax<1> softmax;
 
   // S = Q_i K_j^T: both operands K-major; K advances 16 elements (32 bytes)
@@ -200,14 +213,20 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
   };
   // O += P V_j: V is N-major for this GEMM (keys are rows, head_dim is
   // contiguous); 16 keys are 16 swizzled rows, 2048 bytes.
+  // With kRowSumInO the second column block is the ones block, however far
+  // from this stage it lies.
+  auto v_lead_bytes = [&](int stage) {
+    return Traits::kRowSumInO ? smem_base + Traits::kOnesOffset - smem_v(stage) : kBlockN * 128;
+  };
   auto issue_pv = [&](int stage, const uint32_t(&pa)[kBlockN / 16][4]) {
-    const uint64_t desc_v = smem_descriptor(smem_v(stage), kBlockN * 128);
+    const uint64_t desc_v = smem_descriptor(smem_v(stage), v_lead_bytes(stage));
 #pragma unroll
     for (int kk = 0; kk < kBlockN / 16; ++kk) {
       if constexpr (kDescriptorAdd) {
-        wgmma_rs<kHeadDim, 1, Element>(o, pa[kk], smem_descriptor_at(desc_v, kk * 16 * 128), 1);
+        wgmma_rs<kOCols, 1, Element>(o, pa[kk], smem_descriptor_at(desc_v, kk * 16 * 128), 1);
       } else {
-        wgmma_rs<kHeadDim, 1, Element>(o, pa[kk], smem_descriptor(smem_v(stage) + kk * 16 * 128, kBlockN * 128), 1);
+        wgmma_rs<kOCols, 1, Element>(o, pa[kk], smem_descriptor(smem_v(stage) + kk * 16 * 128, v_lead_bytes(stage)),
+                                     1);
       }
     }
     wgmma_commit();
@@ -250,7 +269,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
         }
       }
     }
-    return softmax.template update<Traits::kLazyMax>(s_frag, p.softmax_scale_log2, correction);
+    return softmax.template update<Traits::kLazyMax, kLseSums>(s_frag, p.softmax_scale_log2, correction);
   };
   // P as the register A operand: per 16 keys, two adjacent n8 fragments.
   auto convert_p = [&](const float(&s)[kBlockN / 2], uint32_t(&pa)[kBlockN / 16][4]) {
@@ -315,7 +334,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
       const Tile tile = scheduler.tile(u, k, p);
       if (tile.skip) continue;
 #pragma unroll
-      for (int i = 0; i < kHeadDim / 2; ++i) o[i] = 0.f;
+      for (int i = 0; i < kOCols / 2; ++i) o[i] = 0.f;
       softmax = OnlineSoftmax<1>();
 
       if (tile.n_blocks > 0) {
@@ -385,7 +404,22 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
       // ---------------------------------------------------------------- epilogue
       float inv_l[2];
       float lse[2];
-      softmax.finalize(p.softmax_scale, inv_l, lse);
+      if constexpr (Traits::kRowSumInO) {
+        // O's columns 64-71 hold each row's whole sum (no quad reduction),
+        // of P as rounded for the GEMM, so O is normalised by the sum of
+        // the very weights its numerator used, whether or not the call
+        // wants the log-sum-exp. That sum is no good for the float32
+        // log-sum-exp, though (a bf16 P is off by up to 2^-9; the tests'
+        // 1e-3 failed), which takes the softmax's float32 sums.
+        const float sums[2] = {o_frag[0][kHeadDim / 8][0], o_frag[0][kHeadDim / 8][2]};
+        softmax.finalize_sums(sums, p.softmax_scale, inv_l, lse);
+        if constexpr (kLseSums) {
+          float unused[2];
+          softmax.finalize(p.softmax_scale, unused, lse);
+        }
+      } else {
+        softmax.finalize(p.softmax_scale, inv_l, lse);
+      }
 
       if (tile.n_blocks == 0) {
         // No key visible to any row (a window or len_k = 0): zeros, stored

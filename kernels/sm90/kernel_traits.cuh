@@ -48,14 +48,31 @@ struct FwdTraits {
   // mask in run 110).
   static constexpr bool kLazyMax = kHeadDim == 128 || kHeadDim == 256;
 
+  // Row sums on the tensor cores (head_dim 64): P V_j runs as m64n72, its
+  // last eight columns reading a block of ones in shared memory, so O's
+  // columns 64-71 accumulate each row's sum of P (as rounded for the GEMM)
+  // and are rescaled with O, and O is normalised by them. A call without a
+  // log-sum-exp then skips the softmax's FADD row sums (fwd_kernel's
+  // kLseSums): hd64's softmax is its longest phase (run 77), and the eight
+  // extra columns cost 6% more tensor-core work. Measured (bench/NOTES.md,
+  // run 130): +0.7% to +2.9% in every hd64 cell at 2k and 16k, both
+  // dtypes. (Run 129's form, one kernel branching on the LSE pointer in
+  // its softmax, lost 1-4%.)
+  static constexpr bool kRowSumInO = kHeadDim == 64;
+  static constexpr int kOCols = kHeadDim + (kRowSumInO ? 8 : 0);  // N of P V's wgmma
+
   // Tiles live in shared memory as TMA's SWIZZLE_128B writes them: column
   // blocks of 64 elements (128 bytes a row), each rows x 128 B, 1024-byte aligned.
   static constexpr int kColBlocks = kHeadDim / 64;
   static constexpr int kQBytes = kBlockM * kHeadDim * 2;
   static constexpr int kKVBytes = kBlockN * kHeadDim * 2;  // one K or one V block
+  // The ones block: one column block of kBlockN rows, every element 1, read
+  // as V's second column block (the descriptor's leading byte offset points
+  // from each V stage to it).
+  static constexpr int kOnesBytes = kRowSumInO ? kBlockN * 128 : 0;
   static constexpr int kNumBarriers = 2 + 4 * kStages;     // Q full/empty; K/V full/empty per stage
   // +1024: the dynamic shared memory base is rounded up to a 1024-byte boundary.
-  static constexpr int kSmemWithoutO = kQBytes + 2 * kStages * kKVBytes + 8 * kNumBarriers + 1024;
+  static constexpr int kSmemWithoutO = kQBytes + 2 * kStages * kKVBytes + kOnesBytes + 8 * kNumBarriers + 1024;
   // The epilogue stages O through shared memory for a TMA store: in a
   // buffer of its own where there is room, so Q is released at the tile's
   // last S and the next Q loads under its last P V; otherwise in Q's buffer,
@@ -66,8 +83,9 @@ struct FwdTraits {
   static constexpr int kQOffset = 0;
   static constexpr int kKOffset = kQOffset + kQBytes;
   static constexpr int kVOffset = kKOffset + kStages * kKVBytes;
-  static constexpr int kOOffset = kSeparateO ? kVOffset + kStages * kKVBytes : kQOffset;
-  static constexpr int kBarrierOffset = kVOffset + kStages * kKVBytes + (kSeparateO ? kQBytes : 0);
+  static constexpr int kOnesOffset = kVOffset + kStages * kKVBytes;
+  static constexpr int kOOffset = kSeparateO ? kOnesOffset + kOnesBytes : kQOffset;
+  static constexpr int kBarrierOffset = kOnesOffset + kOnesBytes + (kSeparateO ? kQBytes : 0);
   // Varlen schedule (tile_scheduler.cuh): two int tables of kSchedSeqs + 1
   // entries after the barriers, as many sequences as one pass of the
   // threads ranks and the leftover shared memory holds.

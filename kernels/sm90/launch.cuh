@@ -15,9 +15,9 @@
 
 namespace flash::sm90 {
 
-template <typename Traits, bool kMasked, bool kLeft, bool kSoftcap>
+template <typename Traits, bool kMasked, bool kLeft, bool kSoftcap, bool kLseSums>
 cudaError_t launch_fwd(const FwdParams& params, cudaStream_t stream) {
-  auto* kernel = &fwd_kernel<Traits, kMasked, kLeft, kSoftcap>;
+  auto* kernel = &fwd_kernel<Traits, kMasked, kLeft, kSoftcap, kLseSums>;
   constexpr int kSmemBytes = Traits::kSmemBytes;
   const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
   if (err != cudaSuccess) return err;
@@ -39,8 +39,19 @@ cudaError_t launch_fwd(const FwdParams& params, cudaStream_t stream) {
 
 // Builds the four tensor maps for Traits' boxes and launches; returns
 // cudaErrorNotSupported, having launched nothing, if TMA cannot describe a tensor.
-template <typename Traits, bool kMasked, bool kLeft, bool kSoftcap>
+template <typename Traits, bool kMasked, bool kLeft, bool kSoftcap, bool kLseSums>
 cudaError_t run_with_traits(const detail::FwdParams& p, cudaStream_t stream);
+
+// Tail-only and causal calls: a kernel without the softmax's float32 row
+// sums where the call wants no log-sum-exp and Traits can do without them
+// (kRowSumInO); window and softcap calls keep one variant, with the sums.
+template <typename Traits, bool kMasked>
+cudaError_t run_lse_variant(const detail::FwdParams& p, cudaStream_t stream) {
+  if constexpr (Traits::kRowSumInO) {
+    if (p.lse == nullptr) return run_with_traits<Traits, kMasked, false, false, false>(p, stream);
+  }
+  return run_with_traits<Traits, kMasked, false, false, true>(p, stream);
+}
 
 // Candidate kIndex of the tail-only (kMasked false) or masked configurations.
 template <DType kDType, int kHeadDim, bool kMasked, int kIndex>
@@ -50,14 +61,14 @@ cudaError_t run_candidate(const detail::FwdParams& p, Mask mask, cudaStream_t st
   } else {
     using Traits = CandidateTraits<kHeadDim, kMasked, kIndex, typename ElementOf<kDType>::type>;
     if constexpr (!kMasked) {
-      return run_with_traits<Traits, false, false, false>(p, stream);
+      return run_lse_variant<Traits, false>(p, stream);
     } else {
       switch (mask) {
-        case Mask::kCausal: return run_with_traits<Traits, true, false, false>(p, stream);
-        case Mask::kWindow: return run_with_traits<Traits, true, true, false>(p, stream);
+        case Mask::kCausal: return run_lse_variant<Traits, true>(p, stream);
+        case Mask::kWindow: return run_with_traits<Traits, true, true, false, true>(p, stream);
         // One variant for every softcap call: a window of (-1, -1) masks
         // only the ragged tail, so it serves calls without a window too.
-        case Mask::kSoftcap: return run_with_traits<Traits, true, true, true>(p, stream);
+        case Mask::kSoftcap: return run_with_traits<Traits, true, true, true, true>(p, stream);
         default: return cudaErrorInvalidValue;
       }
     }
@@ -81,7 +92,7 @@ cudaError_t run_fwd(const detail::FwdParams& p, Mask mask, int candidate, cudaSt
                              : run_masking<kDType, kHeadDim, true>(p, mask, candidate, stream);
 }
 
-template <typename Traits, bool kMasked, bool kLeft, bool kSoftcap>
+template <typename Traits, bool kMasked, bool kLeft, bool kSoftcap, bool kLseSums>
 cudaError_t run_with_traits(const detail::FwdParams& p, cudaStream_t stream) {
   constexpr bool kIsBf16 = std::is_same_v<typename Traits::Element, __nv_bfloat16>;
   constexpr int kHeadDim = Traits::kHeadDim;
@@ -108,7 +119,7 @@ cudaError_t run_with_traits(const detail::FwdParams& p, cudaStream_t stream) {
       make_tensor_map(&params.tma_o, p.o, kIsBf16, kHeadDim, q_rows, p.heads_q, q_batch, p.o_seq_stride,
                       p.o_head_stride, varlen_q ? 0 : p.o_batch_stride, 64);
   if (!ok) return cudaErrorNotSupported;
-  return launch_fwd<Traits, kMasked, kLeft, kSoftcap>(params, stream);
+  return launch_fwd<Traits, kMasked, kLeft, kSoftcap, kLseSums>(params, stream);
 }
 
 }  // namespace flash::sm90
