@@ -83,7 +83,7 @@ flash::AttentionParams sweep_params(const ShapeKey& key, const flash_bench::Opti
 
 // Q, K, V, O (and standard attention's scratch) of one row.
 struct AttentionBuffers {
-  DeviceBuffer q, k, v, o, workspace;
+  DeviceBuffer q, k, v, o, lse, workspace;
 
   std::string setup(BenchEnv& env, flash::AttentionParams* p, Impl impl) {
     const size_t q_elems = static_cast<size_t>(p->batch * p->seqlen_q * p->heads_q * p->head_dim);
@@ -113,6 +113,11 @@ struct AttentionBuffers {
     p->v = v.get();
     p->o = o.get();
     p->lse = nullptr;
+    // --lse: flash rows write the log-sum-exp too ([batch, heads_q, seqlen_q] float32).
+    if (err.empty() && impl != Impl::kStandard && env.options.lse) {
+      err = lse.allocate(static_cast<size_t>(p->batch * p->heads_q * p->seqlen_q) * sizeof(float), "cudaMalloc(LSE)");
+      p->lse = static_cast<float*>(lse.get());
+    }
     // Sized once the tensors exist: the plan depends on the real strides.
     if (err.empty() && impl == Impl::kStandard) {
       err = workspace.allocate(flash::ref::standard_attention_workspace_bytes(*p),
@@ -232,6 +237,7 @@ int run(int argc, char** argv) {
   benchmark::AddCustomContext("flash_version", flash::version());
   benchmark::AddCustomContext("flash_backend", backend_name(env.options.backend));
   benchmark::AddCustomContext("flash_softcap", std::to_string(env.options.softcap));
+  benchmark::AddCustomContext("flash_lse", env.options.lse ? "true" : "false");
   benchmark::AddCustomContext("gemm_bf16_8192_tflops", std::to_string(env.ceiling_tflops));
   std::printf("GPU: %s; ceiling (cuBLAS bf16 GEMM 8192^3): %.1f TFLOP/s\n", env.gpu_name.c_str(),
               env.ceiling_tflops);
@@ -245,6 +251,7 @@ int run(int argc, char** argv) {
   if (env.options.run_sweep) {
     print_summary(stdout, env.gpu_name, backend_name(env.options.backend), env.ceiling_tflops);
     if (env.options.softcap > 0.f) std::printf("- flash rows with logit softcap %g\n", env.options.softcap);
+    if (env.options.lse) std::printf("- flash rows write the log-sum-exp\n");
   }
   if (env.options.decode) print_decode_summary(stdout, env);
   if (env.options.varlen) print_varlen_summary(stdout, env);

@@ -117,6 +117,9 @@ const char* usage() {
          "  --decode_head_dims=LIST     the decode rows' head dims (default 128; compiled ones only)\n"
          "  --softcap=X                 the sweep's rows with logit softcap X (default 0: none; the\n"
          "                              standard-attention rows apply it too; 0 or at least 1e-6)\n"
+         "  --lse                       the sweep's flash rows also write the log-sum-exp (float32; default: none,\n"
+         "                              as an inference forward pass; at head_dim 64 the Hopper kernel is then\n"
+         "                              the variant that keeps float32 row sums)\n"
          "  --sweep                     with --decode, --varlen or --window: run the seed's sweep too (else they replace it)\n"
          "  --autotune                  also run each flash row with autotuning on (the first warm-up call\n"
          "                              tunes) and print heuristic vs autotuned\n"
@@ -174,6 +177,8 @@ std::string parse_options(int* argc, char** argv, Options* options, bool* help) 
       options->softcap = static_cast<float>(cap);
     } else if (std::strcmp(arg, "--autotune") == 0) {
       options->autotune = true;
+    } else if (std::strcmp(arg, "--lse") == 0) {
+      options->lse = true;
     } else if (const char* v = flag_value(arg, "--flash_iters")) {
       err = parse_count("--flash_iters", v, 1, &options->flash_iters);
     } else if (const char* v = flag_value(arg, "--standard_iters")) {

@@ -32,6 +32,7 @@ struct Options {
   bool autotune = false;     // --autotune: also run every flash row with autotuning on
   int num_splits = 0;        // --num_splits: the decode rows' split count (0: flash picks)
   float softcap = 0.f;       // --softcap: the sweep's flash rows with this logit softcap (0: none)
+  bool lse = false;          // --lse: the sweep's flash rows also write the log-sum-exp
   std::vector<int64_t> decode_head_dims = {128};  // --decode_head_dims: the decode rows' head dims
 };
 

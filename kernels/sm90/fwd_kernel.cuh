@@ -16,6 +16,7 @@
 // runs under the other's tensor-core work, and the consumer warpgroups take
 // turns issuing (pingpong) so one's softmax also overlaps the other's GEMMs
 // (all but head_dim 256's unmasked kernels: FwdTraits::kPingpong).
+// At head_dim 64 P V also yields the row sums (FwdTraits::kRowSumInO).
 // Blocks are visited from the last visible one down (masked first); blocks
 // wholly hidden by the causal or window mask are never loaded. The epilogue stages O
 // through shared memory and writes it with a TMA store, which clips the
