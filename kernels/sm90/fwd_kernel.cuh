@@ -41,11 +41,8 @@ namespace flash::sm90 {
 // causal = (-1, 0)); else only the ragged tail. kLeft: the window has a left
 // edge (window_left >= 0); without one the left-edge work is compiled out.
 // kSoftcap: scores pass through the logit softcap (Softcap, mask.cuh) before
-// the mask and the softmax. kLseSums: the softmax keeps float32 row sums, for
-// the log-sum-exp; only kernels with Traits::kRowSumInO, whose O takes its
-// normalisation from the tensor cores, are compiled without them, for calls
-// that ask for no log-sum-exp (launch.cuh).
-template <typename Traits, bool kMasked, bool kLeft, bool kSoftcap, bool kLseSums>
+// the mask and the softmax.
+template <typename Traits, bool kMasked, bool kLeft, bool kSoftcap>
 __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_constant__ FwdParams params) {
   using Element = typename Traits::Element;
   constexpr int kBlockM = Traits::kBlockM;
@@ -270,7 +267,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
         }
       }
     }
-    return softmax.template update<Traits::kLazyMax, kLseSums>(s_frag, p.softmax_scale_log2, correction);
+    return softmax.template update<Traits::kLazyMax, Traits::kLseSums>(s_frag, p.softmax_scale_log2, correction);
   };
   // P as the register A operand: per 16 keys, two adjacent n8 fragments.
   auto convert_p = [&](const float(&s)[kBlockN / 2], uint32_t(&pa)[kBlockN / 16][4]) {
@@ -414,7 +411,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
         // 1e-3 failed), which takes the softmax's float32 sums.
         const float sums[2] = {o_frag[0][kHeadDim / 8][0], o_frag[0][kHeadDim / 8][2]};
         softmax.finalize_sums(sums, p.softmax_scale, inv_l, lse);
-        if constexpr (kLseSums) {
+        if constexpr (Traits::kLseSums) {
           float unused[2];
           softmax.finalize(p.softmax_scale, unused, lse);
         }

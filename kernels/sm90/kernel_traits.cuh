@@ -1,10 +1,11 @@
 // Compile-time shape of the sm90 (wgmma + TMA + warp specialisation)
-// forward kernel. Everything is derived from four choices and asserted.
+// forward kernel. Everything is derived from four choices (and whether the
+// softmax keeps float32 row sums) and asserted.
 #pragma once
 
 namespace flash::sm90 {
 
-template <int kHeadDim_, int kBlockM_, int kBlockN_, int kStages_, typename Element_>
+template <int kHeadDim_, int kBlockM_, int kBlockN_, int kStages_, typename Element_, bool kLseSums_ = true>
 struct FwdTraits {
   using Element = Element_;
   static constexpr int kHeadDim = kHeadDim_;  // D
@@ -52,14 +53,20 @@ struct FwdTraits {
   // last eight columns reading a block of ones in shared memory, so O's
   // columns 64-71 accumulate each row's sum of P (as rounded for the GEMM)
   // and are rescaled with O, and O is normalised by them. A call without a
-  // log-sum-exp then skips the softmax's FADD row sums (fwd_kernel's
-  // kLseSums): hd64's softmax is its longest phase (run 77), and the eight
+  // log-sum-exp then skips the softmax's FADD row sums (kLseSums, below):
+  // hd64's softmax is its longest phase (run 77), and the eight
   // extra columns cost 6% more tensor-core work. Measured (bench/NOTES.md,
   // run 130): +0.7% to +2.9% in every hd64 cell at 2k and 16k, both
   // dtypes. (Run 129's form, one kernel branching on the LSE pointer in
   // its softmax, lost 1-4%.)
   static constexpr bool kRowSumInO = kHeadDim == 64;
   static constexpr int kOCols = kHeadDim + (kRowSumInO ? 8 : 0);  // N of P V's wgmma
+  // Whether the softmax keeps float32 row sums, for the log-sum-exp. Only
+  // kRowSumInO traits, whose O takes its normalisation from the tensor
+  // cores, are compiled without them (WithoutLseSums), for tail-only and
+  // causal calls that ask for no log-sum-exp (launch.cuh).
+  static constexpr bool kLseSums = kLseSums_;
+  using WithoutLseSums = FwdTraits<kHeadDim_, kBlockM_, kBlockN_, kStages_, Element_, false>;
 
   // Tiles live in shared memory as TMA's SWIZZLE_128B writes them: column
   // blocks of 64 elements (128 bytes a row), each rows x 128 B, 1024-byte aligned.
@@ -96,6 +103,7 @@ struct FwdTraits {
   static constexpr int kSmemBytes = kTileSmemBytes + 8 * (kSchedSeqs + 1);
 
   static_assert(sizeof(Element) == 2, "Element must be a 16-bit type (fp16 or bf16)");
+  static_assert(kLseSums || kRowSumInO, "only kernels with O's row sums on the tensor cores may drop the float32 sums");
   static_assert(kHeadDim % 64 == 0 && kHeadDim <= 256, "sm90 kernel: head_dim must be 64, 128, 192 or 256");
   static_assert(kBlockM % 64 == 0 && (kConsumerWarpgroups == 2 || kConsumerWarpgroups == 3),
                 "sm90 kernel: two or three consumer warpgroups of 64 query rows");

@@ -15,9 +15,9 @@
 
 namespace flash::sm90 {
 
-template <typename Traits, bool kMasked, bool kLeft, bool kSoftcap, bool kLseSums>
+template <typename Traits, bool kMasked, bool kLeft, bool kSoftcap>
 cudaError_t launch_fwd(const FwdParams& params, cudaStream_t stream) {
-  auto* kernel = &fwd_kernel<Traits, kMasked, kLeft, kSoftcap, kLseSums>;
+  auto* kernel = &fwd_kernel<Traits, kMasked, kLeft, kSoftcap>;
   constexpr int kSmemBytes = Traits::kSmemBytes;
   const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
   if (err != cudaSuccess) return err;
@@ -39,7 +39,7 @@ cudaError_t launch_fwd(const FwdParams& params, cudaStream_t stream) {
 
 // Builds the four tensor maps for Traits' boxes and launches; returns
 // cudaErrorNotSupported, having launched nothing, if TMA cannot describe a tensor.
-template <typename Traits, bool kMasked, bool kLeft, bool kSoftcap, bool kLseSums>
+template <typename Traits, bool kMasked, bool kLeft, bool kSoftcap>
 cudaError_t run_with_traits(const detail::FwdParams& p, cudaStream_t stream);
 
 // Tail-only and causal calls: a kernel without the softmax's float32 row
@@ -48,9 +48,9 @@ cudaError_t run_with_traits(const detail::FwdParams& p, cudaStream_t stream);
 template <typename Traits, bool kMasked>
 cudaError_t run_lse_variant(const detail::FwdParams& p, cudaStream_t stream) {
   if constexpr (Traits::kRowSumInO) {
-    if (p.lse == nullptr) return run_with_traits<Traits, kMasked, false, false, false>(p, stream);
+    if (p.lse == nullptr) return run_with_traits<typename Traits::WithoutLseSums, kMasked, false, false>(p, stream);
   }
-  return run_with_traits<Traits, kMasked, false, false, true>(p, stream);
+  return run_with_traits<Traits, kMasked, false, false>(p, stream);
 }
 
 // Candidate kIndex of the tail-only (kMasked false) or masked configurations.
@@ -65,10 +65,10 @@ cudaError_t run_candidate(const detail::FwdParams& p, Mask mask, cudaStream_t st
     } else {
       switch (mask) {
         case Mask::kCausal: return run_lse_variant<Traits, true>(p, stream);
-        case Mask::kWindow: return run_with_traits<Traits, true, true, false, true>(p, stream);
+        case Mask::kWindow: return run_with_traits<Traits, true, true, false>(p, stream);
         // One variant for every softcap call: a window of (-1, -1) masks
         // only the ragged tail, so it serves calls without a window too.
-        case Mask::kSoftcap: return run_with_traits<Traits, true, true, true, true>(p, stream);
+        case Mask::kSoftcap: return run_with_traits<Traits, true, true, true>(p, stream);
         default: return cudaErrorInvalidValue;
       }
     }
@@ -92,7 +92,7 @@ cudaError_t run_fwd(const detail::FwdParams& p, Mask mask, int candidate, cudaSt
                              : run_masking<kDType, kHeadDim, true>(p, mask, candidate, stream);
 }
 
-template <typename Traits, bool kMasked, bool kLeft, bool kSoftcap, bool kLseSums>
+template <typename Traits, bool kMasked, bool kLeft, bool kSoftcap>
 cudaError_t run_with_traits(const detail::FwdParams& p, cudaStream_t stream) {
   constexpr bool kIsBf16 = std::is_same_v<typename Traits::Element, __nv_bfloat16>;
   constexpr int kHeadDim = Traits::kHeadDim;
@@ -119,7 +119,7 @@ cudaError_t run_with_traits(const detail::FwdParams& p, cudaStream_t stream) {
       make_tensor_map(&params.tma_o, p.o, kIsBf16, kHeadDim, q_rows, p.heads_q, q_batch, p.o_seq_stride,
                       p.o_head_stride, varlen_q ? 0 : p.o_batch_stride, 64);
   if (!ok) return cudaErrorNotSupported;
-  return launch_fwd<Traits, kMasked, kLeft, kSoftcap, kLseSums>(params, stream);
+  return launch_fwd<Traits, kMasked, kLeft, kSoftcap>(params, stream);
 }
 
 }  // namespace flash::sm90
