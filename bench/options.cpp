@@ -119,7 +119,7 @@ const char* usage() {
          "                              standard-attention rows apply it too; 0 or at least 1e-6)\n"
          "  --lse                       the sweep's flash rows also write the log-sum-exp (float32; default: none,\n"
          "                              as an inference forward pass; at head_dim 64 the Hopper kernel is then\n"
-         "                              the variant that keeps float32 row sums)\n"
+         "                              the variant that keeps float32 row sums, as it always is with --softcap)\n"
          "  --sweep                     with --decode, --varlen or --window: run the seed's sweep too (else they replace it)\n"
          "  --autotune                  also run each flash row with autotuning on (the first warm-up call\n"
          "                              tunes) and print heuristic vs autotuned\n"

@@ -56,9 +56,10 @@ struct FwdTraits {
   // log-sum-exp then skips the softmax's FADD row sums (kLseSums, below):
   // hd64's softmax is its longest phase (run 77), and the eight
   // extra columns cost 6% more tensor-core work. Measured (bench/NOTES.md,
-  // run 130): +0.7% to +2.9% in every hd64 cell at 2k and 16k, both
+  // run 130): +0.7% to +3.0% in every hd64 cell at 2k and 16k, both
   // dtypes. (Run 129's form, one kernel branching on the LSE pointer in
-  // its softmax, lost 1-4%.)
+  // its softmax, lost 1-4%.) A call with a log-sum-exp, which keeps both,
+  // lost 1.5-5.1% (run 134); window and softcap calls always keep both.
   static constexpr bool kRowSumInO = kHeadDim == 64;
   static constexpr int kOCols = kHeadDim + (kRowSumInO ? 8 : 0);  // N of P V's wgmma
   // Whether the softmax keeps float32 row sums, for the log-sum-exp. Only

@@ -96,6 +96,11 @@ template <typename Traits, bool kMasked, bool kLeft, bool kSoftcap>
 cudaError_t run_with_traits(const detail::FwdParams& p, cudaStream_t stream) {
   constexpr bool kIsBf16 = std::is_same_v<typename Traits::Element, __nv_bfloat16>;
   constexpr int kHeadDim = Traits::kHeadDim;
+  // A kernel without float32 row sums would write an LSE from the rounded
+  // sums in O: run_lse_variant never picks one for a call with an LSE.
+  if constexpr (!Traits::kLseSums) {
+    if (p.lse != nullptr) return cudaErrorInvalidValue;
+  }
   FwdParams params;
   params.common = p;
   // Packed (varlen) tensors are one "batch" of total rows; the kernel adds
