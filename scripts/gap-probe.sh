@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Investigation run (bench/NOTES.md, run 114): does the host's launch cost
+# Investigation run (docs/history/NOTES.md, run 114): does the host's launch cost
 # leak into flash_bench's event timing? Builds bench/probes/gap_probe.cu
 # against an existing build's libflash.a and libflash_reference.a (BUILD_DIR,
 # default build/ab as scripts/ab-bench.sh leaves it) and times head_dim 128

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Investigation run (bench/NOTES.md, run 77): where one sm90 launch's warps
+# Investigation run (docs/history/NOTES.md, run 77): where one sm90 launch's warps
 # stall, per SASS instruction. Builds flash_bench for one head dim, profiles
 # one launch of one sweep row with ncu (warp states, scheduler, source
 # counters; clocks uncontrolled, as the bench runs them) and writes the

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-# Investigation tool (bench/NOTES.md, run 81): for each sm90 forward kernel in
+# Investigation tool (docs/history/NOTES.md, run 81): for each sm90 forward kernel in
 # an sm_90a cubin, how many MUFU.EX2 lie between the steady loop's
 # WARPGROUP.DEPBAR 0x1 (S waited) and the next DEPBAR 0x0 (P V waited), i.e.
 # how much of the softmax runs under its own P V, and the LDL/STL count.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Investigation run (bench/NOTES.md, run 72): what the sm90 kernel's last,
+# Investigation run (docs/history/NOTES.md, run 72): what the sm90 kernel's last,
 # partly filled round of tiles costs. Builds the library, then
 # bench/probes/tail_probe.cu against it, and times batches whose tile
 # counts fill the last round to different degrees (see the probe's header).
