@@ -1,5 +1,5 @@
 // Investigation probe (not built by CMake; build it with nvcc against a
-// built libflash.a and libflash_reference.a, as scripts/tail-probe.sh does):
+// built libflash.a and libflash_reference.a, as tools/investigations/tail-probe.sh does):
 // what the persistent sm90 kernel's last, partly filled round of tiles
 // costs. The seed's shapes give
 // tile counts that are not multiples of the SM count (hd128 non-causal:

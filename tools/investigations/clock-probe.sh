@@ -2,7 +2,9 @@
 # Clocks and power while flash_bench runs, one run per dtype: does the fp16
 # sweep run at lower SM clocks than the bf16 one (power), or at the same?
 #
-#   scripts/clock-probe.sh path/to/flash_bench [extra flash_bench flags]
+#   tools/investigations/clock-probe.sh path/to/flash_bench [extra flash_bench flags]
+#
+# docs/perf/measurement.md reads its output (fp16 against bf16 clocks).
 #
 # Samples nvidia-smi every 100 ms during each run and prints, per dtype, the
 # run's summary table and the median / min SM clock and median / max power

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Investigation run (docs/history/NOTES.md, run 77): where one sm90 launch's warps
+# Investigation (docs/perf/sm90-pingpong-and-lazy-max.md): where one sm90 launch's warps
 # stall, per SASS instruction. Builds flash_bench for one head dim, profiles
 # one launch of one sweep row with ncu (warp states, scheduler, source
 # counters; clocks uncontrolled, as the bench runs them) and writes the
 # source page as CSV next to the text report.
 #
-#   HD=64 CAUSAL=causal N=2048 scripts/ncu-source.sh
+#   HD=64 CAUSAL=causal N=2048 tools/investigations/ncu-source.sh
 set -uo pipefail
 OUT=${OUT:-$PWD/ncu-source-out}
 mkdir -p "$OUT"

@@ -1,4 +1,4 @@
-// Investigation probe (not built by CMake; scripts/gap-probe.sh builds it
+// Investigation probe (not built by CMake; tools/investigations/gap-probe.sh builds it
 // against libflash.a and libflash_reference.a): does the host's launch
 // cost leak into flash_bench's event timing? LaunchTimer (bench_util.h)
 // records the start event right after the L2-flushing memset and counts
@@ -25,7 +25,7 @@
 #include <thread>
 #include <vector>
 
-#include "../bench_util.h"
+#include "bench_util.h"
 #include "flash/flash.hpp"
 #include "probe_util.h"
 

@@ -1,6 +1,10 @@
-// Investigation probe (not built by CMake; scripts/debug-run.sh builds it
-// with nvcc): how fast can an H200 read 4 GiB, and does the decode kernel's
-// access pattern cost anything by itself?
+// Investigation probe (not built by CMake): how fast can an H200 read
+// 4 GiB, and does the decode kernel's access pattern cost anything by
+// itself? Build and run it from the repository root:
+//
+//   nvcc -std=c++17 -O2 -arch=sm_90a tools/investigations/read_probe.cu -o read_probe && ./read_probe
+//
+// Its kernels:
 //   linear16:  grid-stride 16-byte loads, 4 in flight per thread (the
 //              flash_bench read ceiling's kernel)
 //   bulk:      one thread per CTA streams 32 KiB chunks into a 4-stage

@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
-# Investigation tool (docs/history/NOTES.md, run 81): for each sm90 forward kernel in
+# Investigation tool (docs/perf/sm90-pingpong-and-lazy-max.md): for each sm90 forward kernel in
 # an sm_90a cubin, how many MUFU.EX2 lie between the steady loop's
 # WARPGROUP.DEPBAR 0x1 (S waited) and the next DEPBAR 0x0 (P V waited), i.e.
 # how much of the softmax runs under its own P V, and the LDL/STL count.
 # Reads the ELF .text sections directly (no cuobjdump needed); decodes only
 # the few opcodes it needs from the low 12 bits of each 128-bit instruction
-# (checked against cuobjdump -sass of run 80).
+# (checked against cuobjdump -sass output of the same cubins).
 #
-#   python3 scripts/sass-overlap.py build/.../fwd_bf16_hd128.cubin
+#   python3 tools/investigations/sass-overlap.py build/.../fwd_bf16_hd128.cubin
 import struct,sys,re
 def sections(path):
     d=open(path,'rb').read()
