@@ -24,9 +24,8 @@ cudaError_t poison(void* dst, size_t bytes, cudaStream_t stream);
 // for the copy. For data that kernels on a non-blocking stream will read: a
 // plain cudaMemcpy from pageable memory runs on the legacy default stream,
 // which such a stream does not wait for, and may return before its DMA
-// lands, so a kernel launched right after could read stale bytes (the
-// likely cause of an infinite cuBLAS reference in one test run,
-// bench/NOTES.md, runs 115-116).
+// lands, so a kernel launched right after could read stale bytes (a
+// reference computed from them can come out infinite).
 cudaError_t upload_sync(void* dst, const void* src, size_t bytes, cudaStream_t stream);
 
 // Host conversions of one element.
