@@ -31,7 +31,7 @@ void* fake_ptr(int index, int64_t byte_offset = 0) {
                                  static_cast<uintptr_t>(byte_offset));
 }
 
-// A valid GQA call on fake pointers, as tests/test_validate.cpp's valid_params().
+// A valid GQA call on fake pointers, as tests/test_validate_host.cpp's valid_params().
 flash_attention_params valid_params() {
   flash_attention_params p;
   flash_attention_params_init(&p);
