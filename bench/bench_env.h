@@ -47,7 +47,7 @@ bool run_timed_loop(benchmark::State& state, BenchEnv& env, int warmup, Launch&&
   // At least `warmup` launches, and more until warmup_ms of wall time has
   // passed: after the gap between rows (allocation, fills) the GPU's clocks
   // need time to come back up, and a few launches were not enough (the same
-  // kernel measured up to 15% apart in back-to-back rows, docs/history/NOTES.md).
+  // kernel measured up to 15% apart in back-to-back rows; docs/perf/measurement.md).
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0;; ++i) {
     if (i >= warmup) {

@@ -93,7 +93,7 @@ void print_summary(std::FILE* out, const std::string& gpu_name, const char* back
   bool any_tuned = false;
   for (const auto& entry : registry()) any_tuned = any_tuned || entry.second.tuned.valid;
   if (any_tuned) {
-    // Gains under 3% are within the run-to-run noise seen on the H200 (docs/history/NOTES.md).
+    // Gains under 3% are within the run-to-run noise seen on the H200 (docs/perf/measurement.md).
     std::fprintf(out, "\n### heuristic vs autotuned\n\n");
     std::fprintf(out, "| dtype | head_dim | causal | N | heuristic | TFLOP/s | autotuned | TFLOP/s | gain |\n");
     std::fprintf(out, "|---|---|---|---|---|---|---|---|---|\n");

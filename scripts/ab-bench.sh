@@ -33,8 +33,8 @@ done
 rows() { sed -n '/^| dtype/,/^$/p' "$1" | sed '1,2d'; }
 # SM clock and power while a bench runs (nvidia-smi every 200 ms, where
 # there is one): the mean over the samples with the GPU busy. At the power
-# cap a change can show up as clock as much as as time (docs/history/NOTES.md,
-# run 94: fewer K/V loads, 5-10% higher clocks at the same power).
+# cap a change can show up as clock as much as as time: fewer K/V loads run
+# at 5-10% higher clocks at the same power (docs/perf/measurement.md).
 have_smi=0
 command -v nvidia-smi >/dev/null 2>&1 && have_smi=1
 clocks() {  # clocks CSV -> "clock N MHz, power M W (k samples)"
