@@ -1,0 +1,213 @@
+// The Hopper kernel's masked tile walks against the per-sequence reference:
+// blocks shifted up by the last block's padding, more units than SMs with
+// the middle blocks last, and the lazy softmax max's late rescale. Every
+// row also runs on the other backends (feature_test.h).
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "feature_test.h"
+
+namespace flash::test {
+namespace {
+
+// ---------------------------------------------------------------- ShiftedMaskedBlocks
+
+// Masked calls shift their blocks up by the last block's padding (whole
+// 64-row slices; 192-row tiles always, 128-row tiles from 16 query blocks
+// on), so block 0 starts at a negative row (kernels/sm90/tile_scheduler.cuh,
+// first_row): its padding warpgroups must neither load nor store, nor write
+// LSE. Lengths that give 16+ blocks with padding at 192- and 128-row tiles
+// (3100 rows: a 128-row shift at 192-row tiles, 64 rows at 128-row tiles;
+// the varlen 2100 shifts 64 rows at 128-row tiles), dense (TMA stores,
+// padded layout) and varlen (guarded stores; a short sequence first, so
+// shifted padding rows fall in its rows or before the packed tensor),
+// causal and with a window, with LSE. ShiftedMaskedBlocksShort covers the
+// 64-row shift at 192-row tiles and softcap; VarlenManySequences' causal
+// hd64 batch of 600 the shift on the padded walk.
+std::vector<FeatureRow> shifted_rows() {
+  FeatureTable t;
+  uint64_t seed = kFeatureSeedBase;
+  const std::vector<int64_t> lengths_q = {100, 3100, 2100};
+  const std::vector<int64_t> lengths_k = {150, 3100, 2300};
+  int variant = 0;
+  for (int64_t hd : {64, 128, 256}) {
+    if (!head_dim_compiled(hd)) continue;
+    for (bool varlen : {false, true}) {
+      for (bool window : {false, true}) {
+        ++variant;
+        FeatureConfig cfg = make_config(variant % 2 ? DType::kBFloat16 : DType::kFloat16, hd, 4, 2, seed++);
+        cfg.causal = !window;
+        if (window) {
+          cfg.window_left = 700;
+          cfg.window_right = 0;
+        }
+        cfg.with_lse = true;
+        if (varlen) {
+          cfg.varlen_q = true;
+          cfg.seqlens_q = lengths_q;
+          cfg.seqlens_k = lengths_k;
+          cfg.kv = KvLayout::kVarlen;
+          cfg.tail_rows = 70;
+        } else {
+          cfg.seqlens_q = {3100, 3100};
+          cfg.seqlens_k = {3100, 3100};
+          cfg.padded = true;
+        }
+        t.add(varlen ? "varlen" : "dense", cfg);
+      }
+    }
+  }
+  return t.rows();
+}
+
+class ShiftedMaskedBlocks : public FeatureTest {};
+TEST_P(ShiftedMaskedBlocks, MatchesReference) { check_row(); }
+INSTANTIATE_TEST_SUITE_P(Features, ShiftedMaskedBlocks, ::testing::ValuesIn(shifted_rows()), RowName());
+
+// 192-row tiles shift at any block count: 2000 rows (11 blocks) shift by 64
+// rows, 1000 (6 blocks) by 128. Head dim 64, dense and varlen, causal, a
+// window, and a softcap on a causal mask, with LSE.
+std::vector<FeatureRow> shifted_short_rows() {
+  FeatureTable t;
+  if (!head_dim_compiled(64)) return t.rows();
+  uint64_t seed = kFeatureSeedBase;
+  int variant = 0;
+  for (bool varlen : {false, true}) {
+    for (int mode = 0; mode < 3; ++mode) {
+      ++variant;
+      FeatureConfig cfg = make_config(variant % 2 ? DType::kBFloat16 : DType::kFloat16, 64, 4, 2, seed++);
+      cfg.causal = mode != 1;
+      if (mode == 1) {
+        cfg.window_left = 300;
+        cfg.window_right = 0;
+      }
+      if (mode == 2) cfg.softcap = 30.f;
+      cfg.with_lse = true;
+      if (varlen) {
+        cfg.varlen_q = true;
+        cfg.seqlens_q = {1000, 2000, 100};
+        cfg.seqlens_k = {1100, 2000, 150};
+        cfg.kv = KvLayout::kVarlen;
+        cfg.tail_rows = 70;
+        t.add("varlen", cfg);
+      } else {
+        cfg.seqlens_q = {2000, 2000};
+        cfg.seqlens_k = {2000, 2000};
+        cfg.padded = true;
+        t.add("dense2000", cfg);
+        cfg.seqlens_q = {1000, 1000};
+        cfg.seqlens_k = {1000, 1000};
+        t.add("dense1000", cfg);
+      }
+    }
+  }
+  return t.rows();
+}
+
+class ShiftedMaskedBlocksShort : public FeatureTest {};
+TEST_P(ShiftedMaskedBlocksShort, MatchesReference) { check_row(); }
+INSTANTIATE_TEST_SUITE_P(Features, ShiftedMaskedBlocksShort, ::testing::ValuesIn(shifted_short_rows()), RowName());
+
+// ---------------------------------------------------------------- ManyUnitsMiddleBlocksLast
+
+// Masked calls with more units than SMs: the CTAs walk every head's pairs,
+// then every head's lone middle block (kernels/sm90/unit_map.h). 11 query
+// blocks a head at 192-row tiles (2000 rows at hd64), 1400 rows at 128-row
+// tiles (hd128, hd256): a middle block a head. As many heads as 3/8 of the
+// SMs (set when the test runs): about 2.3 units an SM, and the middles start
+// partway through a round. Causal and with a window, dense, with LSE.
+std::vector<FeatureRow> many_units_rows() {
+  FeatureTable t;
+  uint64_t seed = kFeatureSeedBase;
+  int variant = 0;
+  for (int64_t hd : {64, 128, 256}) {
+    if (!head_dim_compiled(hd)) continue;
+    for (bool window : {false, true}) {
+      ++variant;
+      FeatureConfig cfg = make_config(variant % 2 ? DType::kBFloat16 : DType::kFloat16, hd, 2, 2, seed++);
+      cfg.causal = !window;
+      if (window) {
+        cfg.window_left = 500;
+        cfg.window_right = 0;
+      }
+      cfg.with_lse = true;
+      const int64_t rows = hd == 64 ? 2000 : 1400;
+      cfg.seqlens_q = {rows};
+      cfg.seqlens_k = {rows};
+      t.add("dense" + std::to_string(rows), cfg);
+    }
+  }
+  return t.rows();
+}
+
+class ManyUnitsMiddleBlocksLast : public FeatureTest {};
+TEST_P(ManyUnitsMiddleBlocksLast, MatchesReference) {
+  int device = 0, sms = 0;
+  ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), cudaSuccess);
+  FeatureConfig cfg = row_config();
+  cfg.heads_q = std::max<int64_t>(2, (int64_t{sms} * 3 + 15) / 16 * 2);  // even, about 3/8 of the SMs
+  check_case(cfg, GetParam().runs);
+}
+INSTANTIATE_TEST_SUITE_P(Features, ManyUnitsMiddleBlocksLast, ::testing::ValuesIn(many_units_rows()), RowName());
+
+// ---------------------------------------------------------------- LazyMaxRescalesLate
+
+// The lazy softmax max (kernels/sm90/kernel_traits.cuh, kLazyMax): every
+// head_dim 128 and 256 Hopper kernel keeps a stale max until some row of the
+// warp outgrows it by 2^8 (OnlineSoftmax::update<true>), then rescales O.
+// Inputs in [-8, 8) spread the scores so that most rows' max grows by far
+// more than that after the first block visited: the late-rescale path runs
+// for most rows. Unmasked and causal, short and long rows. Where the device
+// has the Hopper kernel for the head dim, kAuto must pick one of its
+// configurations (any tile: each keeps the lazy max), and both kAuto and
+// kSm90 must match the reference.
+std::vector<FeatureRow> lazy_max_rows() {
+  struct Shape {
+    int64_t head_dim;
+    bool causal;
+    int64_t len_q, len_k;
+  };
+  FeatureTable t;
+  uint64_t seed = kFeatureSeedBase;
+  int variant = 0;
+  for (const Shape& k : {Shape{128, false, 300, 8300}, Shape{128, true, 16400, 16400}, Shape{128, false, 300, 2100},
+                         Shape{128, true, 2100, 2100}, Shape{256, false, 300, 2100}, Shape{256, true, 2100, 2100}}) {
+    if (!head_dim_compiled(k.head_dim)) continue;
+    ++variant;
+    FeatureConfig cfg = make_config(variant % 2 ? DType::kBFloat16 : DType::kFloat16, k.head_dim, 2, 1, seed++);
+    cfg.causal = k.causal;
+    cfg.input_scale = 8.f;
+    cfg.with_lse = true;
+    const size_t seqs = k.causal ? 1 : 2;
+    cfg.seqlens_q.assign(seqs, k.len_q);
+    cfg.seqlens_k.assign(seqs, k.len_k);
+    t.add("q" + std::to_string(k.len_q) + "_k" + std::to_string(k.len_k), cfg);
+  }
+  return t.rows();
+}
+
+class LazyMaxRescalesLate : public FeatureTest {};
+TEST_P(LazyMaxRescalesLate, MatchesReference) {
+  check_case(row_config(), GetParam().runs,
+             [](FeatureCase& c, const std::vector<double>&, const std::vector<double>&) {
+               AttentionParams p = c.params();
+               p.backend = Backend::kSm90;
+               if (!sm90_runs(p)) return;  // no Hopper kernel here for this head dim
+               KernelChoice choice;
+               const Status s = query_kernel_choice(c.params(), &choice);
+               ASSERT_TRUE(s.ok()) << s.message;
+               EXPECT_EQ(choice.backend, Backend::kSm90) << "kAuto picked " << choice.name
+                                                         << ": the lazy max would go untested on the auto path";
+               EXPECT_GT(choice.block_m, 0) << choice.name;
+               EXPECT_GT(choice.block_n, 0) << choice.name;
+               EXPECT_EQ(std::string(choice.name).rfind("sm90 ", 0), 0u) << choice.name;
+             });
+}
+INSTANTIATE_TEST_SUITE_P(Features, LazyMaxRescalesLate, ::testing::ValuesIn(lazy_max_rows()), RowName());
+
+}  // namespace
+}  // namespace flash::test
