@@ -21,6 +21,25 @@ constexpr int64_t kSupportedHeadDims[] = {32, 64, 96, 128, 256};
 constexpr int64_t kMaxGridYZ = 65535;
 // Row indices are 32-bit inside the kernels, with room for a block past the end.
 constexpr int64_t kMaxSeqlen = int64_t{1} << 30;
+// The kernels fold softmax_scale * log2(e) into one float and multiply raw
+// scores by it. Scores of fp16 inputs are below 256 * 65504^2 < 2^40 in
+// magnitude at head_dim <= 256, and below 2^41 apart; with the scale at most
+// 1e24 (scale * log2(e) < 2^81) every such product, and the difference of
+// two, stays below 2^123: finite in float32.
+constexpr float kMaxSoftmaxScale = 1e24f;
+// With a softcap the exp2 argument is tanh(...) * softcap * log2(e), |tanh| <= 1;
+// up to 1e6 (softcap * log2(e) < 2^21) the float rounding of that product is
+// below 2^-4 in exp2 units, so no probability leaves float (or fp16) range.
+// A tiny cap would make softmax_scale / softcap overflow to inf (and a zero
+// score NaN).
+constexpr float kMinSoftcap = 1e-6f;
+constexpr float kMaxSoftcap = 1e6f;
+// The split-KV decode kernel packs seqlen_q * (heads_q / heads_kv) query rows
+// per (batch, K/V head) with 32-bit row indices (room for one 16-row block
+// past the last), in a grid of ceil(rows / 16) * splits CTAs along x.
+constexpr int64_t kMaxDecodeRows = (int64_t{1} << 31) - 16;
+constexpr int64_t kDecodeBlockRows = 16;
+constexpr int64_t kMaxGridX = INT32_MAX;
 
 Status invalid(const char* format, int64_t a, int64_t b = 0) noexcept {
   return make_status(StatusCode::kInvalidArgument, format, static_cast<long long>(a), static_cast<long long>(b));
@@ -112,9 +131,11 @@ Status validate_engine_features(const AttentionParams& p) noexcept {
                    "window_right -1 or 0",
                    p.window_right);
   }
-  // A tiny cap would make softmax_scale / softcap overflow to inf (and a zero score NaN).
-  if (!std::isfinite(p.softcap) || p.softcap < 0.f || (p.softcap > 0.f && p.softcap < 1e-6f)) {
-    return make_status(StatusCode::kInvalidArgument, "softcap is %g; it must be 0 (off) or finite and >= 1e-6",
+  if (!std::isfinite(p.softcap) || p.softcap < 0.f ||
+      (p.softcap > 0.f && (p.softcap < kMinSoftcap || p.softcap > kMaxSoftcap))) {
+    return make_status(StatusCode::kInvalidArgument,
+                       "softcap is %g; it must be 0 (off) or in [1e-6, 1e6] (larger caps overflow the "
+                       "kernels' float32 softmax)",
                        static_cast<double>(p.softcap));
   }
   if (p.num_splits < 0 || p.num_splits > 128) {
@@ -163,31 +184,115 @@ Status validate_engine_features(const AttentionParams& p) noexcept {
   return Status{};
 }
 
+// Sizes the split-KV decode kernel cannot launch. It runs every call with
+// Backend::kDecode or num_splits > 1 (kAuto takes it only for seqlen_q <= 16,
+// far inside these limits). The limits are the grid's, not the device's.
+Status check_decode_grid(const AttentionParams& p) noexcept {
+  if (p.backend != Backend::kDecode && p.num_splits <= 1) return Status{};
+  // Sizes are checked by now: seqlen_q <= 2^30, heads_q <= 65535, so no product here overflows.
+  const int64_t rows = p.seqlen_q * (p.heads_q / p.heads_kv);
+  if (rows > kMaxDecodeRows) {
+    return make_status(StatusCode::kUnsupported,
+                       "the split-KV decode kernel (Backend::kDecode or num_splits > 1) packs seqlen_q * heads_q / "
+                       "heads_kv = %lld query rows per K/V head; it takes at most 2^31 - 16",
+                       static_cast<long long>(rows));
+  }
+  const int64_t ctas = (rows + kDecodeBlockRows - 1) / kDecodeBlockRows * std::max<int64_t>(p.num_splits, 1);
+  if (ctas > kMaxGridX) {
+    return make_status(StatusCode::kUnsupported,
+                       "the split-KV decode kernel would launch %lld CTAs along x (%lld query rows in blocks of "
+                       "16, times %d splits); at most 2^31 - 1: use fewer splits",
+                       static_cast<long long>(ctas), static_cast<long long>(rows), static_cast<int>(p.num_splits));
+  }
+  // The combine kernel runs one CTA per (batch, head, query) row.
+  if (p.num_splits > 1 && p.batch * p.heads_q * p.seqlen_q > kMaxGridX) {
+    return make_status(StatusCode::kUnsupported,
+                       "num_splits %d: batch * heads_q * seqlen_q must be < 2^31 to split the keys",
+                       static_cast<int>(p.num_splits));
+  }
+  return Status{};
+}
+
+// The outputs (O over o_bytes, the LSE over lse_bytes, the workspace) must
+// not overlap the int32 arrays the kernels read: cu_seqlens_q/k (batch + 1
+// entries), seqused_k (batch) and block_table ((batch - 1) *
+// block_table_batch_stride + max_pages_per_seq). A zero extent is not checked.
+Status check_index_arrays(const AttentionParams& p, int64_t o_bytes, int64_t lse_bytes) noexcept {
+  // Sizes are checked by now (batch <= 65535, with a block table 1 <=
+  // max_pages_per_seq <= 2^30 and the stride >= it when batch > 1); the
+  // stride has no upper bound, so the table's extent saturates.
+  constexpr int64_t kInt32 = static_cast<int64_t>(sizeof(int32_t));
+  int64_t table_entries = 0;
+  if (p.block_table != nullptr) {
+    table_entries = p.batch <= 1 ? p.max_pages_per_seq
+                                 : static_cast<int64_t>(std::min<__int128>(
+                                       static_cast<__int128>(p.batch - 1) * p.block_table_batch_stride +
+                                           p.max_pages_per_seq,
+                                       INT64_MAX / 8));
+  }
+  const struct {
+    const char* name;
+    const void* ptr;
+    int64_t bytes;
+  } arrays[] = {{"cu_seqlens_q", p.cu_seqlens_q, (p.batch + 1) * kInt32},
+                {"cu_seqlens_k", p.cu_seqlens_k, (p.batch + 1) * kInt32},
+                {"seqused_k", p.seqused_k, p.batch * kInt32},
+                {"block_table", p.block_table, table_entries * kInt32}};
+  const int64_t ws_bytes =
+      p.workspace != nullptr ? static_cast<int64_t>(std::min<size_t>(p.workspace_bytes, INT64_MAX / 2)) : 0;
+  const struct {
+    const char* name;
+    const void* ptr;
+    int64_t bytes;
+  } outputs[] = {{"o", p.o, o_bytes}, {"lse", p.lse, lse_bytes}, {"workspace", p.workspace, ws_bytes}};
+  for (const auto& out : outputs) {
+    if (out.ptr == nullptr) continue;
+    for (const auto& a : arrays) {
+      if (a.ptr != nullptr && byte_ranges_overlap(out.ptr, out.bytes, a.ptr, a.bytes)) {
+        return make_status(StatusCode::kInvalidArgument,
+                           "%s overlaps %s (%lld bytes at %p); outputs must not overlap the int32 arrays the "
+                           "kernels read",
+                           out.name, a.name, static_cast<long long>(a.bytes), a.ptr);
+      }
+    }
+  }
+  return Status{};
+}
+
+// a * b, or the int64 limit of the product's sign when it does not fit.
+int64_t saturating_mul(int64_t a, int64_t b) noexcept {
+  int64_t r = 0;
+  if (!__builtin_mul_overflow(a, b, &r)) return r;
+  return (a < 0) != (b < 0) ? INT64_MIN : INT64_MAX;
+}
+
 }  // namespace
 
+// Out-of-range sizes saturate the strides (no overflow); validate() rejects
+// such sizes before it looks at a stride.
 void AttentionParams::set_contiguous_bnhd() noexcept {
   q_head_stride = head_dim;
-  q_seq_stride = heads_q * head_dim;
-  q_batch_stride = seqlen_q * q_seq_stride;
+  q_seq_stride = saturating_mul(heads_q, head_dim);
+  q_batch_stride = saturating_mul(seqlen_q, q_seq_stride);
   o_head_stride = q_head_stride;
   o_seq_stride = q_seq_stride;
   o_batch_stride = q_batch_stride;
   k_head_stride = v_head_stride = head_dim;
-  k_seq_stride = v_seq_stride = heads_kv * head_dim;
-  k_batch_stride = v_batch_stride = seqlen_k * k_seq_stride;
+  k_seq_stride = v_seq_stride = saturating_mul(heads_kv, head_dim);
+  k_batch_stride = v_batch_stride = saturating_mul(seqlen_k, k_seq_stride);
   q_dim_stride = k_dim_stride = v_dim_stride = o_dim_stride = 1;
 }
 
 void AttentionParams::set_contiguous_bhnd() noexcept {
   q_seq_stride = head_dim;
-  q_head_stride = seqlen_q * head_dim;
-  q_batch_stride = heads_q * q_head_stride;
+  q_head_stride = saturating_mul(seqlen_q, head_dim);
+  q_batch_stride = saturating_mul(heads_q, q_head_stride);
   o_seq_stride = q_seq_stride;
   o_head_stride = q_head_stride;
   o_batch_stride = q_batch_stride;
   k_seq_stride = v_seq_stride = head_dim;
-  k_head_stride = v_head_stride = seqlen_k * head_dim;
-  k_batch_stride = v_batch_stride = heads_kv * k_head_stride;
+  k_head_stride = v_head_stride = saturating_mul(seqlen_k, head_dim);
+  k_batch_stride = v_batch_stride = saturating_mul(heads_kv, k_head_stride);
   q_dim_stride = k_dim_stride = v_dim_stride = o_dim_stride = 1;
 }
 
@@ -235,9 +340,10 @@ Status validate_call(const AttentionParams& p, bool check_workspace) noexcept {
   }
   // The online softmax tracks the running max of raw scores, which is the
   // max of the scaled ones only for a positive scale.
-  if (!std::isfinite(p.softmax_scale) || p.softmax_scale < 0.f) {
+  if (!std::isfinite(p.softmax_scale) || p.softmax_scale < 0.f || p.softmax_scale > kMaxSoftmaxScale) {
     return make_status(StatusCode::kInvalidArgument,
-                       "softmax_scale is %g; it must be finite and >= 0 (0 selects 1/sqrt(head_dim))",
+                       "softmax_scale is %g; it must be in [0, 1e24] (0 selects 1/sqrt(head_dim); a larger scale "
+                       "overflows the kernels' float32 softmax)",
                        static_cast<double>(p.softmax_scale));
   }
   if (p.seqlen_q > kMaxSeqlen || p.seqlen_k > kMaxSeqlen) {
@@ -252,6 +358,10 @@ Status validate_call(const AttentionParams& p, bool check_workspace) noexcept {
   }
   {
     const Status s = validate_engine_features(p);
+    if (!s.ok()) return s;
+  }
+  {
+    const Status s = check_decode_grid(p);
     if (!s.ok()) return s;
   }
 
@@ -301,9 +411,10 @@ Status validate_call(const AttentionParams& p, bool check_workspace) noexcept {
   if (__builtin_mul_overflow(p.batch * p.heads_q, p.seqlen_q, &lse_elems)) {
     return make_status(StatusCode::kInvalidArgument, "lse: batch * heads_q * seqlen_q overflows int64");
   }
-  const int64_t o_bytes = o.span_elements() * 2;
+  // A packed O without total_q has an extent not known here (0: not checked).
+  const int64_t o_bytes = varlen_q && p.total_q == 0 ? 0 : o.span_elements() * 2;
   for (const TensorView* t : {&q, &k, &v}) {
-    if (byte_ranges_overlap(p.o, o_bytes, t->ptr, t->span_elements() * 2)) {
+    if (byte_ranges_overlap(p.o, o.span_elements() * 2, t->ptr, t->span_elements() * 2)) {
       return make_status(StatusCode::kInvalidArgument, "o overlaps %s; the output must not alias an input",
                          t->name);
     }
@@ -314,7 +425,8 @@ Status validate_call(const AttentionParams& p, bool check_workspace) noexcept {
       return make_status(StatusCode::kInvalidArgument, "lse: heads_q * total_q overflows int64");
     }
   }
-  if (p.lse != nullptr && (!varlen_q || p.total_q > 0)) {
+  const bool lse_bytes_known = p.lse != nullptr && (!varlen_q || p.total_q > 0);
+  if (lse_bytes_known) {
     const int64_t lse_bytes = lse_elems * static_cast<int64_t>(sizeof(float));
     for (const TensorView* t : {&q, &k, &v, &o}) {
       if (byte_ranges_overlap(p.lse, lse_bytes, t->ptr, t->span_elements() * 2)) {
@@ -348,7 +460,7 @@ Status validate_call(const AttentionParams& p, bool check_workspace) noexcept {
       return make_status(StatusCode::kInvalidArgument, "workspace overlaps lse; it must be memory of its own");
     }
   }
-  return Status{};
+  return check_index_arrays(p, o_bytes, lse_bytes_known ? lse_elems * static_cast<int64_t>(sizeof(float)) : 0);
 }
 
 }  // namespace detail

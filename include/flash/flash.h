@@ -98,7 +98,11 @@ typedef struct flash_attention_params {
   /* Causal mask aligned to the bottom-right corner: query row i sees key j
    * iff j <= i + seqlen_k - seqlen_q. A row that sees no key outputs zeros. */
   bool causal;
-  /* Multiplies Q K^T before the softmax; must be >= 0, and 0 means 1 / sqrt(head_dim). */
+  /* Multiplies Q K^T before the softmax; 0 means 1 / sqrt(head_dim). Must be
+   * in [0, 1e24]: the kernels fold softmax_scale * log2(e) into one float32
+   * and multiply raw scores by it, and up to 1e24 that product stays finite
+   * for every score fp16 inputs can give (|q.k| < 2^40 at head_dim <= 256)
+   * and for bf16 scores up to 1e14 in magnitude. */
   float softmax_scale;
   /* Kernel family; leave at FLASH_BACKEND_AUTO unless testing or comparing
    * paths. A forced backend that cannot run the call returns FLASH_UNSUPPORTED. */
@@ -143,7 +147,9 @@ typedef struct flash_attention_params {
   int64_t window_left;
   int64_t window_right;
   /* Logit softcap: when > 0, scores become softcap * tanh(score / softcap)
-   * before masking and the softmax. 0 (the default) turns it off. */
+   * before masking and the softmax. 0 (the default) turns it off; otherwise
+   * in [1e-6, 1e6] (softcap * log2(e) is folded into float32; up to 1e6 its
+   * rounding stays below 2^-4 in exp2 units, so capped scores never overflow). */
   float softcap;
 
   /* Split-KV for short queries: 0 lets flash choose (splitting only with a

@@ -94,7 +94,11 @@ struct AttentionParams {
   // Causal mask aligned to the bottom-right corner: query row i sees key j
   // iff j <= i + seqlen_k - seqlen_q. A row that sees no key outputs zeros.
   bool causal = false;
-  // Multiplies Q K^T before the softmax; must be >= 0, and 0 means 1 / sqrt(head_dim).
+  // Multiplies Q K^T before the softmax; 0 means 1 / sqrt(head_dim). Must be
+  // in [0, 1e24]: the kernels fold softmax_scale * log2(e) into one float32
+  // and multiply raw scores by it, and up to 1e24 that product stays finite
+  // for every score fp16 inputs can give (|q.k| < 2^40 at head_dim <= 256)
+  // and for bf16 scores up to 1e14 in magnitude.
   float softmax_scale = 0.0f;
   // Kernel family; leave at kAuto unless testing or comparing paths. A forced
   // backend that cannot run the call returns kUnsupported.
@@ -159,7 +163,9 @@ struct AttentionParams {
   int64_t window_right = -1;
   // Logit softcap: when > 0, scores become softcap * tanh(score / softcap)
   // (score = softmax_scale * q.k) before masking and the softmax; the LSE
-  // is of the capped scores. 0 turns it off; otherwise finite and >= 1e-6.
+  // is of the capped scores. 0 turns it off; otherwise in [1e-6, 1e6]: the
+  // kernels fold softcap * log2(e) into float32, and up to 1e6 its rounding
+  // stays below 2^-4 in exp2 units, so capped scores never overflow.
   float softcap = 0.0f;
 
   // Split-KV (flash-decoding) for short queries: the keys are split across
