@@ -56,16 +56,39 @@ FLASH_SAME_FIELD_TYPE(total_k);
 // This thread's last message; what flash_last_error_message() returns.
 thread_local char last_message[sizeof(Status::message)] = {};
 
-AttentionParams to_cpp(const flash_attention_params& c) noexcept {
-  AttentionParams p;
+// The bytes of an enum or bool field as an integer of the same size. A
+// struct filled by a C caller may hold any value there, and loading one out
+// of range as the enum or bool type is undefined behaviour, so these fields
+// are only ever read this way.
+static_assert(sizeof(flash_dtype) == sizeof(int32_t) && sizeof(flash_backend) == sizeof(int32_t),
+              "the C enums must be 32-bit");
+static_assert(sizeof(bool) == sizeof(unsigned char), "bool must be one byte");
+template <typename Int, typename Field>
+Int raw_value(const Field& field) noexcept {
+  static_assert(sizeof(Int) == sizeof(Field), "raw_value reads the whole field");
+  Int value;
+  std::memcpy(&value, &field, sizeof(value));
+  return value;
+}
+
+// Converts `c` to *p, or says which bool field holds neither 0 nor 1. The
+// enum fields go through as their integers (DType and Backend are int32_t
+// enums, so every value is representable); validate() rejects unknown ones.
+Status to_cpp(const flash_attention_params& c, AttentionParams* out) noexcept {
+  const auto causal = raw_value<unsigned char>(c.causal);
+  if (causal > 1) {
+    return flash::detail::make_status(StatusCode::kInvalidArgument,
+                                      "causal holds the byte %d; a bool must be 0 (false) or 1 (true)",
+                                      static_cast<int>(causal));
+  }
+  AttentionParams& p = *out;
+  p = AttentionParams{};
   p.q = c.q;
   p.k = c.k;
   p.v = c.v;
   p.o = c.o;
   p.lse = c.lse;
-  // A C caller may store any int in an enum field; validate() rejects what is
-  // not a known value.
-  p.dtype = static_cast<DType>(static_cast<int32_t>(c.dtype));
+  p.dtype = static_cast<DType>(raw_value<int32_t>(c.dtype));
   p.batch = c.batch;
   p.seqlen_q = c.seqlen_q;
   p.seqlen_k = c.seqlen_k;
@@ -88,9 +111,9 @@ AttentionParams to_cpp(const flash_attention_params& c) noexcept {
   p.k_dim_stride = c.k_dim_stride;
   p.v_dim_stride = c.v_dim_stride;
   p.o_dim_stride = c.o_dim_stride;
-  p.causal = c.causal;
+  p.causal = causal != 0;
   p.softmax_scale = c.softmax_scale;
-  p.backend = static_cast<Backend>(static_cast<int32_t>(c.backend));
+  p.backend = static_cast<Backend>(raw_value<int32_t>(c.backend));
   p.autotune = c.autotune != 0;
   p.cu_seqlens_q = c.cu_seqlens_q;
   p.cu_seqlens_k = c.cu_seqlens_k;
@@ -108,7 +131,7 @@ AttentionParams to_cpp(const flash_attention_params& c) noexcept {
   p.workspace_bytes = c.workspace_bytes;
   p.total_q = c.total_q;
   p.total_k = c.total_k;
-  return p;
+  return Status{};
 }
 
 void to_c(const AttentionParams& p, flash_attention_params* c) noexcept {
@@ -117,7 +140,8 @@ void to_c(const AttentionParams& p, flash_attention_params* c) noexcept {
   c->v = p.v;
   c->o = p.o;
   c->lse = p.lse;
-  c->dtype = static_cast<flash_dtype>(p.dtype);
+  const auto dtype = static_cast<int32_t>(p.dtype);
+  std::memcpy(&c->dtype, &dtype, sizeof(dtype));
   c->batch = p.batch;
   c->seqlen_q = p.seqlen_q;
   c->seqlen_k = p.seqlen_k;
@@ -142,7 +166,8 @@ void to_c(const AttentionParams& p, flash_attention_params* c) noexcept {
   c->o_dim_stride = p.o_dim_stride;
   c->causal = p.causal;
   c->softmax_scale = p.softmax_scale;
-  c->backend = static_cast<flash_backend>(p.backend);
+  const auto backend = static_cast<int32_t>(p.backend);
+  std::memcpy(&c->backend, &backend, sizeof(backend));
   c->autotune = p.autotune ? 1 : 0;
   c->cu_seqlens_q = p.cu_seqlens_q;
   c->cu_seqlens_k = p.cu_seqlens_k;
@@ -160,6 +185,35 @@ void to_c(const AttentionParams& p, flash_attention_params* c) noexcept {
   c->workspace_bytes = p.workspace_bytes;
   c->total_q = p.total_q;
   c->total_k = p.total_k;
+}
+
+// Fills the strides of `c` with the C++ helper `fill`, from the sizes alone:
+// every other field, garbage or not, stays as it is.
+void set_contiguous(flash_attention_params* c, void (AttentionParams::*fill)() noexcept) noexcept {
+  AttentionParams p;
+  p.batch = c->batch;
+  p.seqlen_q = c->seqlen_q;
+  p.seqlen_k = c->seqlen_k;
+  p.heads_q = c->heads_q;
+  p.heads_kv = c->heads_kv;
+  p.head_dim = c->head_dim;
+  (p.*fill)();
+  c->q_batch_stride = p.q_batch_stride;
+  c->q_seq_stride = p.q_seq_stride;
+  c->q_head_stride = p.q_head_stride;
+  c->k_batch_stride = p.k_batch_stride;
+  c->k_seq_stride = p.k_seq_stride;
+  c->k_head_stride = p.k_head_stride;
+  c->v_batch_stride = p.v_batch_stride;
+  c->v_seq_stride = p.v_seq_stride;
+  c->v_head_stride = p.v_head_stride;
+  c->o_batch_stride = p.o_batch_stride;
+  c->o_seq_stride = p.o_seq_stride;
+  c->o_head_stride = p.o_head_stride;
+  c->q_dim_stride = p.q_dim_stride;
+  c->k_dim_stride = p.k_dim_stride;
+  c->v_dim_stride = p.v_dim_stride;
+  c->o_dim_stride = p.o_dim_stride;
 }
 
 // Records `status` as this thread's last message and returns its code.
@@ -193,26 +247,26 @@ void flash_attention_params_init(flash_attention_params* params) noexcept {
 
 void flash_set_contiguous_bnhd(flash_attention_params* params) noexcept {
   if (params == nullptr) return;
-  AttentionParams p = to_cpp(*params);
-  p.set_contiguous_bnhd();
-  to_c(p, params);
+  set_contiguous(params, &AttentionParams::set_contiguous_bnhd);
 }
 
 void flash_set_contiguous_bhnd(flash_attention_params* params) noexcept {
   if (params == nullptr) return;
-  AttentionParams p = to_cpp(*params);
-  p.set_contiguous_bhnd();
-  to_c(p, params);
+  set_contiguous(params, &AttentionParams::set_contiguous_bhnd);
 }
 
 flash_status_code flash_validate(const flash_attention_params* params) noexcept {
   if (params == nullptr) return null_params();
-  return finish(flash::validate(to_cpp(*params)));
+  AttentionParams p;
+  const Status converted = to_cpp(*params, &p);
+  return finish(converted.ok() ? flash::validate(p) : converted);
 }
 
 flash_status_code flash_attention_forward(const flash_attention_params* params, void* stream) noexcept {
   if (params == nullptr) return null_params();
-  return finish(flash::attention_forward(to_cpp(*params), static_cast<CUstream_st*>(stream)));
+  AttentionParams p;
+  const Status converted = to_cpp(*params, &p);
+  return finish(converted.ok() ? flash::attention_forward(p, static_cast<CUstream_st*>(stream)) : converted);
 }
 
 flash_status_code flash_attention_workspace_size(const flash_attention_params* params, size_t* bytes) noexcept {
@@ -220,7 +274,9 @@ flash_status_code flash_attention_workspace_size(const flash_attention_params* p
   if (params == nullptr) return null_params();
   if (bytes == nullptr) return null_bytes();
   size_t size = 0;
-  const Status status = flash::attention_workspace_size(to_cpp(*params), &size);
+  AttentionParams p;
+  Status status = to_cpp(*params, &p);
+  if (status.ok()) status = flash::attention_workspace_size(p, &size);
   if (status.ok()) *bytes = size;
   return finish(status);
 }
