@@ -69,24 +69,49 @@ ReadResult read_whole_file(const std::string& path, std::string* text, std::stri
   struct Closer {
     void operator()(std::FILE* f) const { std::fclose(f); }
   };
+  const std::string too_big = "it is larger than " + std::to_string(kMaxCacheFileBytes >> 20) +
+                              " MiB, so it is not a cache file this flash wrote";
   errno = 0;
+#if defined(_WIN32)
   std::unique_ptr<std::FILE, Closer> file(std::fopen(path.c_str(), "rb"));
+#else
+  // Only a regular file is read, and opening never blocks: O_NONBLOCK makes
+  // open() return at once on a FIFO without a writer (which fstat then
+  // rejects) instead of waiting for one forever; on a regular file it
+  // changes nothing.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    if (err == ENOENT) return ReadResult::kMissing;
+    *why = "cannot open it: " + errno_text(err);
+    return ReadResult::kFailed;
+  }
+  struct stat info {};
+  if (::fstat(fd, &info) != 0) {
+    const int err = errno;
+    ::close(fd);
+    *why = "cannot stat it: " + errno_text(err);
+    return ReadResult::kFailed;
+  }
+  if (!S_ISREG(info.st_mode)) {
+    ::close(fd);
+    *why = "it is not a regular file (a FIFO, device or directory is never read)";
+    return ReadResult::kFailed;
+  }
+  if (static_cast<uint64_t>(info.st_size) > kMaxCacheFileBytes) {
+    ::close(fd);
+    *why = too_big;
+    return ReadResult::kFailed;
+  }
+  std::unique_ptr<std::FILE, Closer> file(::fdopen(fd, "rb"));
+  if (!file) ::close(fd);
+#endif
   if (!file) {
     const int err = errno;
     if (err == ENOENT) return ReadResult::kMissing;
     *why = "cannot open it: " + errno_text(err);
     return ReadResult::kFailed;
   }
-  const std::string too_big = "it is larger than " + std::to_string(kMaxCacheFileBytes >> 20) +
-                              " MiB, so it is not a cache file this flash wrote";
-#if !defined(_WIN32)
-  struct stat info {};
-  if (::fstat(::fileno(file.get()), &info) == 0 && S_ISREG(info.st_mode) &&
-      static_cast<uint64_t>(info.st_size) > kMaxCacheFileBytes) {
-    *why = too_big;
-    return ReadResult::kFailed;
-  }
-#endif
   // Read in chunks up to one byte past the limit: a pipe or a file that
   // grows while it is read is caught too.
   constexpr size_t kChunk = size_t{1} << 16;
@@ -136,6 +161,14 @@ std::string write_atomically(const std::string& tmp, const std::string& path, co
       if (!renamed) std::remove(name.c_str());
     }
   };
+#if !defined(_WIN32)
+  // The rename would replace whatever `path` names: only a regular file (or
+  // nothing) is replaced, never a FIFO, a device or a directory.
+  struct stat info {};
+  if (::stat(path.c_str(), &info) == 0 && !S_ISREG(info.st_mode)) {
+    return path + " exists and is not a regular file";
+  }
+#endif
   std::FILE* file = std::fopen(tmp.c_str(), "wbx");  // x: fail rather than reuse an existing file
   if (file == nullptr) return "cannot create " + tmp + ": " + errno_text(errno);
   TempFile guard{tmp, file};
