@@ -79,7 +79,10 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kMinBlocks)
   const int g = p.q_per_kv;
 
   const SeqInfo seq(p, batch);
-  const int rows = seq.len_q * g;
+  // Rows past seqlen_q * g are not computed (a varlen seqlen_q is the
+  // longest sequence); the launcher keeps that product below 2^31 - kBlockM,
+  // so these int row indices never wrap.
+  const int rows = min(seq.len_q, p.seqlen_q) * g;
   const int row_begin = m_block * kBlockM;
   if (row_begin >= rows) return;
   const int row_end = min(row_begin + kBlockM, rows);

@@ -11,6 +11,24 @@
 
 namespace flash::decode {
 
+// Whether `params` fits the decode and combine grids: seqlen_q * q_per_kv
+// packed rows per (batch, K/V head) indexed in int with a 16-row block of
+// room past the last, gridDim.x = ceil(rows / 16) * splits < 2^31, y =
+// heads_kv and z = batch <= 65535, and with splits the combine's one CTA per
+// (batch, head, query) row < 2^31. 64-bit arithmetic throughout.
+inline bool decode_grid_fits(const detail::FwdParams& params) {
+  constexpr int64_t kMaxX = INT32_MAX;
+  constexpr int64_t kMaxYZ = 65535;
+  if (params.num_splits < 1 || params.seqlen_q < 0 || params.q_per_kv < 1 || params.batch < 0 ||
+      params.heads_kv < 1 || params.heads_kv > kMaxYZ || params.batch > kMaxYZ) {
+    return false;
+  }
+  const int64_t rows = static_cast<int64_t>(params.seqlen_q) * params.q_per_kv;
+  const int64_t ctas = (rows + kBlockM - 1) / kBlockM * params.num_splits;
+  const int64_t combine_rows = static_cast<int64_t>(params.batch) * params.heads_q * params.seqlen_q;
+  return rows <= kMaxX - kBlockM && ctas <= kMaxX && (params.num_splits == 1 || combine_rows <= kMaxX);
+}
+
 template <typename Traits, bool kHasWindow, bool kSoftcap>
 cudaError_t launch_decode(const detail::FwdParams& params, cudaStream_t stream) {
   auto* kernel = &decode_kernel<Traits, kHasWindow, kSoftcap>;
@@ -19,10 +37,10 @@ cudaError_t launch_decode(const detail::FwdParams& params, cudaStream_t stream) 
     const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
     if (err != cudaSuccess) return err;
   }
-  const int rows = params.seqlen_q * params.q_per_kv;
+  const int64_t rows = static_cast<int64_t>(params.seqlen_q) * params.q_per_kv;  // decode_grid_fits holds
   cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(((rows + Traits::kBlockM - 1) / Traits::kBlockM) * params.num_splits, params.heads_kv,
-                        params.batch);
+  config.gridDim = dim3(static_cast<unsigned>((rows + Traits::kBlockM - 1) / Traits::kBlockM * params.num_splits),
+                        static_cast<unsigned>(params.heads_kv), static_cast<unsigned>(params.batch));
   config.blockDim = dim3(Traits::kNThreads);
   config.dynamicSmemBytes = kSmemBytes;
   config.stream = stream;
@@ -51,6 +69,9 @@ cudaError_t run_decode(const detail::FwdParams& params, cudaStream_t stream) {
   static_assert(Traits::kBlockM == kBlockM && Traits::kBlockN == kBlockN && Traits::kStages == stages(kHeadDim) &&
                     Traits::kSmemBytes == smem_bytes(kHeadDim),
                 "api.h constants out of date");
+  // Checked before anything runs, so a call too large for the grids launches
+  // nothing: cudaErrorInvalidConfiguration, CUDA's own code for such a grid.
+  if (!decode_grid_fits(params)) return cudaErrorInvalidConfiguration;
   const bool window = params.window_left >= 0 || params.window_right >= 0;
   const bool softcap = params.softcap > 0.f;
   cudaError_t err;
