@@ -1,0 +1,624 @@
+// Fuzz test of the argument checks, built with ASan and UBSan (its own
+// executable: tests/CMakeLists.txt compiles the library's host sources into
+// it instrumented). Fixed seed, a fixed number of cases, a few seconds.
+//
+// The model of validity is written from the comments of flash/flash.hpp,
+// not from src/validate.cpp: make_valid() builds a call every documented
+// rule allows (fake pointers, each tensor and array in its own 1 TiB
+// region), and each Violation breaks exactly one documented rule and says
+// which code and which word the rejection must carry. Garbage cases fill
+// the fields with extreme values and random bytes (the C struct's enum and
+// bool fields included) and only the invariants apply:
+//   - nothing crashes and the sanitizers stay quiet;
+//   - a rejection has a message, a success none;
+//   - validate() rejects <=> attention_forward() returns kInvalidArgument,
+//     with the same message (with a GPU present, attention_forward runs only
+//     on calls validate() rejects or that do no work, which launch nothing);
+//   - the C API returns what the C++ API returns, with the same message.
+#include <gtest/gtest.h>
+
+#include <cuda_runtime_api.h>
+
+#include <cfloat>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+
+#include "flash/flash.h"
+#include "flash/flash.hpp"
+
+// The sanitizers' defaults for this executable: protect_shadow_gap=0 lets
+// the CUDA driver map its memory on a machine with a GPU; leaks are not what
+// this test looks for.
+extern "C" const char* __asan_default_options() { return "protect_shadow_gap=0:detect_leaks=0"; }
+extern "C" const char* __ubsan_default_options() { return "print_stacktrace=1"; }
+
+namespace {
+
+using flash::AttentionParams;
+using flash::Backend;
+using flash::DType;
+using flash::Status;
+using flash::StatusCode;
+
+constexpr uint64_t kSeed = 0x5eed2024;
+constexpr int kCases = 300000;
+constexpr int64_t kHeadDims[] = {32, 64, 96, 128, 256};
+
+// Regions of fake device memory, 1 TiB apart; nothing is ever dereferenced.
+enum Region { kQ, kK, kV, kO, kLse, kCuQ, kCuK, kUsed, kTable, kWorkspace, kRegions };
+uintptr_t region_base(int r) { return (uintptr_t{1} << 40) * static_cast<uintptr_t>(r + 1); }
+
+class Fuzzer {
+ public:
+  explicit Fuzzer(uint64_t seed) : rng_(seed) {}
+
+  int64_t range(int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng_); }
+  bool coin(double p = 0.5) { return std::bernoulli_distribution(p)(rng_); }
+  template <typename T, size_t N>
+  T pick(const T (&values)[N]) {
+    return values[range(0, N - 1)];
+  }
+
+  // An int64 from a heavy-tailed mix: small, near powers of two, extremes.
+  int64_t any_int() {
+    switch (range(0, 5)) {
+      case 0: return range(-2, 300);
+      case 1: {
+        const int64_t p = int64_t{1} << range(0, 62);
+        return p + range(-1, 1);
+      }
+      case 2: return -(int64_t{1} << range(0, 62)) + range(-1, 1);
+      case 3: return pick({INT64_MIN, INT64_MIN + 1, INT64_MAX, INT64_MAX - 1, int64_t{0}, int64_t{-1}});
+      case 4: return static_cast<int64_t>(rng_());
+      default: return range(0, 8) * 8;
+    }
+  }
+  float any_float() {
+    switch (range(0, 3)) {
+      case 0: return pick({0.f, -0.f, 1.f, -1.f, 1e-6f, 1e6f, 1e24f, 3e24f, FLT_MAX, FLT_MIN, FLT_TRUE_MIN, INFINITY,
+                           -INFINITY, NAN, 0.125f, 50.f});
+      case 1: return std::ldexp(1.f, static_cast<int>(range(-150, 130)));
+      default: {
+        const uint32_t bits = static_cast<uint32_t>(rng_());
+        float f;
+        std::memcpy(&f, &bits, sizeof(f));
+        return f;
+      }
+    }
+  }
+  const void* any_ptr(int region) {
+    switch (range(0, 4)) {
+      case 0: return nullptr;
+      case 1: return reinterpret_cast<const void*>(region_base(region) + static_cast<uintptr_t>(range(0, 64)));
+      case 2: return reinterpret_cast<const void*>(static_cast<uintptr_t>(rng_()));
+      case 3: return reinterpret_cast<const void*>(region_base(static_cast<int>(range(0, kRegions - 1))) +
+                                                   16 * static_cast<uintptr_t>(range(0, 4096)));
+      default: return reinterpret_cast<const void*>(region_base(region));
+    }
+  }
+
+  std::mt19937_64 rng_;
+};
+
+template <typename T>
+T* at(int region, int64_t offset) {
+  return reinterpret_cast<T*>(region_base(region) + static_cast<uintptr_t>(offset));
+}
+
+// Strides of a tensor of `seq` rows and `heads` heads: dense or padded (by
+// multiples of 8 elements), in [B, N, H, D] or [B, H, N, D] order; rows never overlap.
+void fill_strides(Fuzzer& f, int64_t seq, int64_t heads, int64_t head_dim, int64_t* batch_stride,
+                  int64_t* seq_stride, int64_t* head_stride) {
+  const bool bhnd = f.coin();
+  const int64_t inner = head_dim + (f.coin(0.3) ? 8 * f.range(1, 4) : 0);
+  if (bhnd) {
+    *seq_stride = inner;
+    *head_stride = seq * inner + (f.coin(0.3) ? 8 * f.range(1, 4) : 0);
+    *batch_stride = heads * *head_stride + (f.coin(0.3) ? 8 * f.range(1, 4) : 0);
+  } else {
+    *head_stride = inner;
+    *seq_stride = heads * inner + (f.coin(0.3) ? 8 * f.range(1, 4) : 0);
+    *batch_stride = seq * *seq_stride + (f.coin(0.3) ? 8 * f.range(1, 4) : 0);
+  }
+}
+
+// A call every documented rule allows.
+AttentionParams make_valid(Fuzzer& f) {
+  AttentionParams p;
+  p.dtype = f.coin() ? DType::kFloat16 : DType::kBFloat16;
+  p.backend = static_cast<Backend>(f.range(0, 3));
+  p.batch = f.range(1, 6);
+  p.seqlen_q = f.coin(0.3) ? f.range(1, 16) : f.range(1, 400);
+  p.seqlen_k = f.range(1, 600);
+  p.heads_kv = f.range(1, 4);
+  p.heads_q = p.heads_kv * f.pick({int64_t{1}, int64_t{2}, int64_t{4}, int64_t{8}});
+  p.head_dim = f.pick(kHeadDims);
+  const int64_t offsets = 256 * f.range(0, 4096);  // within each region, 256-byte aligned
+  p.q = at<const void>(kQ, offsets);
+  p.k = at<const void>(kK, offsets);
+  p.v = at<const void>(kV, offsets);
+  p.o = at<void>(kO, offsets);
+  p.lse = f.coin() ? at<float>(kLse, 4 * f.range(0, 1000)) : nullptr;
+  p.causal = f.coin();
+  p.softmax_scale = f.pick({0.f, 0.125f, 1.f, 1e-30f, 1e24f, 37.5f});
+  p.softcap = f.coin(0.7) ? 0.f : f.pick({1e-6f, 30.f, 50.f, 1e6f});
+  p.window_left = f.coin(0.7) ? -1 : f.range(0, 1000);
+  p.window_right = p.causal ? f.range(-1, 0) : (f.coin(0.7) ? -1 : f.range(0, 1000));
+  p.autotune = false;
+
+  // Variable-length queries and keys; a paged cache (not with varlen keys).
+  if (f.coin(0.3)) {
+    p.cu_seqlens_q = at<const int32_t>(kCuQ, 4 * f.range(0, 100));
+    p.total_q = f.coin() ? 0 : f.range(1, 2000);
+  }
+  const int mode = static_cast<int>(f.range(0, 2));  // 0 dense K/V, 1 varlen K/V, 2 paged
+  if (mode == 1) {
+    p.cu_seqlens_k = at<const int32_t>(kCuK, 4 * f.range(0, 100));
+    p.total_k = f.coin() ? 0 : f.range(1, 2000);
+  }
+  if (f.coin(0.3)) p.seqused_k = at<const int32_t>(kUsed, 4 * f.range(0, 100));
+  const int64_t q_rows = p.cu_seqlens_q != nullptr && p.total_q > 0 ? p.total_q : p.seqlen_q;
+  fill_strides(f, q_rows, p.heads_q, p.head_dim, &p.q_batch_stride, &p.q_seq_stride, &p.q_head_stride);
+  fill_strides(f, q_rows, p.heads_q, p.head_dim, &p.o_batch_stride, &p.o_seq_stride, &p.o_head_stride);
+  int64_t kv_rows = mode == 1 && p.total_k > 0 ? p.total_k : p.seqlen_k;
+  if (mode == 2) {
+    p.block_table = at<const int32_t>(kTable, 4 * f.range(0, 100));
+    p.page_size = 16 * f.range(1, 16);
+    p.max_pages_per_seq = (p.seqlen_k + p.page_size - 1) / p.page_size + f.range(0, 3);
+    p.block_table_batch_stride = p.max_pages_per_seq + f.range(0, 5);
+    p.num_pages = f.range(1, 100);
+    kv_rows = p.page_size;
+  }
+  fill_strides(f, kv_rows, p.heads_kv, p.head_dim, &p.k_batch_stride, &p.k_seq_stride, &p.k_head_stride);
+  fill_strides(f, kv_rows, p.heads_kv, p.head_dim, &p.v_batch_stride, &p.v_seq_stride, &p.v_head_stride);
+
+  // Split-KV: n > 1 needs n * batch * heads_q * seqlen_q * (head_dim + 1) * 4 bytes.
+  switch (f.range(0, 3)) {
+    case 0: p.num_splits = 0; break;
+    case 1: p.num_splits = 1; break;
+    default: p.num_splits = static_cast<int32_t>(f.range(2, 128)); break;
+  }
+  if (p.num_splits > 1 || f.coin(0.3)) {
+    p.workspace = at<void>(kWorkspace, 256 * f.range(0, 100));
+    const int64_t n = p.num_splits > 1 ? p.num_splits : 1;
+    p.workspace_bytes = static_cast<size_t>(n * p.batch * p.heads_q * p.seqlen_q * (p.head_dim + 1) * 4) +
+                        static_cast<size_t>(f.range(0, 1) * 256);
+  }
+  return p;
+}
+
+// One documented rule broken: the code and a word the message must carry.
+struct Expectation {
+  StatusCode code;
+  const char* word;  // null: any message
+};
+
+// One of Q, K and V, at random.
+const void* input(Fuzzer& f, const AttentionParams& p) {
+  switch (f.range(0, 2)) {
+    case 0: return p.q;
+    case 1: return p.k;
+    default: return p.v;
+  }
+}
+
+Expectation violate(Fuzzer& f, AttentionParams* pp) {
+  AttentionParams& p = *pp;
+  switch (f.range(0, 27)) {
+    case 0: {
+      const int32_t bad = static_cast<int32_t>(f.coin() ? f.range(2, 1000) : f.range(INT32_MIN, -1));
+      p.dtype = static_cast<DType>(bad);
+      return {StatusCode::kInvalidArgument, "dtype"};
+    }
+    case 1: {
+      const int32_t bad = static_cast<int32_t>(f.coin() ? f.range(4, 1000) : f.range(INT32_MIN, -1));
+      p.backend = static_cast<Backend>(bad);
+      return {StatusCode::kInvalidArgument, "backend"};
+    }
+    case 2: p.batch = -f.range(1, INT64_MAX); return {StatusCode::kInvalidArgument, "batch"};
+    case 3: p.seqlen_q = -f.range(1, INT64_MAX); return {StatusCode::kInvalidArgument, "seqlen_q"};
+    case 4: p.seqlen_k = -f.range(1, INT64_MAX); return {StatusCode::kInvalidArgument, "seqlen_k"};
+    case 5: {
+      int64_t hd = f.range(-5, 600);
+      while (hd == 32 || hd == 64 || hd == 96 || hd == 128 || hd == 256) ++hd;
+      p.head_dim = hd;
+      return {StatusCode::kInvalidArgument, "head_dim"};
+    }
+    case 6:
+      p.heads_kv = 3;
+      p.heads_q = 3 * f.range(0, 10) + f.range(1, 2);
+      return {StatusCode::kInvalidArgument, "heads"};
+    case 7:
+      (f.coin() ? p.q_dim_stride : p.o_dim_stride) = f.coin() ? 0 : f.range(2, 100);
+      return {StatusCode::kInvalidArgument, "dim_stride"};
+    case 8:
+      p.softmax_scale = f.pick({-1.f, -FLT_MIN, NAN, INFINITY, FLT_MAX, 1e30f, 2e24f});
+      return {StatusCode::kInvalidArgument, "softmax_scale"};
+    case 9:
+      p.softcap = f.pick({-1.f, 1e-7f, NAN, INFINITY, 3e38f, 1e30f, 1.1e6f});
+      return {StatusCode::kInvalidArgument, "softcap"};
+    case 10:
+      (f.coin() ? p.window_left : p.window_right) = -f.range(2, INT64_MAX);
+      return {StatusCode::kInvalidArgument, "window"};
+    case 11:
+      p.causal = true;
+      p.window_right = f.range(1, 1000);
+      return {StatusCode::kInvalidArgument, "window_right"};
+    case 12:
+      p.num_splits = f.coin() ? static_cast<int32_t>(f.range(INT32_MIN, -1)) : static_cast<int32_t>(f.range(129, INT32_MAX));
+      return {StatusCode::kInvalidArgument, "num_splits"};
+    case 13:
+      p.workspace = at<void>(kWorkspace, f.range(1, 255));
+      return {StatusCode::kInvalidArgument, "workspace"};
+    case 14: {
+      // Alignment is checked before what the arrays mean, so any of them will do.
+      const int which = static_cast<int>(f.range(0, 3));
+      const int32_t* bad = at<const int32_t>(kCuQ + which, f.range(0, 100) * 4 + f.range(1, 3));
+      const int32_t** fields[] = {&p.cu_seqlens_q, &p.cu_seqlens_k, &p.seqused_k, &p.block_table};
+      const char* names[] = {"cu_seqlens_q", "cu_seqlens_k", "seqused_k", "block_table"};
+      *fields[which] = bad;
+      return {StatusCode::kInvalidArgument, names[which]};
+    }
+    case 15:
+      switch (f.range(0, 3)) {
+        case 0: p.q = nullptr; break;
+        case 1: p.k = nullptr; break;
+        case 2: p.v = nullptr; break;
+        default: p.o = nullptr; break;
+      }
+      return {StatusCode::kInvalidArgument, "is null"};
+    case 16: {
+      p.q = static_cast<const char*>(p.q) + f.range(1, 15);
+      return {StatusCode::kInvalidArgument, "aligned"};
+    }
+    case 17: {
+      int64_t* strides[] = {&p.q_seq_stride, &p.k_head_stride, &p.v_seq_stride, &p.o_head_stride};
+      int64_t& s = *strides[f.range(0, 3)];
+      s = f.coin() ? -8 * f.range(1, 100) : s + f.range(1, 7);
+      return {StatusCode::kInvalidArgument, "stride"};
+    }
+    case 18:
+      p.o = const_cast<char*>(static_cast<const char*>(input(f, p))) + 16 * f.range(0, 8);
+      return {StatusCode::kInvalidArgument, "overlaps"};
+    case 19:
+      if (p.lse == nullptr || (p.cu_seqlens_q != nullptr && p.total_q == 0)) return {StatusCode::kSuccess, nullptr};
+      p.lse = static_cast<float*>(const_cast<void*>(input(f, p)));
+      return {StatusCode::kInvalidArgument, "lse overlaps"};
+    case 20:
+      if (p.num_splits <= 1) return {StatusCode::kSuccess, nullptr};
+      p.workspace_bytes = f.coin() ? 0 : p.workspace_bytes / 2;
+      if (f.coin(0.2)) p.workspace = nullptr;
+      return {StatusCode::kInvalidArgument, "workspace"};
+    case 21:
+      if (p.block_table == nullptr) return {StatusCode::kSuccess, nullptr};
+      switch (f.range(0, 4)) {
+        case 0: p.page_size = f.coin() ? -16 * f.range(0, 10) : 16 * f.range(1, 10) + f.range(1, 15); return {StatusCode::kInvalidArgument, "page_size"};
+        case 1: p.num_pages = -f.range(0, 10); return {StatusCode::kInvalidArgument, "num_pages"};
+        case 2: p.max_pages_per_seq = -f.range(0, 10); return {StatusCode::kInvalidArgument, "max_pages_per_seq"};
+        case 3: p.cu_seqlens_k = at<const int32_t>(kCuK, 0); return {StatusCode::kInvalidArgument, "exclusive"};
+        default:
+          if (p.batch < 2) return {StatusCode::kSuccess, nullptr};
+          p.block_table_batch_stride = p.max_pages_per_seq - f.range(1, 100);
+          return {StatusCode::kInvalidArgument, "block_table_batch_stride"};
+      }
+    case 22:
+      if (p.block_table == nullptr || p.seqused_k != nullptr) return {StatusCode::kSuccess, nullptr};
+      p.seqlen_k = p.max_pages_per_seq * p.page_size + f.range(1, 1000);
+      return {StatusCode::kInvalidArgument, "seqlen_k"};
+    case 23: {
+      // An output on one of the int32 arrays the kernels read.
+      const bool o_extent_known = p.cu_seqlens_q == nullptr || p.total_q > 0;
+      const int32_t* arrays[] = {p.cu_seqlens_q, p.cu_seqlens_k, p.seqused_k, p.block_table};
+      const int32_t* target = arrays[f.range(0, 3)];
+      if (target == nullptr) return {StatusCode::kSuccess, nullptr};
+      const uintptr_t t = reinterpret_cast<uintptr_t>(target);
+      const int out = static_cast<int>(f.range(0, 2));
+      if (out == 0 && o_extent_known) {
+        p.o = reinterpret_cast<void*>((t & ~uintptr_t{15}) - 16 * static_cast<uintptr_t>(f.range(0, 3)));
+      } else if (out == 1 && p.lse != nullptr && o_extent_known) {
+        p.lse = reinterpret_cast<float*>(t);
+      } else if (out == 2 && p.workspace != nullptr) {
+        p.workspace = reinterpret_cast<void*>(t & ~uintptr_t{255});
+        if (p.workspace_bytes < 256) p.workspace_bytes = 256;
+      } else {
+        return {StatusCode::kSuccess, nullptr};
+      }
+      return {StatusCode::kInvalidArgument, "overlaps"};
+    }
+    case 24:
+      (f.coin() ? p.total_q : p.total_k) = -f.range(1, INT64_MAX);
+      return {StatusCode::kInvalidArgument, "total_"};
+    case 25:
+      // Sizes past the kernels' 32-bit row indices or grid limits.
+      switch (f.range(0, 2)) {
+        case 0: p.seqlen_q = (int64_t{1} << 30) + f.range(1, 1000); break;
+        case 1: p.seqlen_k = (int64_t{1} << 30) + f.range(1, 1000); break;
+        default: p.batch = 65536 + f.range(0, 1000); break;
+      }
+      return {StatusCode::kUnsupported, nullptr};
+    case 26: {
+      // The decode kernel's packed rows past 2^31 - 16.
+      p.backend = Backend::kDecode;
+      p.heads_kv = 1;
+      p.heads_q = 64;
+      p.head_dim = 32;
+      p.seqlen_q = (int64_t{1} << 25) + f.range(0, 1000);
+      p.lse = nullptr;
+      p.cu_seqlens_q = nullptr;
+      p.num_splits = 1;
+      p.set_contiguous_bnhd();
+      if (p.block_table != nullptr) {
+        p.k_batch_stride = p.v_batch_stride = p.page_size * p.k_seq_stride;
+      }
+      p.cu_seqlens_k = nullptr;
+      return {StatusCode::kUnsupported, "decode"};
+    }
+    default:
+      // Empty work is a successful no-op whatever the pointers.
+      (f.coin() ? p.batch : p.seqlen_q) = 0;
+      p.q = p.k = p.v = nullptr;
+      p.o = nullptr;
+      p.lse = nullptr;
+      p.num_splits = f.coin() ? static_cast<int32_t>(f.range(2, 128)) : p.num_splits;
+      p.workspace = nullptr;
+      return {StatusCode::kSuccess, nullptr};
+  }
+}
+
+// make_valid() with 1 to 10 fields replaced by extreme or random values.
+AttentionParams make_garbage(Fuzzer& f) {
+  AttentionParams p = make_valid(f);
+  const int n = static_cast<int>(f.range(1, 10));
+  for (int i = 0; i < n; ++i) {
+    switch (f.range(0, 45)) {
+      case 0: p.q = f.any_ptr(kQ); break;
+      case 1: p.k = f.any_ptr(kK); break;
+      case 2: p.v = f.any_ptr(kV); break;
+      case 3: p.o = const_cast<void*>(f.any_ptr(kO)); break;
+      case 4: p.lse = static_cast<float*>(const_cast<void*>(f.any_ptr(kLse))); break;
+      case 5: p.dtype = static_cast<DType>(static_cast<int32_t>(f.any_int())); break;
+      case 6: p.batch = f.any_int(); break;
+      case 7: p.seqlen_q = f.any_int(); break;
+      case 8: p.seqlen_k = f.any_int(); break;
+      case 9: p.heads_q = f.any_int(); break;
+      case 10: p.heads_kv = f.any_int(); break;
+      case 11: p.head_dim = f.coin() ? f.any_int() : f.pick(kHeadDims); break;
+      case 12: p.q_batch_stride = f.any_int(); break;
+      case 13: p.q_seq_stride = f.any_int(); break;
+      case 14: p.q_head_stride = f.any_int(); break;
+      case 15: p.k_batch_stride = f.any_int(); break;
+      case 16: p.k_seq_stride = f.any_int(); break;
+      case 17: p.k_head_stride = f.any_int(); break;
+      case 18: p.v_batch_stride = f.any_int(); break;
+      case 19: p.v_seq_stride = f.any_int(); break;
+      case 20: p.v_head_stride = f.any_int(); break;
+      case 21: p.o_batch_stride = f.any_int(); break;
+      case 22: p.o_seq_stride = f.any_int(); break;
+      case 23: p.o_head_stride = f.any_int(); break;
+      case 24: p.q_dim_stride = f.coin(0.8) ? 1 : f.any_int(); break;
+      case 25: p.causal = f.coin(); break;
+      case 26: p.softmax_scale = f.any_float(); break;
+      case 27: p.backend = static_cast<Backend>(static_cast<int32_t>(f.coin() ? f.range(0, 3) : f.any_int())); break;
+      case 28: p.cu_seqlens_q = static_cast<const int32_t*>(f.any_ptr(kCuQ)); break;
+      case 29: p.cu_seqlens_k = static_cast<const int32_t*>(f.any_ptr(kCuK)); break;
+      case 30: p.seqused_k = static_cast<const int32_t*>(f.any_ptr(kUsed)); break;
+      case 31: p.block_table = static_cast<const int32_t*>(f.any_ptr(kTable)); break;
+      case 32: p.block_table_batch_stride = f.any_int(); break;
+      case 33: p.max_pages_per_seq = f.any_int(); break;
+      case 34: p.page_size = f.any_int(); break;
+      case 35: p.num_pages = f.any_int(); break;
+      case 36: p.window_left = f.any_int(); break;
+      case 37: p.window_right = f.any_int(); break;
+      case 38: p.softcap = f.any_float(); break;
+      case 39: p.num_splits = static_cast<int32_t>(f.coin() ? f.range(-2, 130) : f.any_int()); break;
+      case 40: p.workspace = const_cast<void*>(f.any_ptr(kWorkspace)); break;
+      case 41: p.workspace_bytes = static_cast<size_t>(f.any_int()); break;
+      case 42: p.total_q = f.any_int(); break;
+      case 43: p.total_k = f.any_int(); break;
+      case 44: f.coin() ? p.set_contiguous_bnhd() : p.set_contiguous_bhnd(); break;
+      default: p.o = const_cast<void*>(input(f, p)); break;
+    }
+  }
+  return p;
+}
+
+// The C struct of `p`, written field by field here (not by the library).
+flash_attention_params to_c(const AttentionParams& p) {
+  flash_attention_params c;
+  std::memset(&c, 0, sizeof(c));
+  c.q = p.q;
+  c.k = p.k;
+  c.v = p.v;
+  c.o = p.o;
+  c.lse = p.lse;
+  const auto dtype = static_cast<int32_t>(p.dtype);
+  std::memcpy(&c.dtype, &dtype, sizeof(dtype));
+  c.batch = p.batch;
+  c.seqlen_q = p.seqlen_q;
+  c.seqlen_k = p.seqlen_k;
+  c.heads_q = p.heads_q;
+  c.heads_kv = p.heads_kv;
+  c.head_dim = p.head_dim;
+  c.q_batch_stride = p.q_batch_stride;
+  c.q_seq_stride = p.q_seq_stride;
+  c.q_head_stride = p.q_head_stride;
+  c.k_batch_stride = p.k_batch_stride;
+  c.k_seq_stride = p.k_seq_stride;
+  c.k_head_stride = p.k_head_stride;
+  c.v_batch_stride = p.v_batch_stride;
+  c.v_seq_stride = p.v_seq_stride;
+  c.v_head_stride = p.v_head_stride;
+  c.o_batch_stride = p.o_batch_stride;
+  c.o_seq_stride = p.o_seq_stride;
+  c.o_head_stride = p.o_head_stride;
+  c.q_dim_stride = p.q_dim_stride;
+  c.k_dim_stride = p.k_dim_stride;
+  c.v_dim_stride = p.v_dim_stride;
+  c.o_dim_stride = p.o_dim_stride;
+  c.causal = p.causal;
+  c.softmax_scale = p.softmax_scale;
+  const auto backend = static_cast<int32_t>(p.backend);
+  std::memcpy(&c.backend, &backend, sizeof(backend));
+  c.autotune = p.autotune ? 1 : 0;
+  c.cu_seqlens_q = p.cu_seqlens_q;
+  c.cu_seqlens_k = p.cu_seqlens_k;
+  c.seqused_k = p.seqused_k;
+  c.block_table = p.block_table;
+  c.block_table_batch_stride = p.block_table_batch_stride;
+  c.max_pages_per_seq = p.max_pages_per_seq;
+  c.page_size = p.page_size;
+  c.num_pages = p.num_pages;
+  c.window_left = p.window_left;
+  c.window_right = p.window_right;
+  c.softcap = p.softcap;
+  c.num_splits = p.num_splits;
+  c.workspace = p.workspace;
+  c.workspace_bytes = p.workspace_bytes;
+  c.total_q = p.total_q;
+  c.total_k = p.total_k;
+  return c;
+}
+
+struct Tally {
+  int cases = 0;
+  int accepted = 0;
+  int rejected = 0;
+  int unsupported = 0;
+  int forward_calls = 0;
+  int failures = 0;
+};
+
+#define FUZZ_EXPECT(cond, what)                                                               \
+  do {                                                                                        \
+    if (!(cond)) {                                                                            \
+      if (++tally->failures <= 20) ADD_FAILURE() << "case " << index << ": " << what;         \
+    }                                                                                         \
+  } while (0)
+
+std::string describe(const Status& s) {
+  return std::to_string(static_cast<int>(s.code)) + " \"" + s.message + "\"";
+}
+
+// Every invariant, and `expected` when the model knows the answer.
+void check_case(int index, const AttentionParams& p, const Expectation* expected, bool has_gpu, Tally* tally) {
+  ++tally->cases;
+  const Status v = flash::validate(p);
+  FUZZ_EXPECT(v.code == StatusCode::kSuccess || v.code == StatusCode::kInvalidArgument ||
+                  v.code == StatusCode::kUnsupported,
+              "validate returned " << describe(v));
+  FUZZ_EXPECT(v.ok() == (v.message[0] == '\0'), "validate: a rejection needs a message, a success none: " << describe(v));
+  tally->accepted += v.ok();
+  tally->rejected += v.code == StatusCode::kInvalidArgument;
+  tally->unsupported += v.code == StatusCode::kUnsupported;
+  if (expected != nullptr) {
+    FUZZ_EXPECT(v.code == expected->code, "validate returned " << describe(v) << ", the model expects code "
+                                                                << static_cast<int>(expected->code) << " ("
+                                                                << (expected->word ? expected->word : "valid")
+                                                                << ")");
+    if (expected->word != nullptr && !v.ok()) {
+      FUZZ_EXPECT(std::strstr(v.message, expected->word) != nullptr,
+                  "validate: \"" << v.message << "\" does not name \"" << expected->word << "\"");
+    }
+  }
+
+  const flash_attention_params c = to_c(p);
+  FUZZ_EXPECT(static_cast<int>(flash_validate(&c)) == static_cast<int>(v.code) &&
+                  std::strcmp(flash_last_error_message(), v.message) == 0,
+              "flash_validate disagrees with validate " << describe(v) << ": \"" << flash_last_error_message() << "\"");
+
+  // A call validate() accepts would launch on a GPU: fake pointers must not reach one.
+  const bool no_work = p.batch == 0 || p.seqlen_q == 0;
+  if (!has_gpu || !v.ok() || no_work) {
+    ++tally->forward_calls;
+    const Status fw = flash::attention_forward(p, nullptr);
+    if (!v.ok()) {
+      FUZZ_EXPECT(fw.code == v.code && std::strcmp(fw.message, v.message) == 0,
+                  "attention_forward " << describe(fw) << " differs from validate " << describe(v));
+    } else {
+      FUZZ_EXPECT(fw.code != StatusCode::kInvalidArgument,
+                  "validate accepted, attention_forward rejected: " << describe(fw));
+      FUZZ_EXPECT(fw.ok() == (fw.message[0] == '\0'), "attention_forward message: " << describe(fw));
+    }
+    FUZZ_EXPECT(static_cast<int>(flash_attention_forward(&c, nullptr)) == static_cast<int>(fw.code) &&
+                    std::strcmp(flash_last_error_message(), fw.message) == 0,
+                "flash_attention_forward disagrees with attention_forward " << describe(fw) << ": \""
+                                                                              << flash_last_error_message() << "\"");
+  }
+  // Launches nothing, whatever the GPU.
+  size_t bytes = 1, c_bytes = 1;
+  const Status ws = flash::attention_workspace_size(p, &bytes);
+  FUZZ_EXPECT(ws.ok() == (ws.message[0] == '\0'), "attention_workspace_size message: " << describe(ws));
+  FUZZ_EXPECT(static_cast<int>(flash_attention_workspace_size(&c, &c_bytes)) == static_cast<int>(ws.code) &&
+                  std::strcmp(flash_last_error_message(), ws.message) == 0 && c_bytes == bytes,
+              "flash_attention_workspace_size disagrees with attention_workspace_size " << describe(ws));
+}
+
+// The C struct with random bytes in its enum and bool fields: a bool byte
+// other than 0 or 1 is rejected naming the field; otherwise the C API
+// answers what the C++ API answers for the same integers.
+void check_c_garbage(int index, Fuzzer& f, const AttentionParams& base, Tally* tally) {
+  flash_attention_params c = to_c(base);
+  const auto dtype = static_cast<int32_t>(f.coin() ? f.range(-3, 5) : static_cast<int64_t>(f.rng_()));
+  const auto backend = static_cast<int32_t>(f.coin() ? f.range(-3, 6) : static_cast<int64_t>(f.rng_()));
+  const auto causal = static_cast<unsigned char>(f.coin(0.7) ? f.range(0, 1) : f.range(2, 255));
+  std::memcpy(&c.dtype, &dtype, sizeof(dtype));
+  std::memcpy(&c.backend, &backend, sizeof(backend));
+  std::memcpy(&c.causal, &causal, sizeof(causal));
+  const flash_status_code got = flash_validate(&c);
+  const std::string message = flash_last_error_message();
+  if (causal > 1) {
+    FUZZ_EXPECT(got == FLASH_INVALID_ARGUMENT && message.find("causal") != std::string::npos,
+                "a causal byte of " << int{causal} << " gave " << got << " \"" << message << "\"");
+    size_t bytes = 1;
+    FUZZ_EXPECT(flash_attention_workspace_size(&c, &bytes) == FLASH_INVALID_ARGUMENT && bytes == 0,
+                "workspace size with a causal byte of " << int{causal});
+    return;
+  }
+  AttentionParams p = base;
+  p.dtype = static_cast<DType>(dtype);
+  p.backend = static_cast<Backend>(backend);
+  p.causal = causal != 0;
+  const Status v = flash::validate(p);
+  FUZZ_EXPECT(static_cast<int>(got) == static_cast<int>(v.code) && message == v.message,
+              "C " << got << " \"" << message << "\" vs C++ " << describe(v));
+}
+
+TEST(Fuzz, ArgumentChecksAgreeEverywhere) {
+  int devices = 0;
+  const bool has_gpu = cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0;
+  Fuzzer f(kSeed);
+  Tally tally;
+  int model_cases = 0;
+  for (int i = 0; i < kCases && tally.failures < 100; ++i) {
+    const int kind = static_cast<int>(f.range(0, 9));
+    if (kind < 2) {
+      const AttentionParams p = make_valid(f);
+      const Expectation valid{StatusCode::kSuccess, nullptr};
+      check_case(i, p, &valid, has_gpu, &tally);
+      ++model_cases;
+    } else if (kind < 6) {
+      AttentionParams p = make_valid(f);
+      const Expectation e = violate(f, &p);
+      check_case(i, p, &e, has_gpu, &tally);
+      ++model_cases;
+    } else if (kind < 9) {
+      check_case(i, make_garbage(f), nullptr, has_gpu, &tally);
+    } else {
+      check_c_garbage(i, f, f.coin() ? make_valid(f) : make_garbage(f), &tally);
+    }
+  }
+  EXPECT_EQ(tally.failures, 0);
+  // The mix must exercise both sides of the checks.
+  EXPECT_GT(tally.accepted, kCases / 10);
+  EXPECT_GT(tally.rejected, kCases / 10);
+  EXPECT_GT(tally.unsupported, 100);
+  std::printf("fuzz: %d cases (%d against the model), %d accepted, %d invalid, %d unsupported, %d forward calls%s\n",
+              tally.cases, model_cases, tally.accepted, tally.rejected, tally.unsupported, tally.forward_calls,
+              has_gpu ? " (GPU present: accepted calls not forwarded)" : "");
+}
+
+}  // namespace
