@@ -6,6 +6,14 @@
 
 namespace flash::detail {
 
+// Which compiled mask variant runs a call; decided once, by the plan (src/plan.cpp).
+enum class MaskVariant : int {
+  kTail,     // no window: only the ragged tail of the keys
+  kCausal,   // a right edge only: causal (window (-1, 0)) or window_right >= 0 alone
+  kWindow,   // a left edge (window_left >= 0), with or without a right one
+  kSoftcap,  // a logit softcap, with any window or none: every mask edge and the cap compiled in
+};
+
 struct FwdParams {
   const void* q;  // Q base pointer, [batch, seqlen_q, heads_q, head_dim].
   const void* k;  // K base pointer, [batch, seqlen_k, heads_kv, head_dim].

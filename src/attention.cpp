@@ -1,10 +1,10 @@
-// The C++ API: flash::attention_forward and flash::query_kernel_choice.
-// Checks, empty-work shortcuts, the device query, then dispatch.h picks and
-// launches a compiled configuration (autotune/ may choose among several).
+// The C++ API: flash::attention_forward, query_kernel_choice and
+// attention_workspace_size. Each validates, queries the device, and reads
+// the plan (plan.h); the autotuner may pick among the plan's candidates, and
+// dispatch.h launches the one chosen.
 #include <cuda_runtime_api.h>
 
-#include <cstdio>
-#include <cstring>
+#include <cstdint>
 
 #include "autotune/autotuner.h"
 #include "dispatch.h"
@@ -15,11 +15,9 @@
 namespace flash {
 namespace {
 
-using detail::Candidate;
 using detail::DeviceCaps;
 using detail::make_status;
-
-constexpr int kMaxCandidates = 8;
+using detail::Plan;
 
 Status query_device(DeviceCaps* caps) {
   cudaError_t err = cudaGetDevice(&caps->device);
@@ -43,59 +41,11 @@ Status query_device(DeviceCaps* caps) {
   return Status{};
 }
 
-// The configurations that may run `p` here, or why there are none.
-Status candidates_for(const AttentionParams& p, const DeviceCaps& caps, Candidate* out, int* n) {
-  *n = detail::list_candidates(p, caps, out, kMaxCandidates);
-  if (*n > 0) return Status{};
-  if (!detail::sm80_available(p)) {
-    return make_status(StatusCode::kUnsupported,
-                       "head_dim %lld was not compiled into this build; rebuild with it in FLASH_HEAD_DIMS "
-                       "(this build has: %s)",
-                       static_cast<long long>(p.head_dim), FLASH_HEAD_DIMS_STRING);
-  }
-  if (p.backend == Backend::kSm90 && !detail::sm90_supports_features(p)) {
-    return make_status(StatusCode::kUnsupported,
-                       "Backend::kSm90 has no seqused_k, paged KV or split-KV, and runs varlen calls "
-                       "only with total_q / total_k given; use Backend::kAuto, kSm80 or kDecode");
-  }
-  if (p.backend == Backend::kSm80 && p.num_splits > 1) {
-    return make_status(StatusCode::kUnsupported,
-                       "Backend::kSm80 does not split the keys (num_splits %d); use Backend::kAuto or kDecode",
-                       static_cast<int>(p.num_splits));
-  }
-  if (p.backend == Backend::kDecode || p.num_splits > 1) {
-    return make_status(StatusCode::kUnsupported,
-                       "the split-KV decode kernel (Backend::kDecode, or num_splits > 1) for head_dim %lld needs "
-                       "%d KiB of shared memory per block; device %d allows %d KiB",
-                       static_cast<long long>(p.head_dim), detail::decode_smem_bytes(p) / 1024, caps.device,
-                       caps.max_smem / 1024);
-  }
-  if (p.backend == Backend::kSm90) {
-    if (caps.major != 9) {
-      return make_status(StatusCode::kUnsupported, "Backend::kSm90 needs an sm_90 GPU; device %d is sm_%d%d",
-                         caps.device, caps.major, caps.minor);
-    }
-    return make_status(StatusCode::kUnsupported,
-                       "Backend::kSm90 does not cover head_dim %lld in this build (it has 64, 128, 256 when they "
-                       "are in FLASH_HEAD_DIMS and 90a is in CMAKE_CUDA_ARCHITECTURES)",
-                       static_cast<long long>(p.head_dim));
-  }
-  return make_status(StatusCode::kUnsupported,
-                     "head_dim %lld needs %d KiB of shared memory per block; device %d (sm_%d%d) allows %d KiB",
-                     static_cast<long long>(p.head_dim), detail::sm80_min_smem(p) / 1024, caps.device, caps.major,
-                     caps.minor, caps.max_smem / 1024);
-}
-
-// The device and the configurations that may run `p` on it.
-Status prepare(const AttentionParams& p, DeviceCaps* caps, Candidate* cands, int* n) {
-  const Status status = query_device(caps);
-  return status.ok() ? candidates_for(p, *caps, cands, n) : status;
-}
-
-// The tuner's shape classes and scratch outputs cover dense calls only; the
-// decode kernel and engine features run the heuristic's choice (cands[0]).
-bool tunable(const AttentionParams& p, const Candidate& first) {
-  return first.backend != Backend::kDecode && !detail::uses_engine_features(p);
+// The device's capabilities and the plan of `p` on it.
+Status plan_call(const AttentionParams& p, Plan* plan) {
+  DeviceCaps caps;
+  const Status status = query_device(&caps);
+  return status.ok() ? detail::make_plan(p, caps, plan) : status;
 }
 
 Status launch_status(cudaError_t launch_error, const DeviceCaps& caps) {
@@ -103,6 +53,14 @@ Status launch_status(cudaError_t launch_error, const DeviceCaps& caps) {
     return make_status(StatusCode::kUnsupported,
                        "this build has no kernel image for sm_%d%d (%s); add it to CMAKE_CUDA_ARCHITECTURES",
                        caps.major, caps.minor, cudaGetErrorString(launch_error));
+  }
+  if (launch_error == cudaErrorInvalidConfiguration) {
+    return make_status(StatusCode::kUnsupported,
+                       "the launch exceeds the device's grid limits for this shape; split the call");
+  }
+  if (launch_error == cudaErrorNotSupported) {
+    return make_status(StatusCode::kUnsupported,
+                       "the CUDA driver could not encode a TMA tensor map for these tensors; use Backend::kSm80");
   }
   if (launch_error != cudaSuccess) {
     return make_status(StatusCode::kCudaError, "kernel launch failed: %s", cudaGetErrorString(launch_error));
@@ -117,69 +75,32 @@ const char* version() noexcept { return FLASH_VERSION_STRING; }
 Status attention_forward(const AttentionParams& params, CUstream_st* stream) noexcept {
   Status status = validate(params);
   if (!status.ok() || params.batch == 0 || params.seqlen_q == 0) return status;
-  DeviceCaps caps;
-  Candidate cands[kMaxCandidates];
-  int n = 0;
-  status = prepare(params, &caps, cands, &n);
+  Plan plan;
+  status = plan_call(params, &plan);
   if (!status.ok()) return status;
-
   detail::Selection selection;
-  detail::DecodePlan plan;
-  if (cands[0].backend == Backend::kDecode) {
-    status = detail::plan_decode(params, caps, &plan);
-    if (!status.ok()) return status;
-  }
-  selection.candidate = cands[0];
-  const cudaError_t tune_error =
-      tunable(params, cands[0])
-          ? detail::select_candidate(params, caps, cands, n, stream, /*may_tune=*/true, &selection)
-          : cudaSuccess;
+  const cudaError_t tune_error = detail::select_candidate(params, plan, stream, /*may_tune=*/true, &selection);
   if (tune_error != cudaSuccess) {
     // select_candidate falls back to the heuristic for what it can recover
     // from (no memory for the scratch outputs, say); what reaches here left
     // the device unusable.
     return make_status(StatusCode::kCudaError, "autotuning failed: %s", cudaGetErrorString(tune_error));
   }
-  detail::FwdParams f = detail::make_fwd_params(params, caps);
-  if (selection.candidate.backend == Backend::kDecode) detail::set_split(params, plan, &f);
-  cudaError_t err = detail::launch(selection.candidate, params, f, stream);
-  if (err == cudaErrorNotSupported && selection.candidate.backend == Backend::kSm90) {
-    // TMA cannot describe these tensors (a zero stride, or seqlen_k == 0).
-    if (params.backend == Backend::kSm90) {
-      return make_status(StatusCode::kUnsupported,
-                         "Backend::kSm90 cannot describe these tensors to TMA (a zero stride, or seqlen_k == 0); "
-                         "use Backend::kAuto or kSm80");
-    }
-    err = detail::launch(Candidate{Backend::kSm80, 0}, params, f, stream);
-  }
-  return launch_status(err, caps);
+  return launch_status(detail::launch(plan, selection.candidate, params, stream), plan.caps);
 }
 
 Status query_kernel_choice(const AttentionParams& params, KernelChoice* choice) noexcept {
   if (choice == nullptr) return make_status(StatusCode::kInvalidArgument, "choice is null");
   Status status = validate(params);
   if (!status.ok()) return status;
-  DeviceCaps caps;
-  Candidate cands[kMaxCandidates];
-  int n = 0;
-  status = prepare(params, &caps, cands, &n);
+  Plan plan;
+  status = plan_call(params, &plan);
   if (!status.ok()) return status;
   detail::Selection selection;
-  selection.candidate = cands[0];
-  if (tunable(params, cands[0])) {
-    (void)detail::select_candidate(params, caps, cands, n, nullptr, /*may_tune=*/false, &selection);
-  }
+  (void)detail::select_candidate(params, plan, nullptr, /*may_tune=*/false, &selection);
   *choice = KernelChoice{};
-  detail::describe(selection.candidate, params, choice);
+  detail::describe(plan, selection.candidate, params, choice);
   choice->source = selection.source;
-  if (selection.candidate.backend == Backend::kDecode) {
-    detail::DecodePlan plan;
-    status = detail::plan_decode(params, caps, &plan);
-    if (!status.ok()) return status;
-    const size_t len = std::strlen(choice->name);
-    std::snprintf(choice->name + len, sizeof(choice->name) - len, " %d split%s", plan.num_splits,
-                  plan.num_splits == 1 ? "" : "s");
-  }
   return Status{};
 }
 
@@ -188,14 +109,15 @@ Status attention_workspace_size(const AttentionParams& params, size_t* bytes) no
   *bytes = 0;
   Status status = detail::validate_call(params, /*check_workspace=*/false);
   if (!status.ok() || params.batch == 0 || params.seqlen_q == 0) return status;
-  DeviceCaps caps;
-  Candidate cands[kMaxCandidates];
-  int n = 0;
-  status = prepare(params, &caps, cands, &n);
+  Plan plan;
+  status = plan_call(params, &plan);
   if (!status.ok()) return status;
-  if (cands[0].backend == Backend::kDecode) {
-    *bytes = detail::decode_workspace_bytes(params, detail::decode_splits_wanted(params, caps));
+  if (plan.workspace_wanted == SIZE_MAX) {
+    return make_status(StatusCode::kInvalidArgument,
+                       "the split-KV workspace for %d splits does not fit in size_t; split less or not at all",
+                       plan.splits_wanted);
   }
+  *bytes = plan.workspace_wanted;
   return Status{};
 }
 

@@ -422,7 +422,7 @@ Status FeatureCase::run(const AttentionParams& p, int workspace_fill) {
     std::snprintf(s.message, sizeof(s.message), "poisoning the outputs failed: %s", cudaGetErrorString(err));
     return s;
   }
-  return attention_forward(p, stream_);
+  return forward_checking_choice(p, stream_);
 }
 
 ::testing::AssertionResult FeatureCase::read_raw(std::vector<uint16_t>* o, std::vector<float>* lse) {

@@ -229,7 +229,7 @@ Status AttentionCase::run_flash_with(const AttentionParams& p, bool default_stre
     std::snprintf(s.message, sizeof(s.message), "poisoning the outputs failed: %s", cudaGetErrorString(err));
     return s;
   }
-  return attention_forward(p, default_stream ? nullptr : stream_);
+  return forward_checking_choice(p, default_stream ? nullptr : stream_);
 }
 
 ::testing::AssertionResult AttentionCase::read_raw(std::vector<uint16_t>* o, std::vector<float>* lse) {

@@ -165,4 +165,9 @@ bool tma_describable(const AttentionParams& p);
 bool tma_strides_describable(const AttentionParams& p, int64_t q_batch, int64_t q_rows, int64_t k_batch,
                              int64_t k_rows);
 
+// attention_forward(p, stream), checking that query_kernel_choice(p)
+// reports the status it returns and names the kernel it launches (without
+// autotuning; a tuned call may pick another).
+Status forward_checking_choice(const AttentionParams& p, cudaStream_t stream);
+
 }  // namespace flash::test

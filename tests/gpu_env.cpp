@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "gpu_case.h"
+#include "src/dispatch.h"
 
 namespace flash::test {
 namespace {
@@ -155,6 +156,36 @@ void GpuTest::TearDown() {
   EXPECT_EQ(err, cudaSuccess) << "asynchronous CUDA error: " << cudaGetErrorString(err);
   if (cublas_ != nullptr) cublasDestroy(cublas_);
   cudaStreamDestroy(stream_);
+}
+
+Status forward_checking_choice(const AttentionParams& p, cudaStream_t stream) {
+  KernelChoice reported;
+  const Status query = query_kernel_choice(p, &reported);
+  const Status s = attention_forward(p, stream);
+  EXPECT_EQ(query.code, s.code) << "query_kernel_choice: " << query.message << "; attention_forward: " << s.message;
+  const char* env = std::getenv("FLASH_AUTOTUNE");
+  const bool may_tune = p.autotune || (env != nullptr && env[0] != '\0' && std::string(env) != "0");
+  if (!s.ok() || p.batch == 0 || p.seqlen_q == 0 || may_tune) return s;
+  detail::DeviceCaps caps;
+  EXPECT_EQ(cudaGetDevice(&caps.device), cudaSuccess);
+  EXPECT_EQ(cudaDeviceGetAttribute(&caps.major, cudaDevAttrComputeCapabilityMajor, caps.device), cudaSuccess);
+  EXPECT_EQ(cudaDeviceGetAttribute(&caps.minor, cudaDevAttrComputeCapabilityMinor, caps.device), cudaSuccess);
+  EXPECT_EQ(cudaDeviceGetAttribute(&caps.num_sms, cudaDevAttrMultiProcessorCount, caps.device), cudaSuccess);
+  EXPECT_EQ(cudaDeviceGetAttribute(&caps.max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, caps.device),
+            cudaSuccess);
+  EXPECT_EQ(cudaDeviceGetAttribute(&caps.smem_per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, caps.device),
+            cudaSuccess);
+  detail::Plan plan;
+  EXPECT_TRUE(detail::make_plan(p, caps, &plan).ok());
+  const detail::LaunchRecord ran = detail::last_launch();
+  KernelChoice launched;
+  EXPECT_TRUE(detail::describe(plan, ran.candidate, p, &launched));
+  EXPECT_STREQ(reported.name, launched.name) << "query_kernel_choice names another kernel than the one launched";
+  EXPECT_EQ(reported.backend, launched.backend);
+  if (ran.candidate.backend == Backend::kDecode) {
+    EXPECT_EQ(ran.num_splits, plan.num_splits);
+  }
+  return s;
 }
 
 }  // namespace flash::test

@@ -520,13 +520,13 @@ TEST_F(AutotuneFile, SaveFailuresAreCleanErrors) {
   EXPECT_EQ(error.find('\n'), std::string::npos) << error;
   EXPECT_FALSE(cache.save_file(missing_dir, this_header(), nullptr));
 
-  // Renaming over a directory fails after the temporary file was written:
-  // it must be removed.
+  // A path that is not a regular file (a directory here) is never
+  // replaced, and no temporary file is left behind.
   const fs::path occupied = dir_ / "occupied";
   fs::create_directory(occupied);
   error.clear();
   EXPECT_FALSE(cache.save_file(occupied.string(), this_header(), &error));
-  EXPECT_NE(error.find("cannot rename"), std::string::npos) << error;
+  EXPECT_NE(error.find("not a regular file"), std::string::npos) << error;
   EXPECT_EQ(list_dir(dir_), std::vector<std::string>{"occupied"});
 
   // A string the file cannot hold (not UTF-8) fails before any file exists.

@@ -48,16 +48,15 @@ TEST_F(Candidates, EveryCompiledConfigurationMatchesTheReference) {
 
       AttentionParams p = c.params();
       p.backend = Backend::kAuto;  // every family the device has
-      detail::Candidate cands[8];
-      const int n = detail::list_candidates(p, caps, cands, 8);
-      ASSERT_GT(n, 0);
-      const detail::FwdParams f = detail::make_fwd_params(p, caps);
-      for (int i = 0; i < n; ++i) {
+      detail::Plan plan;
+      ASSERT_TRUE(detail::make_plan(p, caps, &plan).ok());
+      ASSERT_GT(plan.num_candidates, 0);
+      for (int i = 0; i < plan.num_candidates; ++i) {
         KernelChoice choice;
-        ASSERT_TRUE(detail::describe(cands[i], p, &choice));
+        ASSERT_TRUE(detail::describe(plan, plan.candidates[i], p, &choice));
         SCOPED_TRACE(choice.name);
         ASSERT_EQ(c.poison_outputs(), cudaSuccess);
-        ASSERT_EQ(detail::launch(cands[i], p, f, c.stream()), cudaSuccess);
+        ASSERT_EQ(detail::launch(plan, plan.candidates[i], p, c.stream()), cudaSuccess);
         std::vector<float> o, lse;
         ASSERT_TRUE(c.read_output(&o, &lse));
         Errors errors;

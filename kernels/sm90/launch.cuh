@@ -55,7 +55,7 @@ cudaError_t run_lse_variant(const detail::FwdParams& p, cudaStream_t stream) {
 
 // Candidate kIndex of the tail-only (kMasked false) or masked configurations.
 template <DType kDType, int kHeadDim, bool kMasked, int kIndex>
-cudaError_t run_candidate(const detail::FwdParams& p, Mask mask, cudaStream_t stream) {
+cudaError_t run_candidate(const detail::FwdParams& p, MaskVariant mask, cudaStream_t stream) {
   if constexpr (kIndex >= kNumCandidates<kHeadDim, kMasked>) {
     return cudaErrorInvalidValue;
   } else {
@@ -64,11 +64,11 @@ cudaError_t run_candidate(const detail::FwdParams& p, Mask mask, cudaStream_t st
       return run_lse_variant<Traits, false>(p, stream);
     } else {
       switch (mask) {
-        case Mask::kCausal: return run_lse_variant<Traits, true>(p, stream);
-        case Mask::kWindow: return run_with_traits<Traits, true, true, false>(p, stream);
+        case MaskVariant::kCausal: return run_lse_variant<Traits, true>(p, stream);
+        case MaskVariant::kWindow: return run_with_traits<Traits, true, true, false>(p, stream);
         // One variant for every softcap call: a window of (-1, -1) masks
         // only the ragged tail, so it serves calls without a window too.
-        case Mask::kSoftcap: return run_with_traits<Traits, true, true, true>(p, stream);
+        case MaskVariant::kSoftcap: return run_with_traits<Traits, true, true, true>(p, stream);
         default: return cudaErrorInvalidValue;
       }
     }
@@ -76,7 +76,7 @@ cudaError_t run_candidate(const detail::FwdParams& p, Mask mask, cudaStream_t st
 }
 
 template <DType kDType, int kHeadDim, bool kMasked>
-cudaError_t run_masking(const detail::FwdParams& p, Mask mask, int candidate, cudaStream_t stream) {
+cudaError_t run_masking(const detail::FwdParams& p, MaskVariant mask, int candidate, cudaStream_t stream) {
   static_assert(kMaxCandidates == 3, "extend the candidate switch");
   switch (candidate) {
     case 0: return run_candidate<kDType, kHeadDim, kMasked, 0>(p, mask, stream);
@@ -87,15 +87,14 @@ cudaError_t run_masking(const detail::FwdParams& p, Mask mask, int candidate, cu
 }
 
 template <DType kDType, int kHeadDim>
-cudaError_t run_fwd(const detail::FwdParams& p, Mask mask, int candidate, cudaStream_t stream) {
-  return mask == Mask::kTail ? run_masking<kDType, kHeadDim, false>(p, mask, candidate, stream)
+cudaError_t run_fwd(const detail::FwdParams& p, MaskVariant mask, int candidate, cudaStream_t stream) {
+  return mask == MaskVariant::kTail ? run_masking<kDType, kHeadDim, false>(p, mask, candidate, stream)
                              : run_masking<kDType, kHeadDim, true>(p, mask, candidate, stream);
 }
 
 template <typename Traits, bool kMasked, bool kLeft, bool kSoftcap>
 cudaError_t run_with_traits(const detail::FwdParams& p, cudaStream_t stream) {
   constexpr bool kIsBf16 = std::is_same_v<typename Traits::Element, __nv_bfloat16>;
-  constexpr int kHeadDim = Traits::kHeadDim;
   // A kernel without float32 row sums would write an LSE from the rounded
   // sums in O: run_lse_variant never picks one for a call with an LSE.
   if constexpr (!Traits::kLseSums) {
@@ -103,26 +102,11 @@ cudaError_t run_with_traits(const detail::FwdParams& p, cudaStream_t stream) {
   }
   FwdParams params;
   params.common = p;
-  // Packed (varlen) tensors are one "batch" of total rows; the kernel adds
-  // each sequence's first row to the row coordinate.
-  const bool varlen_q = p.cu_seqlens_q != nullptr;
-  const bool varlen_k = p.cu_seqlens_k != nullptr;
-  if ((varlen_q && p.total_q <= 0) || (varlen_k && p.total_k <= 0) || p.block_table != nullptr) {
-    return cudaErrorNotSupported;
-  }
-  const int64_t q_rows = varlen_q ? p.total_q : p.seqlen_q;
-  const int64_t q_batch = varlen_q ? 1 : p.batch;
-  const int64_t k_rows = varlen_k ? p.total_k : p.seqlen_k;
-  const int64_t k_batch = varlen_k ? 1 : p.batch;
-  const bool ok =
-      make_tensor_map(&params.tma_q, p.q, kIsBf16, kHeadDim, q_rows, p.heads_q, q_batch, p.q_seq_stride,
-                      p.q_head_stride, varlen_q ? 0 : p.q_batch_stride, 64) &&
-      make_tensor_map(&params.tma_k, p.k, kIsBf16, kHeadDim, k_rows, p.heads_kv, k_batch, p.k_seq_stride,
-                      p.k_head_stride, varlen_k ? 0 : p.k_batch_stride, Traits::kBlockN) &&
-      make_tensor_map(&params.tma_v, p.v, kIsBf16, kHeadDim, k_rows, p.heads_kv, k_batch, p.v_seq_stride,
-                      p.v_head_stride, varlen_k ? 0 : p.v_batch_stride, Traits::kBlockN) &&
-      make_tensor_map(&params.tma_o, p.o, kIsBf16, kHeadDim, q_rows, p.heads_q, q_batch, p.o_seq_stride,
-                      p.o_head_stride, varlen_q ? 0 : p.o_batch_stride, 64);
+  const TmaTensors t = tma_tensors(p, Traits::kHeadDim);
+  const bool ok = make_tensor_map(&params.tma_q, t.q, kIsBf16, 64) &&
+                  make_tensor_map(&params.tma_k, t.k, kIsBf16, Traits::kBlockN) &&
+                  make_tensor_map(&params.tma_v, t.v, kIsBf16, Traits::kBlockN) &&
+                  make_tensor_map(&params.tma_o, t.o, kIsBf16, 64);
   if (!ok) return cudaErrorNotSupported;
   return launch_fwd<Traits, kMasked, kLeft, kSoftcap>(params, stream);
 }

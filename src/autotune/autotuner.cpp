@@ -72,14 +72,14 @@ CacheFileHeader file_header(const std::string& gpu) {
 }
 
 // Median of kTimedLaunches launches of `c`, in ms; false if it would not launch.
-bool time_candidate(const Candidate& c, const AttentionParams& s, const FwdParams& f, cudaStream_t stream,
+bool time_candidate(const Plan& plan, const Candidate& c, const AttentionParams& s, cudaStream_t stream,
                     cudaEvent_t start, cudaEvent_t stop, float* median_ms) {
-  if (launch(c, s, f, stream) != cudaSuccess) return false;  // also the warm-up
+  if (launch(plan, c, s, stream) != cudaSuccess) return false;  // also the warm-up
   float ms[kTimedLaunches];
   for (int r = 0; r < kTimedLaunches; ++r) {
     if (cudaEventRecord(start, stream) != cudaSuccess) return false;
     for (int l = 0; l < kLaunchesPerSample; ++l) {
-      if (launch(c, s, f, stream) != cudaSuccess) return false;
+      if (launch(plan, c, s, stream) != cudaSuccess) return false;
     }
     if (cudaEventRecord(stop, stream) != cudaSuccess || cudaEventSynchronize(stop) != cudaSuccess ||
         cudaEventElapsedTime(&ms[r], start, stop) != cudaSuccess) {
@@ -94,8 +94,9 @@ bool time_candidate(const Candidate& c, const AttentionParams& s, const FwdParam
 
 // Times every candidate on scratch outputs (the caller's O and LSE are never
 // touched); *best = -1 when none launched.
-cudaError_t tune(const AttentionParams& p, const DeviceCaps& caps, const Candidate* cands, int n,
-                 cudaStream_t stream, int* best, float* best_ms) {
+cudaError_t tune(const AttentionParams& p, const Plan& plan, cudaStream_t stream, int* best, float* best_ms) {
+  const Candidate* cands = plan.candidates;
+  const int n = plan.num_candidates;
   *best = -1;
   // Allocation and synchronisation below must not invalidate a graph that
   // another thread is capturing in global mode.
@@ -119,10 +120,9 @@ cudaError_t tune(const AttentionParams& p, const DeviceCaps& caps, const Candida
     s.o_head_stride = p.head_dim;
     s.o_seq_stride = p.heads_q * p.head_dim;
     s.o_batch_stride = p.seqlen_q * s.o_seq_stride;
-    const FwdParams f = make_fwd_params(s, caps);
     for (int i = 0; i < n; ++i) {
       float ms = 0.f;
-      if (!time_candidate(cands[i], s, f, stream, start, stop, &ms)) {
+      if (!time_candidate(plan, cands[i], s, stream, start, stop, &ms)) {
         // A launch-time refusal is not sticky; an asynchronous fault is, and ends tuning.
         (void)cudaGetLastError();
         err = cudaStreamSynchronize(stream);
@@ -150,23 +150,23 @@ cudaError_t tune(const AttentionParams& p, const DeviceCaps& caps, const Candida
   return err;
 }
 
-cudaError_t select_or_tune(const AttentionParams& p, const DeviceCaps& caps, const Candidate* cands, int n,
-                           cudaStream_t stream, bool may_tune, Selection* selection);
+cudaError_t select_or_tune(const AttentionParams& p, const Plan& plan, cudaStream_t stream, bool may_tune,
+                           Selection* selection);
 
 }  // namespace
 
 bool autotune_requested(const AttentionParams& p) { return p.autotune || env_autotune(); }
 
-cudaError_t select_candidate(const AttentionParams& p, const DeviceCaps& caps, const Candidate* cands, int n,
-                             cudaStream_t stream, bool may_tune, Selection* selection) {
-  selection->candidate = cands[0];
+cudaError_t select_candidate(const AttentionParams& p, const Plan& plan, cudaStream_t stream, bool may_tune,
+                             Selection* selection) {
+  selection->candidate = plan.candidates[0];
   selection->source = ChoiceSource::kHeuristic;
   // The API is noexcept: strings, maps and locks here may throw (bad_alloc,
   // system_error); then the heuristic's choice stands.
   try {
-    return select_or_tune(p, caps, cands, n, stream, may_tune, selection);
+    return plan.tunable ? select_or_tune(p, plan, stream, may_tune, selection) : cudaSuccess;
   } catch (...) {
-    selection->candidate = cands[0];
+    selection->candidate = plan.candidates[0];
     selection->source = ChoiceSource::kHeuristic;
     return cudaSuccess;
   }
@@ -174,8 +174,11 @@ cudaError_t select_candidate(const AttentionParams& p, const DeviceCaps& caps, c
 
 namespace {
 
-cudaError_t select_or_tune(const AttentionParams& p, const DeviceCaps& caps, const Candidate* cands, int n,
-                           cudaStream_t stream, bool may_tune, Selection* selection) {
+cudaError_t select_or_tune(const AttentionParams& p, const Plan& plan, cudaStream_t stream, bool may_tune,
+                           Selection* selection) {
+  const DeviceCaps& caps = plan.caps;
+  const Candidate* cands = plan.candidates;
+  const int n = plan.num_candidates;
   const std::string& path = env_cache_path();
   const bool requested = autotune_requested(p);
   if ((!requested && path.empty()) || n <= 1) return cudaSuccess;
@@ -200,7 +203,7 @@ cudaError_t select_or_tune(const AttentionParams& p, const DeviceCaps& caps, con
   if (const std::optional<CacheEntry> hit = s.cache.lookup(key)) {
     for (int i = 0; i < n; ++i) {
       KernelChoice c;
-      if (describe(cands[i], p, &c) && hit->config == c.name) {
+      if (describe(plan, cands[i], p, &c) && hit->config == c.name) {
         selection->candidate = cands[i];
         selection->source = hit->source;
         return cudaSuccess;
@@ -216,10 +219,10 @@ cudaError_t select_or_tune(const AttentionParams& p, const DeviceCaps& caps, con
   }
   int best = -1;
   float best_ms = 0.f;
-  const cudaError_t err = tune(p, caps, cands, n, stream, &best, &best_ms);
+  const cudaError_t err = tune(p, plan, stream, &best, &best_ms);
   if (best < 0) return err;
   KernelChoice c;
-  describe(cands[best], p, &c);
+  describe(plan, cands[best], p, &c);
   s.cache.store(key, CacheEntry{c.name, best_ms, ChoiceSource::kTuned});
   selection->candidate = cands[best];
   selection->source = ChoiceSource::kTuned;

@@ -18,14 +18,14 @@ struct Selection {
   ChoiceSource source = ChoiceSource::kHeuristic;
 };
 
-// Picks the configuration for `p` among cands[0, n) (cands[0] is the
-// heuristic's). With autotuning requested (or a cache file named), looks up
+// Picks the configuration for `p` among plan.candidates (the first is the
+// heuristic's; calls the plan marks untunable always get it). With autotuning requested (or a cache file named), looks up
 // the shape class; with `may_tune`, no result yet, and `stream` not being
 // captured, times every candidate on scratch outputs (allocating them and
 // synchronising `stream`) and remembers the fastest (and writes the cache
 // file, if named). Returns the CUDA error that left tuning unable to finish,
 // else cudaSuccess; *selection is always valid.
-cudaError_t select_candidate(const AttentionParams& p, const DeviceCaps& caps, const Candidate* cands, int n,
-                             cudaStream_t stream, bool may_tune, Selection* selection);
+cudaError_t select_candidate(const AttentionParams& p, const Plan& plan, cudaStream_t stream, bool may_tune,
+                             Selection* selection);
 
 }  // namespace flash::detail

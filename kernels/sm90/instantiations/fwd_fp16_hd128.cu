@@ -2,5 +2,5 @@
 #include "../launch.cuh"
 
 namespace flash::sm90 {
-template cudaError_t run_fwd<DType::kFloat16, 128>(const detail::FwdParams&, Mask, int, cudaStream_t);
+template cudaError_t run_fwd<DType::kFloat16, 128>(const detail::FwdParams&, MaskVariant, int, cudaStream_t);
 }  // namespace flash::sm90

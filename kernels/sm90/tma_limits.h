@@ -1,0 +1,70 @@
+// What the bulk tensor copy engine (TMA) can describe, as a pure host
+// check: the plan (src/plan.cpp) decides with it whether the Hopper kernel
+// can take a call, before anything is launched, and make_tensor_map()
+// encodes exactly what it accepts.
+#pragma once
+
+#include <cstdint>
+
+#include "../params.h"
+
+namespace flash::sm90 {
+
+// A strided 4-d view (head_dim, rows, heads, batch) of 16-bit elements;
+// strides in elements.
+struct TmaTensor {
+  const void* base;
+  int64_t head_dim, rows, heads, batch;
+  int64_t seq_stride, head_stride, batch_stride;
+};
+
+// Tensor-map limits (cuTensorMapEncodeTiled): strides are multiples of 16
+// bytes below 2^40, sizes at most 2^32, and box coordinates are signed
+// 32-bit, so every row a box may start at stays below 2^31.
+inline constexpr int64_t kTmaMaxStrideBytes = int64_t{1} << 40;
+inline constexpr int64_t kTmaMaxRows = (int64_t{1} << 31) - 512;
+
+// The byte stride TMA is given for one dimension: a size-1 dimension's
+// stride is never used, so any legal value does (16 bytes).
+inline int64_t tma_stride_bytes(int64_t size, int64_t stride) noexcept {
+  return size == 1 ? 16 : stride * 2;
+}
+
+// Null when TMA can describe `t`, else why not (a static string).
+inline const char* tma_problem(const TmaTensor& t) noexcept {
+  if (reinterpret_cast<uintptr_t>(t.base) % 16 != 0) return "its base address is not 16-byte aligned";
+  if (t.head_dim <= 0 || t.rows <= 0 || t.heads <= 0 || t.batch <= 0) return "it has an empty dimension";
+  if (t.rows > kTmaMaxRows) return "it has more than 2^31 - 512 rows (TMA coordinates are 32-bit)";
+  if (t.heads > (int64_t{1} << 32) || t.batch > (int64_t{1} << 32)) return "a dimension exceeds 2^32";
+  const int64_t sizes[3] = {t.rows, t.heads, t.batch};
+  const int64_t strides[3] = {t.seq_stride, t.head_stride, t.batch_stride};
+  for (int d = 0; d < 3; ++d) {
+    if (sizes[d] == 1) continue;
+    if (strides[d] == 0) return "a dimension is broadcast (stride 0)";
+    if (strides[d] < 0 || strides[d] >= kTmaMaxStrideBytes / 2) return "a stride is 2^40 bytes or more";
+    if (strides[d] % 8 != 0) return "a stride is not a multiple of 16 bytes";
+  }
+  return nullptr;
+}
+
+// Q, K, V and O of a call as the Hopper kernel's tensor maps see them:
+// packed (varlen) tensors are one "batch" of total rows, and the kernel adds
+// each sequence's first row to the row coordinate.
+struct TmaTensors {
+  TmaTensor q, k, v, o;
+};
+inline TmaTensors tma_tensors(const detail::FwdParams& p, int64_t head_dim) noexcept {
+  const bool varlen_q = p.cu_seqlens_q != nullptr;
+  const bool varlen_k = p.cu_seqlens_k != nullptr;
+  const int64_t q_rows = varlen_q ? p.total_q : p.seqlen_q;
+  const int64_t q_batch = varlen_q ? 1 : p.batch;
+  const int64_t k_rows = varlen_k ? p.total_k : p.seqlen_k;
+  const int64_t k_batch = varlen_k ? 1 : p.batch;
+  return TmaTensors{
+      {p.q, head_dim, q_rows, p.heads_q, q_batch, p.q_seq_stride, p.q_head_stride, p.q_batch_stride},
+      {p.k, head_dim, k_rows, p.heads_kv, k_batch, p.k_seq_stride, p.k_head_stride, p.k_batch_stride},
+      {p.v, head_dim, k_rows, p.heads_kv, k_batch, p.v_seq_stride, p.v_head_stride, p.v_batch_stride},
+      {p.o, head_dim, q_rows, p.heads_q, q_batch, p.o_seq_stride, p.o_head_stride, p.o_batch_stride}};
+}
+
+}  // namespace flash::sm90

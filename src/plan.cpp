@@ -1,0 +1,249 @@
+#include "plan.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "head_dims.h"
+#include "kernels/decode/api.h"
+#include "kernels/sm80/api.h"
+#include "kernels/sm90/tma_limits.h"
+#include "src/dispatch.h"
+#include "src/status.h"
+#if FLASH_HAS_SM90
+#include "kernels/sm90/api.h"
+#endif
+
+namespace flash::detail {
+namespace {
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+MaskVariant mask_variant(const AttentionParams& p, int window_left, int window_right) {
+  if (p.softcap > 0.f) return MaskVariant::kSoftcap;
+  if (window_left >= 0) return MaskVariant::kWindow;
+  if (window_right >= 0) return MaskVariant::kCausal;
+  return MaskVariant::kTail;
+}
+
+// ---------------------------------------------------------------- decode
+
+bool decode_fits(const AttentionParams& p, const DeviceCaps& caps) {
+  return caps.max_smem == 0 || decode::smem_bytes(p.head_dim) <= caps.max_smem;
+}
+
+// The split count flash wants for the decode kernel (or p.num_splits,
+// clamped), before the workspace rule. The rules and the measurements
+// behind them: docs/perf/decode-splits.md.
+//   Dense caches: the fewest splits giving about one CTA per SM (0.9 x num_sms).
+//   Paged caches: every CTA slot of the GPU (2-4 per SM, by shared memory),
+//   the smallest count whose waves are within 5% as full as the best's.
+//   Either way at least two K/V blocks per split, at most kMaxSplits, and
+//   none when the (batch, K/V head, row block) CTAs alone fill the GPU.
+int decode_splits_wanted(const AttentionParams& p, const DeviceCaps& caps) {
+  if (p.num_splits >= 1) return std::min<int>(p.num_splits, kMaxSplits);
+  const int64_t g = p.heads_q / p.heads_kv;
+  const int64_t m_blocks = ceil_div(std::max<int64_t>(p.seqlen_q, 1) * g, decode::kBlockM);
+  const int64_t units = p.batch * p.heads_kv * m_blocks;
+  if (units <= 0) return 1;
+  int64_t keys = p.seqlen_k;
+  if (p.block_table != nullptr && p.seqused_k != nullptr) keys = std::max(keys, p.max_pages_per_seq * p.page_size);
+  // A left window bounds the keys any row sees (validate() caps every length at 2^30).
+  if (p.window_left >= 0 && p.window_left < (int64_t{1} << 31)) {
+    keys = std::min(keys, p.window_left + p.seqlen_q + std::clamp<int64_t>(p.window_right, 0, int64_t{1} << 31) +
+                              decode::kBlockN);
+  }
+  const int64_t max_splits = std::min<int64_t>(ceil_div(keys, decode::kBlockN) / 2, kMaxSplits);
+  const int64_t num_sms = std::max(caps.num_sms, 1);
+  if (p.block_table == nullptr) {
+    const int64_t target = ceil_div(9 * num_sms, 10);
+    if (units >= target || max_splits <= 1) return 1;
+    return static_cast<int>(std::min(ceil_div(target, units), max_splits));
+  }
+  const int smem = decode::smem_bytes(p.head_dim) + 1024;  // + the per-block reservation
+  const int per_sm = caps.smem_per_sm > 0 ? std::max(1, caps.smem_per_sm / smem) : 1;
+  const int64_t slots = num_sms * per_sm;
+  if (units * 5 >= slots * 4 || max_splits <= 1) return 1;
+  auto efficiency = [&](int64_t s) {
+    const double waves = static_cast<double>(units * s) / static_cast<double>(slots);
+    return waves / std::ceil(waves);
+  };
+  double best = 0.0;
+  for (int64_t s = 1; s <= max_splits; ++s) best = std::max(best, efficiency(s));
+  for (int64_t s = 1; s <= max_splits; ++s) {
+    if (efficiency(s) >= 0.95 * best) return static_cast<int>(s);
+  }
+  return 1;
+}
+
+// Splits for the decode kernel. The combine kernel's grid has one CTA per
+// (batch, head, query) row, so splitting needs fewer than 2^31 rows.
+Status plan_splits(const AttentionParams& p, Plan* plan) {
+  const bool combinable = p.batch * p.heads_q * p.seqlen_q <= INT32_MAX;
+  if (!combinable && p.num_splits > 1) {
+    return make_status(StatusCode::kUnsupported, "num_splits %d: batch * heads_q * seqlen_q must be < 2^31 to split the keys",
+                       static_cast<int>(p.num_splits));
+  }
+  plan->splits_wanted = combinable ? decode_splits_wanted(p, plan->caps) : 1;
+  plan->workspace_wanted = decode_workspace_bytes(p, plan->splits_wanted);
+  plan->num_splits = plan->splits_wanted;
+  if (p.num_splits == 0) {
+    // flash's own choice never fails for want of workspace: it takes fewer
+    // splits, down to none, so that validate() decides the call alone.
+    while (plan->num_splits > 1 &&
+           (p.workspace == nullptr || decode_workspace_bytes(p, plan->num_splits) > p.workspace_bytes)) {
+      --plan->num_splits;
+    }
+  }
+  plan->workspace_bytes = decode_workspace_bytes(p, plan->num_splits);
+  return Status{};
+}
+
+// ---------------------------------------------------------------- sm90
+
+// Null when the Hopper kernel can run `p` on `caps`, else why not.
+const char* sm90_problem(const AttentionParams& p, const DeviceCaps& caps, const Plan& plan, char* buf, size_t len) {
+#if FLASH_HAS_SM90
+  if (caps.major != 9) {
+    std::snprintf(buf, len, "Backend::kSm90 needs an sm_90 GPU; device %d is sm_%d%d", caps.device, caps.major,
+                  caps.minor);
+    return buf;
+  }
+  if (sm90::num_candidates(p.head_dim, plan.mask != MaskVariant::kTail) == 0) {
+    std::snprintf(buf, len,
+                  "Backend::kSm90 does not cover head_dim %lld in this build (it has 64, 128, 256 when they are in "
+                  "FLASH_HEAD_DIMS)",
+                  static_cast<long long>(p.head_dim));
+    return buf;
+  }
+  if (p.block_table != nullptr || p.seqused_k != nullptr || p.num_splits > 1) {
+    return "Backend::kSm90 has no seqused_k, paged KV or split-KV; use Backend::kAuto, kSm80 or kDecode";
+  }
+  if ((p.cu_seqlens_q != nullptr && p.total_q <= 0) || (p.cu_seqlens_k != nullptr && p.total_k <= 0)) {
+    return "Backend::kSm90 runs varlen calls only with total_q / total_k given; use Backend::kAuto or kSm80";
+  }
+  // The persistent scheduler numbers (64-row block, head, batch) units in int.
+  if (ceil_div(p.seqlen_q, 64) * p.heads_q * p.batch > INT32_MAX - 4096) {
+    return "Backend::kSm90 needs fewer than 2^31 (64-row query block, head, batch) units; use Backend::kSm80";
+  }
+  const FwdParams f = make_fwd_params(p, caps);
+  const sm90::TmaTensors t = sm90::tma_tensors(f, p.head_dim);
+  const char* const names[4] = {"q", "k", "v", "o"};
+  const sm90::TmaTensor* const tensors[4] = {&t.q, &t.k, &t.v, &t.o};
+  for (int i = 0; i < 4; ++i) {
+    if (const char* why = sm90::tma_problem(*tensors[i])) {
+      std::snprintf(buf, len, "Backend::kSm90 cannot describe %s to TMA: %s; use Backend::kAuto or kSm80",
+                    names[i], why);
+      return buf;
+    }
+  }
+  return nullptr;
+#else
+  (void)p, (void)caps, (void)plan, (void)len;
+  return "Backend::kSm90: this build has no Hopper kernel (add 90a to CMAKE_CUDA_ARCHITECTURES)";
+#endif
+}
+
+void add(Plan* plan, Backend backend, int index) {
+  if (plan->num_candidates < kMaxPlanCandidates) plan->candidates[plan->num_candidates++] = Candidate{backend, index};
+}
+
+// ---------------------------------------------------------------- sm80
+
+// The sm80 configurations whose shared memory fits, in order; a
+// fallback-only one only when nothing before it fits.
+void add_sm80(const AttentionParams& p, const DeviceCaps& caps, Plan* plan) {
+  bool any = false;
+  for (int i = 0; i < sm80::num_candidates(p.head_dim); ++i) {
+    if (caps.max_smem > 0 && sm80::candidate_smem_bytes(p.head_dim, i) > caps.max_smem) continue;
+    if (any && sm80::candidate_is_fallback(p.head_dim, i)) continue;
+    add(plan, Backend::kSm80, i);
+    any = true;
+  }
+}
+
+int sm80_min_smem(const AttentionParams& p) {
+  int least = 0;
+  for (int i = 0; i < sm80::num_candidates(p.head_dim); ++i) {
+    const int bytes = sm80::candidate_smem_bytes(p.head_dim, i);
+    if (least == 0 || bytes < least) least = bytes;
+  }
+  return least;
+}
+
+}  // namespace
+
+bool uses_engine_features(const AttentionParams& p) noexcept {
+  return p.cu_seqlens_q != nullptr || p.cu_seqlens_k != nullptr || p.seqused_k != nullptr ||
+         p.block_table != nullptr || p.window_left >= 0 || (p.window_right >= 0 && !p.causal) ||
+         p.softcap > 0.f || p.num_splits > 1;
+}
+
+size_t decode_workspace_bytes(const AttentionParams& p, int num_splits) noexcept {
+  if (num_splits <= 1) return 0;
+  // num_splits * batch * heads_q * seqlen_q rows of head_dim + 1 floats.
+  uint64_t bytes = static_cast<uint64_t>(num_splits);
+  for (const int64_t factor : {p.batch, p.heads_q, p.seqlen_q, p.head_dim + 1, int64_t{sizeof(float)}}) {
+    if (factor < 0 || __builtin_mul_overflow(bytes, static_cast<uint64_t>(factor), &bytes)) return SIZE_MAX;
+  }
+  return bytes > SIZE_MAX ? SIZE_MAX : static_cast<size_t>(bytes);
+}
+
+Status make_plan(const AttentionParams& p, const DeviceCaps& caps, Plan* plan) noexcept {
+  *plan = Plan{};
+  plan->caps = caps;
+  plan->window_left = kernel_window_left(p);
+  plan->window_right = kernel_window_right(p);
+  plan->mask = mask_variant(p, plan->window_left, plan->window_right);
+
+  if (!head_dim_compiled(p.head_dim)) {
+    return make_status(StatusCode::kUnsupported, "head_dim %lld was not compiled into this build; rebuild with it in FLASH_HEAD_DIMS (this "
+                       "build has: %s)",
+                       static_cast<long long>(p.head_dim), FLASH_HEAD_DIMS_STRING);
+  }
+  const Backend b = p.backend;
+  if (b == Backend::kSm80 && p.num_splits > 1) {
+    return make_status(StatusCode::kUnsupported, "Backend::kSm80 does not split the keys (num_splits %d); use Backend::kAuto or kDecode",
+                       static_cast<int>(p.num_splits));
+  }
+
+  // Short queries, or a requested split: the decode kernel (GQA rows packed, keys split).
+  const bool want_decode =
+      b == Backend::kDecode || (b == Backend::kAuto && (p.seqlen_q <= 16 || p.num_splits > 1));
+  if (want_decode) {
+    if (decode_fits(p, caps)) {
+      add(plan, Backend::kDecode, 0);
+      return plan_splits(p, plan);
+    }
+    if (b == Backend::kDecode || p.num_splits > 1) {
+      return make_status(StatusCode::kUnsupported, "the split-KV decode kernel (Backend::kDecode, or num_splits > 1) for head_dim %lld needs "
+                         "%d KiB of shared memory per block; device %d allows %d KiB",
+                         static_cast<long long>(p.head_dim), decode::smem_bytes(p.head_dim) / 1024, caps.device,
+                         caps.max_smem / 1024);
+    }
+  }
+
+  if (b == Backend::kAuto || b == Backend::kSm90) {
+    char why[192];
+    const char* problem = sm90_problem(p, caps, *plan, why, sizeof(why));
+    if (problem == nullptr) {
+#if FLASH_HAS_SM90
+      for (int i = 0; i < sm90::num_candidates(p.head_dim, plan->mask != MaskVariant::kTail); ++i) {
+        add(plan, Backend::kSm90, i);
+      }
+#endif
+    } else if (b == Backend::kSm90) {
+      return make_status(StatusCode::kUnsupported, "%s", problem);
+    }
+  }
+  if (b == Backend::kAuto || b == Backend::kSm80) add_sm80(p, caps, plan);
+  if (plan->num_candidates == 0) {
+    return make_status(StatusCode::kUnsupported, "head_dim %lld needs %d KiB of shared memory per block; device %d (sm_%d%d) allows %d KiB",
+                       static_cast<long long>(p.head_dim), sm80_min_smem(p) / 1024, caps.device, caps.major,
+                       caps.minor, caps.max_smem / 1024);
+  }
+  plan->tunable = !uses_engine_features(p);
+  return Status{};
+}
+
+}  // namespace flash::detail

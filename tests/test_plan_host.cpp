@@ -1,0 +1,335 @@
+// The plan (src/plan.h) for made-up devices, no GPU needed: which kernel
+// family runs a call, that a forced backend stays in its family or says
+// why not, that shared-memory limits are respected, how split-KV is sized
+// and that flash's own split choice never fails for want of workspace.
+// The heuristic's tile picks are not pinned here: only that the pick is a
+// compiled configuration of the right family.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "src/dispatch.h"
+#include "src/plan.h"
+
+namespace flash {
+namespace {
+
+using detail::Candidate;
+using detail::DeviceCaps;
+using detail::MaskVariant;
+using detail::Plan;
+
+DeviceCaps device(int major, int max_smem_kib, int num_sms = 132) {
+  DeviceCaps c;
+  c.major = major;
+  c.minor = 0;
+  c.num_sms = num_sms;
+  c.max_smem = max_smem_kib * 1024;
+  c.smem_per_sm = (max_smem_kib + 1) * 1024;
+  return c;
+}
+const DeviceCaps kH200 = device(9, 227);
+const DeviceCaps kA100 = device(8, 163, 108);
+const DeviceCaps kL40 = device(8, 99, 142);
+
+// Addresses are only compared and checked for alignment: nothing is dereferenced.
+// Each fake tensor lives 2^44 bytes from the next, so no two overlap.
+const void* fake(int slot) { return reinterpret_cast<const void*>(static_cast<uintptr_t>(slot + 1) << 44); }
+
+AttentionParams dense(int64_t head_dim, int64_t seqlen_q, int64_t seqlen_k, bool causal = false) {
+  AttentionParams p;
+  p.q = fake(0);
+  p.k = fake(1);
+  p.v = fake(2);
+  p.o = const_cast<void*>(fake(3));
+  p.head_dim = head_dim;
+  p.causal = causal;
+  p.batch = 2;
+  p.seqlen_q = seqlen_q;
+  p.seqlen_k = seqlen_k;
+  p.heads_q = 32;
+  p.heads_kv = 8;
+  p.set_contiguous_bnhd();
+  return p;
+}
+
+bool compiled(int64_t head_dim) {
+  switch (head_dim) {
+#ifdef FLASH_TEST_HAS_HEAD_DIM_32
+    case 32: return true;
+#endif
+#ifdef FLASH_TEST_HAS_HEAD_DIM_64
+    case 64: return true;
+#endif
+#ifdef FLASH_TEST_HAS_HEAD_DIM_96
+    case 96: return true;
+#endif
+#ifdef FLASH_TEST_HAS_HEAD_DIM_128
+    case 128: return true;
+#endif
+#ifdef FLASH_TEST_HAS_HEAD_DIM_256
+    case 256: return true;
+#endif
+    default: return false;
+  }
+}
+constexpr bool kHasSm90 = FLASH_TEST_HAS_SM90 != 0;
+
+// What a case expects of the plan.
+enum class Expect { kSm90, kSm80, kDecode, kUnsupported };
+
+struct PlanCase {
+  const char* name;
+  int64_t head_dim;
+  DeviceCaps caps;
+  std::function<void(AttentionParams&)> edit;
+  Expect expect;
+  const char* message = nullptr;  // a substring of the kUnsupported message
+};
+
+std::string case_name(const testing::TestParamInfo<PlanCase>& info) { return info.param.name; }
+
+class PlanTable : public testing::TestWithParam<PlanCase> {};
+
+TEST_P(PlanTable, PicksTheFamilyAndOnlyCompiledConfigurations) {
+  const PlanCase& c = GetParam();
+  if (!compiled(c.head_dim)) GTEST_SKIP() << "head_dim " << c.head_dim << " not compiled";
+  AttentionParams p = dense(c.head_dim, 2048, 2048);
+  c.edit(p);
+  ASSERT_TRUE(validate(p).ok()) << validate(p).message;
+  Expect expect = c.expect;
+  if (expect == Expect::kSm90 && !kHasSm90) expect = p.backend == Backend::kSm90 ? Expect::kUnsupported : Expect::kSm80;
+  Plan plan;
+  const Status s = detail::make_plan(p, c.caps, &plan);
+  if (expect == Expect::kUnsupported) {
+    EXPECT_EQ(s.code, StatusCode::kUnsupported);
+    EXPECT_NE(s.message[0], '\0');
+    if (c.message != nullptr && c.expect == Expect::kUnsupported) {
+      EXPECT_NE(std::strstr(s.message, c.message), nullptr) << s.message;
+    }
+    return;
+  }
+  ASSERT_TRUE(s.ok()) << s.message;
+  ASSERT_GT(plan.num_candidates, 0);
+  const Backend first = expect == Expect::kSm90 ? Backend::kSm90 : expect == Expect::kSm80 ? Backend::kSm80
+                                                                                           : Backend::kDecode;
+  EXPECT_EQ(plan.candidates[0].backend, first);
+  for (int i = 0; i < plan.num_candidates; ++i) {
+    const Candidate& cand = plan.candidates[i];
+    if (p.backend != Backend::kAuto) {
+      EXPECT_EQ(cand.backend, p.backend);
+    }
+    KernelChoice k;
+    ASSERT_TRUE(detail::describe(plan, cand, p, &k)) << i;
+    EXPECT_EQ(k.backend, cand.backend);
+    EXPECT_GT(k.block_m, 0);
+    EXPECT_GT(k.block_n, 0);
+    if (cand.backend == Backend::kSm90) {
+      EXPECT_EQ(c.caps.major, 9);
+    }
+  }
+  if (first != Backend::kDecode) {
+    EXPECT_EQ(plan.num_splits, 1);
+  }
+}
+
+const PlanCase kPlanCases[] = {
+    // Hopper takes the sm90 kernel for its head dims, dense or masked.
+    {"H200Hd64Dense", 64, kH200, [](AttentionParams&) {}, Expect::kSm90},
+    {"H200Hd128Causal", 128, kH200, [](AttentionParams& p) { p.causal = true; }, Expect::kSm90},
+    {"H200Hd256Window", 256, kH200, [](AttentionParams& p) { p.window_left = 100; }, Expect::kSm90},
+    {"H200Hd128Softcap", 128, kH200, [](AttentionParams& p) { p.softcap = 30.f; }, Expect::kSm90},
+    {"H200Hd96Sm80", 96, kH200, [](AttentionParams&) {}, Expect::kSm80},
+    {"H200Hd32Sm80", 32, kH200, [](AttentionParams&) {}, Expect::kSm80},
+    // Ampere: never the sm90 kernel; hd256 fits only on the A100.
+    {"A100Hd128", 128, kA100, [](AttentionParams&) {}, Expect::kSm80},
+    {"A100Hd256", 256, kA100, [](AttentionParams&) {}, Expect::kSm80},
+    {"L40Hd256Nothing", 256, kL40, [](AttentionParams&) {}, Expect::kUnsupported, "shared memory"},
+    {"A100ForcedSm90", 128, kA100, [](AttentionParams& p) { p.backend = Backend::kSm90; }, Expect::kUnsupported,
+     "sm_90"},
+    // Short queries: the decode kernel; forced backends stay in their family.
+    {"DecodeOneQuery", 128, kH200, [](AttentionParams& p) { p.seqlen_q = 1; }, Expect::kDecode},
+    {"Decode16Queries", 64, kH200, [](AttentionParams& p) { p.seqlen_q = 16; }, Expect::kDecode},
+    {"ForcedSm80ShortQuery", 128, kH200,
+     [](AttentionParams& p) {
+       p.seqlen_q = 1;
+       p.backend = Backend::kSm80;
+       p.set_contiguous_bnhd();
+     },
+     Expect::kSm80},
+    {"ForcedDecodeLongQuery", 128, kH200, [](AttentionParams& p) { p.backend = Backend::kDecode; }, Expect::kDecode},
+    {"ForcedSm80Split", 128, kH200,
+     [](AttentionParams& p) {
+       p.backend = Backend::kSm80;
+       p.num_splits = 4;
+       p.workspace = const_cast<void*>(fake(4));
+       p.workspace_bytes = size_t{1} << 30;
+     },
+     Expect::kUnsupported, "does not split"},
+    // Engine features the sm90 kernel lacks go to sm80, or are refused when forced.
+    {"SequsedKSm80", 128, kH200, [](AttentionParams& p) { p.seqused_k = static_cast<const int32_t*>(fake(5)); },
+     Expect::kSm80},
+    {"ForcedSm90SequsedK", 128, kH200,
+     [](AttentionParams& p) {
+       p.seqused_k = static_cast<const int32_t*>(fake(5));
+       p.backend = Backend::kSm90;
+     },
+     Expect::kUnsupported, "seqused_k"},
+    // TMA: a broadcast K goes to sm80 (forced sm90: says so); an unused
+    // stride of a size-1 dimension does not matter.
+    {"BroadcastKSm80", 128, kH200, [](AttentionParams& p) { p.k_batch_stride = 0; }, Expect::kSm80},
+    {"ForcedSm90BroadcastK", 128, kH200,
+     [](AttentionParams& p) {
+       p.k_batch_stride = 0;
+       p.backend = Backend::kSm90;
+     },
+     Expect::kUnsupported, "broadcast"},
+    {"HugeStrideOfSizeOneBatch", 128, kH200,
+     [](AttentionParams& p) {
+       p.batch = 1;
+       p.q_batch_stride = int64_t{1} << 40;
+       p.backend = Backend::kSm90;
+     },
+     Expect::kSm90},
+    {"ForcedSm90StrideOver2To40Bytes", 128, kH200,
+     [](AttentionParams& p) {
+       p.q_batch_stride = int64_t{1} << 40;
+       p.backend = Backend::kSm90;
+     },
+     Expect::kUnsupported, "2^40"},
+    {"VarlenWithoutTotalsSm80", 128, kH200,
+     [](AttentionParams& p) { p.cu_seqlens_q = static_cast<const int32_t*>(fake(6)); }, Expect::kSm80},
+};
+INSTANTIATE_TEST_SUITE_P(Plan, PlanTable, testing::ValuesIn(kPlanCases), case_name);
+
+// Every sm90 configuration the plan offers is one the device has shared memory for.
+TEST(Plan, OffersOnlyConfigurationsThatFit) {
+  for (int64_t d : {32, 64, 96, 128, 256}) {
+    if (!compiled(d)) continue;
+    for (const DeviceCaps& caps : {kH200, kA100, kL40}) {
+      Plan plan;
+      if (!detail::make_plan(dense(d, 2048, 2048, true), caps, &plan).ok()) continue;
+      for (int i = 0; i < plan.num_candidates; ++i) {
+        if (plan.candidates[i].backend == Backend::kSm90) {
+          EXPECT_EQ(caps.major, 9);
+        }
+      }
+    }
+  }
+}
+
+// Causal spelled as the window (-1, 0) is causal; a window past any length is none.
+TEST(Plan, OneMaskDecision) {
+  const AttentionParams causal = dense(128, 2048, 2048, true);
+  AttentionParams spelled = dense(128, 2048, 2048);
+  spelled.window_right = 0;
+  AttentionParams huge = dense(128, 2048, 2048);
+  huge.window_left = huge.window_right = INT64_MAX;
+  AttentionParams capped = dense(128, 2048, 2048);
+  capped.softcap = 30.f;
+  AttentionParams left = dense(128, 2048, 2048, true);
+  left.window_left = 256;
+  const std::pair<const AttentionParams*, MaskVariant> cases[] = {{&causal, MaskVariant::kCausal},
+                                                                  {&spelled, MaskVariant::kCausal},
+                                                                  {&huge, MaskVariant::kTail},
+                                                                  {&capped, MaskVariant::kSoftcap},
+                                                                  {&left, MaskVariant::kWindow}};
+  for (const auto& [p, mask] : cases) {
+    ASSERT_TRUE(validate(*p).ok());
+    Plan plan;
+    if (!detail::make_plan(*p, kH200, &plan).ok()) continue;  // head_dim 128 pruned
+    EXPECT_EQ(plan.mask, mask);
+  }
+}
+
+AttentionParams decode_call(int64_t head_dim, int64_t batch, int64_t seqlen_k) {
+  AttentionParams p = dense(head_dim, 1, seqlen_k);
+  p.batch = batch;
+  p.set_contiguous_bnhd();
+  return p;
+}
+
+// flash's split count: about one CTA per SM on a dense cache (0.9 x 132 =
+// 119 CTAs, counted as (batch, K/V head) x splits), at most half the K/V
+// blocks, none once the batch fills the GPU; a paged cache takes more.
+TEST(Plan, DecodeSplitsAboutOneCtaPerSm) {
+  for (int64_t hd : {64, 128, 256}) {
+    if (!compiled(hd)) continue;
+    auto wanted = [](const AttentionParams& p) {
+      Plan plan;
+      EXPECT_TRUE(detail::make_plan(p, kH200, &plan).ok());
+      return plan.splits_wanted;
+    };
+    AttentionParams p = decode_call(hd, 1, 32768);
+    EXPECT_EQ(wanted(p), 15) << hd;  // 8 CTAs x 15 = 120
+    p.batch = 8;
+    EXPECT_EQ(wanted(p), 2) << hd;  // 64 x 2 = 128
+    p.batch = 15;
+    EXPECT_EQ(wanted(p), 1) << hd;  // 120 CTAs
+    p = decode_call(hd, 1, 256);    // 4 K/V blocks of 64: at most 2 splits
+    EXPECT_EQ(wanted(p), 2) << hd;
+    p = decode_call(hd, 1, 100);
+    EXPECT_EQ(wanted(p), 1) << hd;
+    p.num_splits = 7;  // asked for: taken as is
+    p.workspace = const_cast<void*>(fake(4));
+    p.workspace_bytes = size_t{1} << 30;
+    EXPECT_EQ(wanted(p), 7) << hd;
+    AttentionParams dense_cache = decode_call(hd, 1, 32768);
+    AttentionParams paged = dense_cache;
+    paged.block_table = static_cast<const int32_t*>(fake(7));
+    paged.page_size = 256;
+    paged.max_pages_per_seq = 128;
+    paged.num_pages = 256;
+    paged.block_table_batch_stride = 128;
+    paged.k_batch_stride = paged.v_batch_stride = 256 * paged.k_seq_stride;
+    ASSERT_TRUE(validate(paged).ok()) << validate(paged).message;
+    EXPECT_GT(wanted(paged), wanted(dense_cache)) << hd;
+  }
+}
+
+// With num_splits = 0 the workspace never makes a valid call fail: a
+// workspace too small for flash's choice means fewer splits, none means
+// one; attention_workspace_size's figure (workspace_wanted) buys the full choice.
+TEST(Plan, AutomaticSplitsFitTheWorkspaceGiven) {
+  if (!compiled(128)) GTEST_SKIP() << "head_dim 128 not compiled";
+  AttentionParams p = decode_call(128, 1, 65536);
+  Plan plan;
+  ASSERT_TRUE(detail::make_plan(p, kH200, &plan).ok());
+  EXPECT_EQ(plan.num_splits, 1);  // no workspace
+  EXPECT_GT(plan.splits_wanted, 1);
+  const size_t full = plan.workspace_wanted;
+  EXPECT_EQ(full, detail::decode_workspace_bytes(p, plan.splits_wanted));
+  for (size_t bytes : {size_t{1024}, full / 3, full - 1, full, full * 2}) {
+    p.workspace = const_cast<void*>(fake(4));
+    p.workspace_bytes = bytes;
+    ASSERT_TRUE(validate(p).ok()) << validate(p).message;
+    ASSERT_TRUE(detail::make_plan(p, kH200, &plan).ok());
+    EXPECT_LE(plan.workspace_bytes, bytes);
+    EXPECT_LE(plan.num_splits, plan.splits_wanted);
+    EXPECT_EQ(plan.num_splits == plan.splits_wanted, bytes >= full) << bytes;
+    if (plan.num_splits < plan.splits_wanted) {
+      EXPECT_GT(detail::decode_workspace_bytes(p, plan.num_splits + 1), bytes);
+    }
+  }
+}
+
+// The workspace size is computed without wrapping: too large is SIZE_MAX,
+// and validate() refuses the call (such a split also has too many rows to combine).
+TEST(Plan, WorkspaceSizeDoesNotWrap) {
+  AttentionParams p = dense(32, int64_t{1} << 25, 1);
+  p.batch = 1024;
+  p.heads_q = p.heads_kv = 32768;
+  p.num_splits = 128;
+  EXPECT_EQ(detail::decode_workspace_bytes(p, 128), SIZE_MAX);
+  p.workspace = const_cast<void*>(fake(4));
+  p.workspace_bytes = 256;
+  EXPECT_FALSE(validate(p).ok());
+  EXPECT_EQ(detail::decode_workspace_bytes(decode_call(128, 1, 1024), 2), size_t{2} * 1 * 32 * 129 * 4);
+}
+
+}  // namespace
+}  // namespace flash
