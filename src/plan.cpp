@@ -126,6 +126,8 @@ const char* sm90_problem(const AttentionParams& p, const DeviceCaps& caps, const
   if (ceil_div(p.seqlen_q, 64) * p.heads_q * p.batch > INT32_MAX - 4096) {
     return "Backend::kSm90 needs fewer than 2^31 (64-row query block, head, batch) units; use Backend::kSm80";
   }
+  // A call with no query rows launches nothing, so its tensors need no map.
+  if (p.batch == 0 || p.seqlen_q == 0) return nullptr;
   const FwdParams f = make_fwd_params(p, caps);
   const sm90::TmaTensors t = sm90::tma_tensors(f, p.head_dim);
   const char* const names[4] = {"q", "k", "v", "o"};

@@ -201,6 +201,13 @@ const PlanCase kPlanCases[] = {
        p.backend = Backend::kSm90;
      },
      Expect::kUnsupported, "2^40"},
+    // Empty work launches nothing: a forced backend still accepts it.
+    {"ForcedSm90EmptyBatch", 128, kH200,
+     [](AttentionParams& p) {
+       p.batch = 0;
+       p.backend = Backend::kSm90;
+     },
+     Expect::kSm90},
     {"VarlenWithoutTotalsSm80", 128, kH200,
      [](AttentionParams& p) { p.cu_seqlens_q = static_cast<const int32_t*>(fake(6)); }, Expect::kSm80},
 };
