@@ -12,16 +12,32 @@
 
 namespace flash {
 
+// Whether K/V block n_block needs the per-element mask, given the blocks
+// [unmasked_begin, unmasked_end) that every row of the query block sees in
+// full (WindowMask::unmasked_blocks). The one test every kernel uses.
+__device__ __forceinline__ bool block_needs_mask(int n_block, int unmasked_begin, int unmasked_end) {
+  return n_block >= unmasked_end || n_block < unmasked_begin;
+}
+
+// The keys [begin, limit) each accumulator row of a thread sees: row (m, hi)
+// is the thread's row of m16 tile m, upper (hi = 0) or lower (hi = 1) half.
+template <int kM>
+struct RowRange {
+  int begin[kM][2];
+  int limit[kM][2];
+};
+
 // Sliding-window mask (which includes causal: window_right = 0) plus the
 // ragged tail, for the sm80, decode and sm90 kernels. Row i (0-based within its
 // sequence) sees keys j with
 //   i + d - window_left <= j <= i + d + window_right,  d = seqlen_k - seqlen_q,
-// and 0 <= j < seqlen_k; a negative window side is unbounded. With
-// kHasWindow false only the tail applies. kHasLeft false drops the left
-// edge at compile time (for callers that know window_left is -1: causal and
-// right-only windows). Both edges are non-decreasing in the row, so a block
-// of rows sees the union [col_begin(first), col_limit(last)).
-template <bool kHasWindow, bool kHasLeft = kHasWindow>
+// and 0 <= j < seqlen_k; a negative window side is unbounded. kMasked
+// (a causal or window mask compiled in) false: only the tail applies.
+// kHasLeft false drops the left edge at compile time (for callers that know
+// window_left is -1: causal and right-only windows). Both edges are
+// non-decreasing in the row, so a block of rows sees the union
+// [col_begin(first), col_limit(last)).
+template <bool kMasked, bool kHasLeft = kMasked>
 struct WindowMask {
   int seqlen_k;
   int64_t lo;  // row i sees keys from i + lo ...
@@ -36,7 +52,7 @@ struct WindowMask {
 
   // First key row `row` sees (clamped to [0, seqlen_k]).
   __device__ __forceinline__ int col_begin(int row) const {
-    if constexpr (kHasWindow && kHasLeft) {
+    if constexpr (kMasked && kHasLeft) {
       return static_cast<int>(max(int64_t{0}, min(row + lo, static_cast<int64_t>(seqlen_k))));
     } else {
       return 0;
@@ -44,11 +60,27 @@ struct WindowMask {
   }
   // One past the last key row `row` sees (clamped to [0, seqlen_k]).
   __device__ __forceinline__ int col_limit(int row) const {
-    if constexpr (kHasWindow) {
+    if constexpr (kMasked) {
       return static_cast<int>(max(int64_t{0}, min(row + hi + 1, static_cast<int64_t>(seqlen_k))));
     } else {
       return seqlen_k;
     }
+  }
+
+  __device__ __forceinline__ void range_of(int row, int* begin, int* limit) const {
+    *begin = col_begin(row);
+    *limit = col_limit(row);
+  }
+  // The ranges of a thread's accumulator rows; row_of(m, hi) is the row.
+  template <int kM, typename RowOf>
+  __device__ __forceinline__ RowRange<kM> ranges(RowOf&& row_of) const {
+    RowRange<kM> r;
+#pragma unroll
+    for (int m = 0; m < kM; ++m) {
+#pragma unroll
+      for (int hi = 0; hi < 2; ++hi) range_of(row_of(m, hi), &r.begin[m][hi], &r.limit[m][hi]);
+    }
+    return r;
   }
 
   // K/V blocks [*begin, *end) hold every key some row in [row_first, row_last] sees;
@@ -73,6 +105,31 @@ struct WindowMask {
     *end = col_limit(row_first) / kBlockN;
   }
 };
+
+// The per-element mask on an S fragment (kM m16 tiles by kN n8 tiles, the
+// mma/wgmma accumulator layout) whose first column is key col0: scores of
+// keys outside each row's [begin, limit) become -inf (never a finite
+// stand-in: a masked score must weigh exactly zero). kHasLeft false skips
+// the left edge.
+template <bool kHasLeft, int kM, int kN>
+__device__ __forceinline__ void apply_mask(float (&s)[kM][kN][4], const RowRange<kM>& r, int col0, int lane) {
+#pragma unroll
+  for (int m = 0; m < kM; ++m) {
+#pragma unroll
+    for (int hi = 0; hi < 2; ++hi) {
+      const int begin = r.begin[m][hi] - col0;
+      const int limit = r.limit[m][hi] - col0;
+#pragma unroll
+      for (int nt = 0; nt < kN; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int col = nt * 8 + (lane % 4) * 2 + e;
+          if (col >= limit || (kHasLeft && col < begin)) s[m][nt][2 * hi + e] = -INFINITY;
+        }
+      }
+    }
+  }
+}
 
 // Logit softcap as a score modifier: s <- tanh(s * prescale); the cap
 // itself is folded into the softmax scale by the host (see FwdParams).

@@ -57,7 +57,7 @@ struct DecodeTraits {
 
 // kMinBlocks CTAs per SM, as many as the shared memory holds (2 up to
 // head_dim 128: registers capped at 256; 1 at 256, which needs more).
-template <typename Traits, bool kHasWindow, bool kSoftcap>
+template <typename Traits, bool kMasked, bool kSoftcap>
 __global__ void __launch_bounds__(Traits::kNThreads, Traits::kMinBlocks)
     decode_kernel(const __grid_constant__ detail::FwdParams p) {
   using Element = typename Traits::Element;
@@ -87,7 +87,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kMinBlocks)
   if (row_begin >= rows) return;
   const int row_end = min(row_begin + kBlockM, rows);
 
-  const WindowMask<kHasWindow> mask(seq.len_q, seq.len_k, p.window_left, p.window_right);
+  const WindowMask<kMasked> mask(seq.len_q, seq.len_k, p.window_left, p.window_right);
   const Softcap<kSoftcap> softcap{p.softcap_prescale};
   int n_begin, n_end, u_begin, u_end;
   mask.template visible_blocks<kBlockN>(row_begin / g, (row_end - 1) / g, &n_begin, &n_end);
@@ -196,21 +196,10 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kMinBlocks)
     }
     softcap.apply(s);
 
-    if (n_block >= u_end || n_block < u_begin) {
-#pragma unroll
-      for (int hi = 0; hi < 2; ++hi) {
-        const int pos = (row_begin + lane / 4 + hi * 8) / g;
-        const int begin = mask.col_begin(pos) - n_block * kBlockN - warp * 16;
-        const int limit = mask.col_limit(pos) - n_block * kBlockN - warp * 16;
-#pragma unroll
-        for (int nt = 0; nt < 2; ++nt) {
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const int col = nt * 8 + (lane % 4) * 2 + e;
-            if (col >= limit || (kHasWindow && col < begin)) s[0][nt][2 * hi + e] = -INFINITY;
-          }
-        }
-      }
+    if (block_needs_mask(n_block, u_begin, u_end)) {
+      const RowRange<1> ranges =
+          mask.template ranges<1>([&](int, int hi) { return (row_begin + lane / 4 + hi * 8) / g; });
+      apply_mask<kMasked>(s, ranges, n_block * kBlockN + warp * 16, lane);
     }
 
     float correction[2];

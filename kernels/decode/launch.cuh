@@ -29,9 +29,9 @@ inline bool decode_grid_fits(const detail::FwdParams& params) {
   return rows <= kMaxX - kBlockM && ctas <= kMaxX && (params.num_splits == 1 || combine_rows <= kMaxX);
 }
 
-template <typename Traits, bool kHasWindow, bool kSoftcap>
+template <typename Traits, bool kMasked, bool kSoftcap>
 cudaError_t launch_decode(const detail::FwdParams& params, cudaStream_t stream) {
-  auto* kernel = &decode_kernel<Traits, kHasWindow, kSoftcap>;
+  auto* kernel = &decode_kernel<Traits, kMasked, kSoftcap>;
   constexpr int kSmemBytes = Traits::kSmemBytes;
   if constexpr (kSmemBytes > 48 * 1024) {
     const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);

@@ -145,10 +145,10 @@ struct PagedKV {
   }
 };
 
-// kHasWindow: a causal or sliding-window mask (else only the ragged tail);
+// kMasked: a causal or sliding-window mask (else only the ragged tail);
 // kSoftcap: the logit softcap; kPaged: K/V rows found through the block
 // table. Varlen and seqused_k are runtime properties of the call (FwdParams).
-template <typename Traits, bool kHasWindow, bool kSoftcap, bool kPaged>
+template <typename Traits, bool kMasked, bool kSoftcap, bool kPaged>
 __global__ void __launch_bounds__(Traits::kNThreads)
     fwd_kernel(const __grid_constant__ detail::FwdParams p) {
   using Element = typename Traits::Element;
@@ -175,7 +175,7 @@ __global__ void __launch_bounds__(Traits::kNThreads)
   if (row_begin >= seq.len_q) return;
   const int row_end = min(row_begin + kBlockM, seq.len_q);
 
-  const WindowMask<kHasWindow> mask(seq.len_q, seq.len_k, p.window_left, p.window_right);
+  const WindowMask<kMasked> mask(seq.len_q, seq.len_k, p.window_left, p.window_right);
   const Softcap<kSoftcap> softcap{p.softcap_prescale};
   int n_begin, n_end, u_begin, u_end;
   mask.template visible_blocks<kBlockN>(row_begin, row_end - 1, &n_begin, &n_end);
@@ -276,26 +276,11 @@ __global__ void __launch_bounds__(Traits::kNThreads)
     softcap.apply(s);
 
     // Only the blocks crossing a window edge or the ragged tail pay for the
-    // per-element mask; the branch is uniform across the CTA. (Two separate
-    // loops, one per stage, cost ptxas registers it does not have to spare.)
+    // per-element mask; the branch is uniform across the CTA.
     if (is_masked) {
-#pragma unroll
-      for (int mt = 0; mt < kMTiles; ++mt) {
-#pragma unroll
-        for (int hi = 0; hi < 2; ++hi) {
-          const int row = row_begin + warp_row + mt * 16 + lane / 4 + hi * 8;
-          const int begin = mask.col_begin(row) - n_block * kBlockN;
-          const int limit = mask.col_limit(row) - n_block * kBlockN;
-#pragma unroll
-          for (int nt = 0; nt < kNTilesS; ++nt) {
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-              const int col = nt * 8 + (lane % 4) * 2 + e;
-              if (col >= limit || (kHasWindow && col < begin)) s[mt][nt][2 * hi + e] = -INFINITY;
-            }
-          }
-        }
-      }
+      const RowRange<kMTiles> ranges = mask.template ranges<kMTiles>(
+          [&](int mt, int hi) { return row_begin + warp_row + mt * 16 + lane / 4 + hi * 8; });
+      apply_mask<kMasked>(s, ranges, n_block * kBlockN, lane);
     }
 
     float correction[2 * kMTiles];
@@ -329,7 +314,7 @@ __global__ void __launch_bounds__(Traits::kNThreads)
 
   int iter = 0;
   for (int n_block = n_end - 1; n_block >= n_begin; --n_block, ++iter) {
-    step(n_block, iter, /*is_masked=*/n_block >= u_end || n_block < u_begin);
+    step(n_block, iter, block_needs_mask(n_block, u_begin, u_end));
   }
 
   // Epilogue: normalise, round, stage O through the (now free) Q tile so the

@@ -2,6 +2,8 @@
 // needs is derived here from five choices, and every limit is asserted.
 #pragma once
 
+#include "../common/constants.h"
+
 namespace flash::sm80 {
 
 template <int kHeadDim_, int kBlockM_, int kBlockN_, int kNWarps_, int kStages_, typename Element_>
@@ -43,7 +45,7 @@ struct FwdTraits {
   static_assert((kBlockM * kChunksPerRow) % kNThreads == 0, "Q tile must split evenly over the threads");
   static_assert((kBlockN * kChunksPerRow) % kNThreads == 0, "K/V tiles must split evenly over the threads");
   static_assert(kStages >= 2, "the K/V ring needs at least two stages to overlap loads with compute");
-  static_assert(kSmemBytes <= 227 * 1024, "tile does not fit in shared memory");
+  static_assert(kSmemBytes <= kMaxSmemPerBlock, "tile does not fit in shared memory");
 };
 
 // The compiled tile configurations per head dim, for sm_80..sm_90.

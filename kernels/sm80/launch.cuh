@@ -11,9 +11,9 @@
 
 namespace flash::sm80 {
 
-template <typename Traits, bool kHasWindow, bool kSoftcap, bool kPaged>
+template <typename Traits, bool kMasked, bool kSoftcap, bool kPaged>
 cudaError_t launch_fwd(const detail::FwdParams& params, cudaStream_t stream) {
-  auto* kernel = &fwd_kernel<Traits, kHasWindow, kSoftcap, kPaged>;
+  auto* kernel = &fwd_kernel<Traits, kMasked, kSoftcap, kPaged>;
   constexpr int kSmemBytes = Traits::kSmemBytes;
   if constexpr (kSmemBytes > 48 * 1024) {
     const cudaError_t err =

@@ -1,6 +1,7 @@
 // Host-side descriptions of the sm90 kernel's compiled configurations, for
 // dispatch, the autotuner and flash::query_kernel_choice.
 #include <cstdio>
+#include <utility>
 
 #include "api.h"
 #include "kernel_traits.cuh"
@@ -8,28 +9,27 @@
 namespace flash::sm90 {
 namespace {
 
-template <int kHeadDim, bool kIsCausal, int kIndex>
+template <int kHeadDim, bool kMasked, int kIndex>
 void describe(KernelChoice* c) {
-  using Tile = CandidateTile<kHeadDim, kIsCausal, kIndex>;
+  using Tile = CandidateTile<kHeadDim, kMasked, kIndex>;
   c->backend = Backend::kSm90;
   c->block_m = Tile::kBlockM;
   c->block_n = Tile::kBlockN;
-  c->warps = Tile::kBlockM / 64;  // consumer warpgroups
+  c->warps = Tile::kBlockM / kWarpgroupRows;  // consumer warpgroups
   c->stages = Tile::kStages;
   std::snprintf(c->name, sizeof(c->name), "sm90 %dx%d %dwg %dst", Tile::kBlockM, Tile::kBlockN, c->warps,
                 Tile::kStages);
 }
 
-template <int kHeadDim, bool kIsCausal>
+template <int kHeadDim, bool kMasked, int... kIndex>
+bool describe_index(int index, KernelChoice* c, std::integer_sequence<int, kIndex...>) {
+  return ((index == kIndex && (describe<kHeadDim, kMasked, kIndex>(c), true)) || ...);
+}
+
+template <int kHeadDim, bool kMasked>
 bool describe_head_dim(int index, KernelChoice* c) {
-  static_assert(kMaxCandidates == 3, "extend the candidate switch");
-  if (index < 0 || index >= kNumCandidates<kHeadDim, kIsCausal>) return false;
-  if (index == 0) describe<kHeadDim, kIsCausal, 0>(c);
-  if (index == 1) describe<kHeadDim, kIsCausal, 1>(c);
-  if constexpr (kNumCandidates<kHeadDim, kIsCausal> > 2) {
-    if (index == 2) describe<kHeadDim, kIsCausal, 2>(c);
-  }
-  return true;
+  return describe_index<kHeadDim, kMasked>(index, c,
+                                           std::make_integer_sequence<int, kNumCandidates<kHeadDim, kMasked>>{});
 }
 
 }  // namespace
@@ -43,13 +43,13 @@ int num_candidates(int64_t head_dim, bool masked) {
   }
 }
 
-bool describe_candidate(int64_t head_dim, bool causal, int index, KernelChoice* choice) {
+bool describe_candidate(int64_t head_dim, bool masked, int index, KernelChoice* choice) {
   switch (head_dim) {
-    case 64: return causal ? describe_head_dim<64, true>(index, choice) : describe_head_dim<64, false>(index, choice);
+    case 64: return masked ? describe_head_dim<64, true>(index, choice) : describe_head_dim<64, false>(index, choice);
     case 128:
-      return causal ? describe_head_dim<128, true>(index, choice) : describe_head_dim<128, false>(index, choice);
+      return masked ? describe_head_dim<128, true>(index, choice) : describe_head_dim<128, false>(index, choice);
     case 256:
-      return causal ? describe_head_dim<256, true>(index, choice) : describe_head_dim<256, false>(index, choice);
+      return masked ? describe_head_dim<256, true>(index, choice) : describe_head_dim<256, false>(index, choice);
     default: return false;
   }
 }

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <type_traits>
+#include <utility>
 
 #include "api.h"
 #include "../common/element.cuh"
@@ -25,8 +26,9 @@ cudaError_t launch_fwd(const FwdParams& params, cudaStream_t stream) {
   // Persistent: at most one CTA per SM, each walking tiles with a stride of the grid size.
   const int num_sms = p.num_sms > 0 ? p.num_sms : 1;
   const int64_t num_m_blocks = (p.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM;
-  // Unit indices and the CTAs' strided walk (u + gridDim.x) stay in int.
-  if (num_m_blocks * p.heads_q * p.batch > INT32_MAX - num_sms) return cudaErrorNotSupported;
+  // Unit indices and the CTAs' strided walk (u + gridDim.x) stay in int;
+  // the plan never sends a call past this (src/plan.cpp).
+  if (num_m_blocks * p.heads_q * p.batch > INT32_MAX - num_sms) return cudaErrorInvalidValue;
   const int num_units =
       TileScheduler<kMasked, kLeft, Traits::kBlockM, Traits::kBlockN, Traits::kSchedSeqs, Traits::kNThreads>::units(static_cast<int>(num_m_blocks), p.heads_q * p.batch);
   cudaLaunchConfig_t config = {};
@@ -38,7 +40,7 @@ cudaError_t launch_fwd(const FwdParams& params, cudaStream_t stream) {
 }
 
 // Builds the four tensor maps for Traits' boxes and launches; returns
-// cudaErrorNotSupported, having launched nothing, if TMA cannot describe a tensor.
+// cudaErrorNotSupported, having launched nothing, if the driver refuses one.
 template <typename Traits, bool kMasked, bool kLeft, bool kSoftcap>
 cudaError_t run_with_traits(const detail::FwdParams& p, cudaStream_t stream);
 
@@ -56,34 +58,36 @@ cudaError_t run_lse_variant(const detail::FwdParams& p, cudaStream_t stream) {
 // Candidate kIndex of the tail-only (kMasked false) or masked configurations.
 template <DType kDType, int kHeadDim, bool kMasked, int kIndex>
 cudaError_t run_candidate(const detail::FwdParams& p, MaskVariant mask, cudaStream_t stream) {
-  if constexpr (kIndex >= kNumCandidates<kHeadDim, kMasked>) {
-    return cudaErrorInvalidValue;
+  using Traits = CandidateTraits<kHeadDim, kMasked, kIndex, typename ElementOf<kDType>::type>;
+  if constexpr (!kMasked) {
+    return run_lse_variant<Traits, false>(p, stream);
   } else {
-    using Traits = CandidateTraits<kHeadDim, kMasked, kIndex, typename ElementOf<kDType>::type>;
-    if constexpr (!kMasked) {
-      return run_lse_variant<Traits, false>(p, stream);
-    } else {
-      switch (mask) {
-        case MaskVariant::kCausal: return run_lse_variant<Traits, true>(p, stream);
-        case MaskVariant::kWindow: return run_with_traits<Traits, true, true, false>(p, stream);
-        // One variant for every softcap call: a window of (-1, -1) masks
-        // only the ragged tail, so it serves calls without a window too.
-        case MaskVariant::kSoftcap: return run_with_traits<Traits, true, true, true>(p, stream);
-        default: return cudaErrorInvalidValue;
-      }
+    switch (mask) {
+      case MaskVariant::kCausal: return run_lse_variant<Traits, true>(p, stream);
+      case MaskVariant::kWindow: return run_with_traits<Traits, true, true, false>(p, stream);
+      // One variant for every softcap call: a window of (-1, -1) masks
+      // only the ragged tail, so it serves calls without a window too.
+      case MaskVariant::kSoftcap: return run_with_traits<Traits, true, true, true>(p, stream);
+      default: return cudaErrorInvalidValue;
     }
   }
 }
 
+// Candidate `candidate` of the tail-only or masked list: one case per
+// compiled candidate, generated from kNumCandidates.
+template <DType kDType, int kHeadDim, bool kMasked, int... kIndex>
+cudaError_t run_index(const detail::FwdParams& p, MaskVariant mask, int candidate, cudaStream_t stream,
+                      std::integer_sequence<int, kIndex...>) {
+  cudaError_t err = cudaErrorInvalidValue;
+  (void)((candidate == kIndex && (err = run_candidate<kDType, kHeadDim, kMasked, kIndex>(p, mask, stream), true)) ||
+         ...);
+  return err;
+}
+
 template <DType kDType, int kHeadDim, bool kMasked>
 cudaError_t run_masking(const detail::FwdParams& p, MaskVariant mask, int candidate, cudaStream_t stream) {
-  static_assert(kMaxCandidates == 3, "extend the candidate switch");
-  switch (candidate) {
-    case 0: return run_candidate<kDType, kHeadDim, kMasked, 0>(p, mask, stream);
-    case 1: return run_candidate<kDType, kHeadDim, kMasked, 1>(p, mask, stream);
-    case 2: return run_candidate<kDType, kHeadDim, kMasked, 2>(p, mask, stream);
-    default: return cudaErrorInvalidValue;
-  }
+  return run_index<kDType, kHeadDim, kMasked>(p, mask, candidate, stream,
+                                              std::make_integer_sequence<int, kNumCandidates<kHeadDim, kMasked>>{});
 }
 
 template <DType kDType, int kHeadDim>

@@ -22,6 +22,10 @@ struct Tile {
   int q_row, q_batch;  // TMA coordinates of Q/O row row_begin: (row, batch)
   int k_row, k_batch;  // TMA coordinates of key 0: (row, batch)
   int64_t o_offset;    // element offset of the sequence's row 0 in O
+
+  __device__ __forceinline__ bool needs_mask(int n_block) const {
+    return block_needs_mask(n_block, unmasked_begin, unmasked_end);
+  }
 };
 
 // Static persistent schedule. CTA c takes units c, c + gridDim.x, ...; a
@@ -221,19 +225,34 @@ struct TileScheduler {
   // nor stores its O rows (a TMA store starting at a negative row faults),
   // and the guarded stores skip them.
   //
-  // Measured at hd64's 192-row tiles (bench/NOTES.md): +5-7% at 4k rows,
-  // +1% at 8k, 0 at 16k (runs 49-52); +13% at 1000, +6% at 1088, +3-5% at
-  // 2000-2048 and +6% at 2500 (run 54). So 192-row tiles always shift.
-  // 128-row tiles shift from 16 query blocks on: at 1088 rows (9 blocks)
-  // the shift lost 2.5% (run 54); from 16 blocks on it is unmeasured
-  // except at powers of two, where it has no padding to move. It also
-  // applies to masks whose top rows are not the cheap ones (a left edge
-  // only, or a softcap without a mask), where it gains nothing.
+  // 192-row tiles always shift; 128-row tiles from 16 query blocks on,
+  // below which the shift costs more than it saves
+  // (docs/perf/sm90-schedule.md). Masks whose top rows are not the cheap
+  // ones (a left edge only, a softcap without a mask) shift too, for nothing.
   static constexpr int kShiftMinBlocks = kBlockM > 128 ? 1 : 16;
   __host__ __device__ static int first_row(int m_block, int len_q) {
     const bool shift = kMasked && (len_q + kBlockM - 1) / kBlockM >= kShiftMinBlocks;
     const int padding = shift ? (kBlockM - len_q % kBlockM) % kBlockM / 64 * 64 : 0;
     return m_block * kBlockM - padding;
+  }
+
+  // Whether any tile after (u, k) in this CTA's walk has work.
+  __device__ __forceinline__ bool has_work_after(int u, int k, int num_units, const detail::FwdParams& p) const {
+    // Dense, with no left window edge and no more queries than keys: every
+    // row sees a key (this tile's do, so seqlen_k > 0), so every tile has
+    // work and only the walk's length matters (an unmasked unit is one tile).
+    if (!kLeft && p.cu_seqlens_q == nullptr && p.cu_seqlens_k == nullptr && (!kMasked || p.seqlen_k >= p.seqlen_q)) {
+      return k + 1 < tiles_in_unit(u, p) || u + static_cast<int>(gridDim.x) < num_units;
+    }
+    for (int k2 = k + 1; k2 < tiles_in_unit(u, p); ++k2) {
+      if (tile(u, k2, p).n_blocks > 0) return true;
+    }
+    for (int u2 = u + gridDim.x; u2 < num_units; u2 += gridDim.x) {
+      for (int k2 = 0; k2 < tiles_in_unit(u2, p); ++k2) {
+        if (tile(u2, k2, p).n_blocks > 0) return true;
+      }
+    }
+    return false;
   }
 
  private:

@@ -23,11 +23,10 @@ namespace flash::sm90 {
 // cost of a pair. These come last, after every head's pairs: the CTAs deal
 // units round-robin (c, c + grid, ...), so a list of equal pairs followed by
 // half-cost middles leaves no CTA more than one unit's cost ahead of
-// another. Numbered inside each head instead, as before, the middles land on
-// the same CTAs whenever the grid is a multiple of the units a head (192-row
-// tiles at 2k keys: 11 blocks, 6 units a head, 132 CTAs), and those CTAs idle
-// half the time: in a cost model the busiest CTA then did 12% more than it
-// would with the middles last (27% at 512 keys; bench/NOTES.md, session 7).
+// another. Numbered inside each head instead, the middles land on the same
+// CTAs whenever the grid is a multiple of the units a head (192-row tiles at
+// 2k keys: 11 blocks, 6 units a head, 132 CTAs), and those CTAs idle half
+// the time (docs/perf/sm90-schedule.md).
 // The unit count, and so the grid, does not change: (M + 1) / 2 a head.
 struct UnitMap {
   int num_m_blocks;    // M: query blocks a head

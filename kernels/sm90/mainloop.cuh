@@ -1,0 +1,228 @@
+// The consumers' main loop of the sm90 kernel: for one tile (64 query rows
+// of Q_i per consumer warpgroup), S = Q_i K_j^T by wgmma from shared
+// memory, the mask where a block needs it, the online softmax on the fp32
+// accumulators, then O += P V_j by wgmma with P straight from registers.
+// S_{j+1} is issued together with P_j V_j, so one block's softmax runs
+// under the other's tensor-core work; with pingpong (FwdTraits::kPingpong)
+// the consumer warpgroups also take turns issuing, so one's softmax
+// overlaps the other's GEMMs (docs/perf/sm90-pingpong-and-lazy-max.md).
+#pragma once
+
+#include <cstdint>
+
+#include "../common/constants.h"
+#include "../common/mask.cuh"
+#include "../common/ptx.cuh"
+#include "../common/softmax.cuh"
+#include "ptx_sm90.cuh"
+#include "smem_layout.cuh"
+#include "tile_scheduler.cuh"
+#include "wgmma_ops.cuh"
+
+namespace flash::sm90 {
+
+// Pingpong turns: turn w is named barrier kTurn + w, completed by
+// warpgroup w (sync) and its predecessor (arrive). The rotation runs on
+// across the CTA's tiles, so a warpgroup starts its next tile without
+// waiting for the others' epilogues: the last warpgroup opens the very first
+// turn and skips only its very last arrive, so every barrier sees matched
+// counts. Without pingpong every call is a no-op.
+template <bool kEnabled, int kCWG>
+struct Turns {
+  int wg;
+  bool opened = false;
+
+  __device__ __forceinline__ void open_once() {
+    if (kEnabled && !opened && wg == kCWG - 1) named_barrier_arrive(named_barrier_id(NamedBarrier::kTurn, 0), 256);
+    opened = true;
+  }
+  __device__ __forceinline__ void begin() const {
+    if constexpr (kEnabled) named_barrier_sync(named_barrier_id(NamedBarrier::kTurn, wg), 256);
+  }
+  __device__ __forceinline__ void end(bool last_of_cta) const {
+    if constexpr (kEnabled) {
+      if (!(last_of_cta && wg == kCWG - 1)) {
+        named_barrier_arrive(named_barrier_id(NamedBarrier::kTurn, (wg + 1) % kCWG), 256);
+      }
+    }
+  }
+};
+
+template <typename Traits, bool kMasked, bool kLeft, bool kSoftcap>
+struct Mainloop {
+  using Element = typename Traits::Element;
+  using Smem = SmemLayout<Traits>;
+  static constexpr int kBlockM = Traits::kBlockM;
+  static constexpr int kBlockN = Traits::kBlockN;
+  static constexpr int kHeadDim = Traits::kHeadDim;
+  static constexpr int kOCols = Traits::kOCols;  // O, and with kRowSumInO the row sums in its last eight columns
+  static constexpr bool kPingpong = Traits::template kPingpong<kMasked>;
+  // With O staged in its own buffer, Q is free once the tile's last S is done.
+  static constexpr bool kEarlyQ = Traits::kSeparateO;
+  // Each wgmma's descriptor as one add on a descriptor built once per GEMM
+  // (Q's once per kernel), which keeps a pingpong turn short; head_dim 64
+  // rebuilds them (docs/perf/sm90-pingpong-and-lazy-max.md).
+  static constexpr bool kDescriptorAdd = kHeadDim != 64;
+  using STile = float[kBlockN / 2];
+  using PTile = uint32_t[kBlockN / 16][4];
+  using OTile = float[kOCols / 2];
+
+  const Smem& smem;
+  const detail::FwdParams& p;
+  int wg;          // consumer index: rows [64 wg, 64 wg + 64) of a tile
+  int warp_in_wg;  // 16 rows each
+  int lane;
+  uint32_t smem_q_wg;
+  uint64_t desc_q;
+
+  __device__ __forceinline__ Mainloop(const Smem& smem_, const detail::FwdParams& p_, int wg_)
+      : smem(smem_),
+        p(p_),
+        wg(wg_),
+        warp_in_wg((threadIdx.x / 32) % 4),
+        lane(threadIdx.x % 32),
+        smem_q_wg(smem_.q() + wg_ * kWarpgroupRows * kSwizzleBytes),
+        desc_q(smem_descriptor(smem_q_wg, 0)) {}
+
+  // S = Q_i K_j^T: both operands K-major; K advances 16 elements (32 bytes)
+  // inside a 128-byte swizzle row, then to the next column block.
+  __device__ __forceinline__ void issue_qk(int stage, STile& s) const {
+    const uint64_t desc_k = smem_descriptor(smem.k(stage), 0);
+#pragma unroll
+    for (int kk = 0; kk < kHeadDim / 16; ++kk) {
+      const uint32_t q_offset = (kk / 4) * kBlockM * kSwizzleBytes + (kk % 4) * 32;
+      const uint32_t k_offset = (kk / 4) * kBlockN * kSwizzleBytes + (kk % 4) * 32;
+      if constexpr (kDescriptorAdd) {
+        wgmma_ss<kBlockN, 0, Element>(s, smem_descriptor_at(desc_q, q_offset), smem_descriptor_at(desc_k, k_offset),
+                                      kk > 0 ? 1 : 0);
+      } else {
+        wgmma_ss<kBlockN, 0, Element>(s, smem_descriptor(smem_q_wg + q_offset, 0),
+                                      smem_descriptor(smem.k(stage) + k_offset, 0), kk > 0 ? 1 : 0);
+      }
+    }
+    wgmma_commit();
+  }
+
+  // O += P V_j: V is N-major for this GEMM (keys are rows, head_dim is
+  // contiguous); 16 keys are 16 swizzled rows, 2048 bytes. With kRowSumInO
+  // the second column block is the ones block, however far from this stage it lies.
+  __device__ __forceinline__ uint32_t v_lead_bytes(int stage) const {
+    return Traits::kRowSumInO ? smem.ones() - smem.v(stage) : kBlockN * kSwizzleBytes;
+  }
+  __device__ __forceinline__ void issue_pv(int stage, const PTile& pa, OTile& o) const {
+    const uint64_t desc_v = smem_descriptor(smem.v(stage), v_lead_bytes(stage));
+#pragma unroll
+    for (int kk = 0; kk < kBlockN / 16; ++kk) {
+      if constexpr (kDescriptorAdd) {
+        wgmma_rs<kOCols, 1, Element>(o, pa[kk], smem_descriptor_at(desc_v, kk * 16 * kSwizzleBytes), 1);
+      } else {
+        wgmma_rs<kOCols, 1, Element>(o, pa[kk], smem_descriptor(smem.v(stage) + kk * 16 * kSwizzleBytes,
+                                                                v_lead_bytes(stage)),
+                                     1);
+      }
+    }
+    wgmma_commit();
+  }
+
+  // The tile row of this thread's accumulator row `hi` (0: lane / 4, 1: 8 below).
+  __device__ __forceinline__ int row(const Tile& tile, int hi) const {
+    return tile.row_begin + wg * kWarpgroupRows + warp_in_wg * 16 + lane / 4 + hi * 8;
+  }
+
+  // The keys [begin, limit) this thread's two rows see, computed once per tile.
+  __device__ __forceinline__ RowRange<1> row_ranges(const Tile& tile) const {
+    const WindowMask<kMasked, kLeft> mask(tile.len_q, tile.len_k, p.window_left, p.window_right);
+    RowRange<1> r;
+#pragma unroll
+    for (int hi = 0; hi < 2; ++hi) mask.range_of(row(tile, hi), &r.begin[0][hi], &r.limit[0][hi]);
+    return r;
+  }
+
+  // Softcap, the mask (only on blocks that need it), then the online
+  // softmax. Returns whether O must be rescaled by `correction`: with the
+  // lazy max (Traits::kLazyMax) most blocks leave the max, and O, alone.
+  __device__ __forceinline__ bool softmax_step(const Tile& tile, const RowRange<1>& ranges, STile& s, int n_block,
+                                               OnlineSoftmax<1>& softmax, float (&correction)[2]) const {
+    auto& s_frag = *reinterpret_cast<float(*)[1][kBlockN / 8][4]>(&s);
+    Softcap<kSoftcap>{p.softcap_prescale}.apply(s_frag);
+    if (tile.needs_mask(n_block)) apply_mask<kLeft>(s_frag, ranges, n_block * kBlockN, lane);
+    return softmax.template update<Traits::kLazyMax, Traits::kLseSums>(s_frag, p.softmax_scale_log2, correction);
+  }
+
+  // P as the register A operand: per 16 keys, two adjacent n8 fragments.
+  __device__ __forceinline__ static void convert_p(const STile& s, PTile& pa) {
+#pragma unroll
+    for (int kk = 0; kk < kBlockN / 16; ++kk) {
+#pragma unroll
+      for (int r = 0; r < 4; ++r) pa[kk][r] = ptx::pack2<Element>(s[8 * kk + 2 * r], s[8 * kk + 2 * r + 1]);
+    }
+  }
+
+  __device__ __forceinline__ void release_q() const { consumer_release(smem, Barrier::kQEmpty, 0, lane); }
+
+  // One tile with at least one visible block: O (unnormalised) and the
+  // softmax statistics over its blocks, visited from the last down. `ranges`
+  // is row_ranges(tile); the tile's K/V blocks are the CTA's kv_count-th onwards. `last_of_cta`: no
+  // later tile of this CTA has work (ends the pingpong rotation).
+  template <typename TurnsT>
+  __device__ __forceinline__ void run_tile(const Tile& tile, const RowRange<1>& ranges, int kv_count, OTile& o,
+                                           OnlineSoftmax<1>& softmax, const TurnsT& turns, bool last_of_cta) const {
+    auto& o_frag = *reinterpret_cast<float(*)[1][kOCols / 8][4]>(&o);
+    const int n = tile.n_blocks;
+    STile s;
+    float correction[2];
+    PTile pa;
+
+    // The first block: S only.
+    mbarrier_wait(smem.bar(Barrier::kKFull, Smem::stage_of(kv_count)), Smem::parity_of(kv_count));
+    turns.begin();
+    wgmma_fence();
+    issue_qk(Smem::stage_of(kv_count), s);
+    turns.end(last_of_cta && n == 1);
+    wgmma_wait<0>();
+    fence_registers(s);
+    consumer_release(smem, Barrier::kKEmpty, Smem::stage_of(kv_count), lane);
+    if (kEarlyQ && n == 1) release_q();
+    bool rescale_o = softmax_step(tile, ranges, s, tile.n_first + n - 1, softmax, correction);
+    convert_p(s, pa);
+
+    // Steady state: issue S_i = Q K_i^T and O += P_{i-1} V_{i-1} together,
+    // then run S_i's softmax while P V is still on the tensor cores.
+    for (int i = 1; i < n; ++i) {
+      const int cur = kv_count + i;
+      const int prev = cur - 1;
+      mbarrier_wait(smem.bar(Barrier::kKFull, Smem::stage_of(cur)), Smem::parity_of(cur));
+      turns.begin();
+      wgmma_fence();
+      issue_qk(Smem::stage_of(cur), s);
+      mbarrier_wait(smem.bar(Barrier::kVFull, Smem::stage_of(prev)), Smem::parity_of(prev));
+      wgmma_fence();
+      issue_pv(Smem::stage_of(prev), pa, o);
+      turns.end(last_of_cta && i == n - 1);
+      wgmma_wait<1>();
+      fence_registers(s);
+      consumer_release(smem, Barrier::kKEmpty, Smem::stage_of(cur), lane);
+      if (kEarlyQ && i == n - 1) release_q();
+      rescale_o = softmax_step(tile, ranges, s, tile.n_first + n - 1 - i, softmax, correction);
+      wgmma_wait<0>();
+      fence_registers(o);
+      consumer_release(smem, Barrier::kVEmpty, Smem::stage_of(prev), lane);
+      convert_p(s, pa);
+      // O, idle now, takes block i's max before P_i V_i adds to it: here,
+      // outside the pingpong turn (after the first block O is still zero,
+      // so that block needs none).
+      if (rescale_o) OnlineSoftmax<1>::rescale(o_frag, correction);
+    }
+
+    // The last block's P V.
+    const int last = kv_count + n - 1;
+    mbarrier_wait(smem.bar(Barrier::kVFull, Smem::stage_of(last)), Smem::parity_of(last));
+    wgmma_fence();
+    issue_pv(Smem::stage_of(last), pa, o);
+    wgmma_wait<0>();
+    fence_registers(o);
+    consumer_release(smem, Barrier::kVEmpty, Smem::stage_of(last), lane);
+  }
+};
+
+}  // namespace flash::sm90
