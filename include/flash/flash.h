@@ -152,10 +152,11 @@ typedef struct flash_attention_params {
    * rounding stays below 2^-4 in exp2 units, so capped scores never overflow). */
   float softcap;
 
-  /* Split-KV for short queries: 0 lets flash choose (splitting only with a
-   * workspace), 1 never splits, n > 1 asks for n (at most 128). The workspace
-   * (device memory, 256-byte aligned) must hold at least
-   * flash_attention_workspace_size() bytes. */
+  /* Split-KV for short queries: 0 lets flash choose (as many splits as the
+   * workspace holds, up to its choice; none without one), 1 never splits,
+   * n > 1 asks for n (at most 128), and then the workspace (device memory,
+   * 256-byte aligned) must hold at least flash_attention_workspace_size()
+   * bytes. */
   int32_t num_splits;
   void* workspace;
   size_t workspace_bytes;
@@ -184,10 +185,11 @@ void flash_set_contiguous_bnhd(flash_attention_params* params) FLASH_C_NOEXCEPT;
  * from the sizes already set. A null `params` is ignored. */
 void flash_set_contiguous_bhnd(flash_attention_params* params) FLASH_C_NOEXCEPT;
 
-/* Checks every argument without touching the GPU. Returns FLASH_SUCCESS when
- * flash_attention_forward would accept the call (it may still report
- * FLASH_UNSUPPORTED or FLASH_CUDA_ERROR for the device it runs on). A null
- * `params` is FLASH_INVALID_ARGUMENT. */
+/* Checks every argument without touching the GPU. Its answer is the call's:
+ * FLASH_SUCCESS means flash_attention_forward will not return
+ * FLASH_INVALID_ARGUMENT (it may still report FLASH_UNSUPPORTED or
+ * FLASH_CUDA_ERROR for the build and device it runs on); a rejection is
+ * flash_attention_forward's own. A null `params` is FLASH_INVALID_ARGUMENT. */
 flash_status_code flash_validate(const flash_attention_params* params) FLASH_C_NOEXCEPT;
 
 /* Computes attention asynchronously on `stream` (a cudaStream_t; null: the

@@ -176,7 +176,9 @@ struct AttentionParams {
   // and runs the call on the decode kernel, whatever seqlen_q. Splitting
   // needs a workspace of attention_workspace_size() bytes (for n > 1,
   // validate() checks it: n * batch * heads_q * seqlen_q * (head_dim + 1) *
-  // 4 bytes); with a null workspace and num_splits = 0 flash does not split.
+  // 4 bytes). With num_splits = 0 the workspace never makes a call fail:
+  // flash takes the most splits, up to its choice, that the workspace holds
+  // (none without one).
   int32_t num_splits = 0;
   void* workspace = nullptr;   // device memory, 256-byte aligned
   size_t workspace_bytes = 0;  // size of workspace
@@ -205,9 +207,11 @@ struct KernelChoice {
   char name[48] = {};                // e.g. "sm90 128x176 2wg 2st"
 };
 
-// Checks every argument without touching the GPU. Returns kSuccess when
-// attention_forward would accept the call (it may still report kUnsupported
-// or kCudaError for the device it runs on).
+// Checks every argument without touching the GPU. Its answer is the
+// call's: kSuccess means attention_forward will not return
+// kInvalidArgument (it may still report kUnsupported or kCudaError for the
+// build and device it runs on); a rejection is attention_forward's own,
+// with the same code and message.
 Status validate(const AttentionParams& params) noexcept;
 
 // Computes attention asynchronously on `stream` (null: the legacy default
