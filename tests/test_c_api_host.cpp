@@ -20,36 +20,18 @@
 #include <thread>
 #include <vector>
 
+#include "fake_params.h"
 #include "flash/flash.h"
 #include "flash/flash.hpp"
 #include "flash/version.h"
 
 namespace {
 
-void* fake_ptr(int index, int64_t byte_offset = 0) {
-  return reinterpret_cast<void*>((uintptr_t{1} << 40) * static_cast<uintptr_t>(index + 1) +
-                                 static_cast<uintptr_t>(byte_offset));
-}
+using flash::test::fake_ptr;
 
-// A valid GQA call on fake pointers, as tests/test_validate_host.cpp's valid_params().
-flash_attention_params valid_params() {
-  flash_attention_params p;
-  flash_attention_params_init(&p);
-  p.q = fake_ptr(0);
-  p.k = fake_ptr(1);
-  p.v = fake_ptr(2);
-  p.o = fake_ptr(3);
-  p.lse = static_cast<float*>(fake_ptr(4));
-  p.dtype = FLASH_DTYPE_BFLOAT16;
-  p.batch = 2;
-  p.seqlen_q = 100;
-  p.seqlen_k = 200;
-  p.heads_q = 8;
-  p.heads_kv = 2;
-  p.head_dim = 128;
-  flash_set_contiguous_bnhd(&p);
-  return p;
-}
+// A valid GQA call on fake pointers: tests/test_validate_host.cpp's
+// valid_params(), through the C API.
+flash_attention_params valid_params() { return flash::test::valid_c_params(); }
 
 // A valid paged-KV decode call on fake pointers: 2 sequences, one query
 // each, K/V in 40 pages of 16 keys, up to 16 pages (256 keys) per sequence,

@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fake_params.h"
 #include "flash/flash.h"
 #include "flash/flash.hpp"
 #include "kernels/decode/api.h"
@@ -33,28 +34,9 @@ using flash::DType;
 using flash::Status;
 using flash::StatusCode;
 
-// A fake device address: region `index` starts at (index + 1) TiB.
-void* fake_ptr(int index, int64_t byte_offset = 0) {
-  return reinterpret_cast<void*>((uintptr_t{1} << 40) * static_cast<uintptr_t>(index + 1) +
-                                 static_cast<uintptr_t>(byte_offset));
-}
-
-AttentionParams valid_params() {
-  AttentionParams p;
-  p.q = fake_ptr(0);
-  p.k = fake_ptr(1);
-  p.v = fake_ptr(2);
-  p.o = fake_ptr(3);
-  p.lse = static_cast<float*>(fake_ptr(4));
-  p.batch = 2;
-  p.seqlen_q = 100;
-  p.seqlen_k = 200;
-  p.heads_q = 8;
-  p.heads_kv = 2;
-  p.head_dim = 128;
-  p.set_contiguous_bnhd();
-  return p;
-}
+// A valid GQA call on fake pointers (bf16, the default dtype).
+using flash::test::fake_ptr;
+using flash::test::valid_params;
 
 // validate() and a (rejected, so GPU-free) attention_forward() both return
 // `code` with a message naming every word.
@@ -243,20 +225,10 @@ TEST(Contract, OutputsMustNotOverlapTheIndexArrays) {
 
 // ---- Item 5: garbage through the C API, out-of-range sizes ----
 
+// The same call through the C API, without an LSE.
 flash_attention_params valid_c_params() {
-  flash_attention_params c;
-  flash_attention_params_init(&c);
-  c.q = fake_ptr(0);
-  c.k = fake_ptr(1);
-  c.v = fake_ptr(2);
-  c.o = fake_ptr(3);
-  c.batch = 2;
-  c.seqlen_q = 100;
-  c.seqlen_k = 200;
-  c.heads_q = 8;
-  c.heads_kv = 2;
-  c.head_dim = 128;
-  flash_set_contiguous_bnhd(&c);
+  flash_attention_params c = flash::test::valid_c_params();
+  c.lse = nullptr;
   return c;
 }
 

@@ -11,6 +11,7 @@
 #include <string>
 #include <utility>
 
+#include "fake_params.h"
 #include "flash/flash.hpp"
 
 namespace {
@@ -21,30 +22,9 @@ using flash::DType;
 using flash::Status;
 using flash::StatusCode;
 
-// A fake device address: region `index` starts at (index + 1) TiB.
-void* fake_ptr(int index, int64_t byte_offset = 0) {
-  return reinterpret_cast<void*>((uintptr_t{1} << 40) * static_cast<uintptr_t>(index + 1) +
-                                 static_cast<uintptr_t>(byte_offset));
-}
-
 // A valid GQA call on fake pointers: Q, K, V, O, LSE each in its own region.
-AttentionParams valid_params() {
-  AttentionParams p;
-  p.q = fake_ptr(0);
-  p.k = fake_ptr(1);
-  p.v = fake_ptr(2);
-  p.o = fake_ptr(3);
-  p.lse = static_cast<float*>(fake_ptr(4));
-  p.dtype = DType::kBFloat16;
-  p.batch = 2;
-  p.seqlen_q = 100;
-  p.seqlen_k = 200;
-  p.heads_q = 8;
-  p.heads_kv = 2;
-  p.head_dim = 128;
-  p.set_contiguous_bnhd();
-  return p;
-}
+using flash::test::fake_ptr;
+using flash::test::valid_params;
 
 const char* code_name(StatusCode code) {
   switch (code) {
