@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "build_config.h"
 #include "check.h"
 #include "flash/flash.hpp"
 
@@ -58,9 +59,6 @@ uint64_t run_seed();
 uint64_t case_seed(uint64_t index);
 // The splitmix64 finaliser: a cheap, well-mixed 64-bit hash.
 uint64_t splitmix64(uint64_t x);
-
-// Head dims compiled into this build (FLASH_HEAD_DIMS).
-bool head_dim_compiled(int64_t head_dim);
 
 // The backends worth running for `cfg` on this device: kSm80 always, kSm90
 // where the build and the GPU have it for this head dim.

@@ -85,27 +85,6 @@ uint64_t run_seed() {
 
 uint64_t case_seed(uint64_t index) { return splitmix64(run_seed() ^ splitmix64(index)); }
 
-bool head_dim_compiled(int64_t head_dim) {
-  switch (head_dim) {
-#ifdef FLASH_TEST_HAS_HEAD_DIM_32
-    case 32: return true;
-#endif
-#ifdef FLASH_TEST_HAS_HEAD_DIM_64
-    case 64: return true;
-#endif
-#ifdef FLASH_TEST_HAS_HEAD_DIM_96
-    case 96: return true;
-#endif
-#ifdef FLASH_TEST_HAS_HEAD_DIM_128
-    case 128: return true;
-#endif
-#ifdef FLASH_TEST_HAS_HEAD_DIM_256
-    case 256: return true;
-#endif
-    default: return false;
-  }
-}
-
 std::vector<Backend> backends_for(const CaseConfig& cfg) {
   std::vector<Backend> backends{Backend::kSm80};
   const bool sm90_head_dim = cfg.head_dim == 64 || cfg.head_dim == 128 || cfg.head_dim == 256;

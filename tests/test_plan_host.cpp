@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "build_config.h"
 #include "src/dispatch.h"
 #include "src/plan.h"
 
@@ -57,26 +58,7 @@ AttentionParams dense(int64_t head_dim, int64_t seqlen_q, int64_t seqlen_k, bool
   return p;
 }
 
-bool compiled(int64_t head_dim) {
-  switch (head_dim) {
-#ifdef FLASH_TEST_HAS_HEAD_DIM_32
-    case 32: return true;
-#endif
-#ifdef FLASH_TEST_HAS_HEAD_DIM_64
-    case 64: return true;
-#endif
-#ifdef FLASH_TEST_HAS_HEAD_DIM_96
-    case 96: return true;
-#endif
-#ifdef FLASH_TEST_HAS_HEAD_DIM_128
-    case 128: return true;
-#endif
-#ifdef FLASH_TEST_HAS_HEAD_DIM_256
-    case 256: return true;
-#endif
-    default: return false;
-  }
-}
+using test::head_dim_compiled;
 constexpr bool kHasSm90 = FLASH_TEST_HAS_SM90 != 0;
 
 // What a case expects of the plan.
@@ -97,7 +79,7 @@ class PlanTable : public testing::TestWithParam<PlanCase> {};
 
 TEST_P(PlanTable, PicksTheFamilyAndOnlyCompiledConfigurations) {
   const PlanCase& c = GetParam();
-  if (!compiled(c.head_dim)) GTEST_SKIP() << "head_dim " << c.head_dim << " not compiled";
+  if (!head_dim_compiled(c.head_dim)) GTEST_SKIP() << "head_dim " << c.head_dim << " not compiled";
   AttentionParams p = dense(c.head_dim, 2048, 2048);
   c.edit(p);
   ASSERT_TRUE(validate(p).ok()) << validate(p).message;
@@ -216,7 +198,7 @@ INSTANTIATE_TEST_SUITE_P(Plan, PlanTable, testing::ValuesIn(kPlanCases), case_na
 // Every sm90 configuration the plan offers is one the device has shared memory for.
 TEST(Plan, OffersOnlyConfigurationsThatFit) {
   for (int64_t d : {32, 64, 96, 128, 256}) {
-    if (!compiled(d)) continue;
+    if (!head_dim_compiled(d)) continue;
     for (const DeviceCaps& caps : {kH200, kA100, kL40}) {
       Plan plan;
       if (!detail::make_plan(dense(d, 2048, 2048, true), caps, &plan).ok()) continue;
@@ -265,7 +247,7 @@ AttentionParams decode_call(int64_t head_dim, int64_t batch, int64_t seqlen_k) {
 // blocks, none once the batch fills the GPU; a paged cache takes more.
 TEST(Plan, DecodeSplitsAboutOneCtaPerSm) {
   for (int64_t hd : {64, 128, 256}) {
-    if (!compiled(hd)) continue;
+    if (!head_dim_compiled(hd)) continue;
     auto wanted = [](const AttentionParams& p) {
       Plan plan;
       EXPECT_TRUE(detail::make_plan(p, kH200, &plan).ok());
@@ -302,7 +284,7 @@ TEST(Plan, DecodeSplitsAboutOneCtaPerSm) {
 // workspace too small for flash's choice means fewer splits, none means
 // one; attention_workspace_size's figure (workspace_wanted) buys the full choice.
 TEST(Plan, AutomaticSplitsFitTheWorkspaceGiven) {
-  if (!compiled(128)) GTEST_SKIP() << "head_dim 128 not compiled";
+  if (!head_dim_compiled(128)) GTEST_SKIP() << "head_dim 128 not compiled";
   AttentionParams p = decode_call(128, 1, 65536);
   Plan plan;
   ASSERT_TRUE(detail::make_plan(p, kH200, &plan).ok());
