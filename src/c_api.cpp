@@ -71,6 +71,69 @@ Int raw_value(const Field& field) noexcept {
   return value;
 }
 
+// Copies from `src` to `dst`, C to C++ or C++ to C, the fields both structs
+// name alike and hold as they are: copy_sizes the sizes, copy_strides the
+// strides, copy_same_fields those and the pointers, the softmax scale and the
+// inference-engine fields. The enum and bool fields, which a C caller may
+// fill with any bytes, are left to to_cpp and to_c.
+template <typename Src, typename Dst>
+void copy_sizes(const Src& src, Dst& dst) noexcept {
+  dst.batch = src.batch;
+  dst.seqlen_q = src.seqlen_q;
+  dst.seqlen_k = src.seqlen_k;
+  dst.heads_q = src.heads_q;
+  dst.heads_kv = src.heads_kv;
+  dst.head_dim = src.head_dim;
+}
+
+template <typename Src, typename Dst>
+void copy_strides(const Src& src, Dst& dst) noexcept {
+  dst.q_batch_stride = src.q_batch_stride;
+  dst.q_seq_stride = src.q_seq_stride;
+  dst.q_head_stride = src.q_head_stride;
+  dst.k_batch_stride = src.k_batch_stride;
+  dst.k_seq_stride = src.k_seq_stride;
+  dst.k_head_stride = src.k_head_stride;
+  dst.v_batch_stride = src.v_batch_stride;
+  dst.v_seq_stride = src.v_seq_stride;
+  dst.v_head_stride = src.v_head_stride;
+  dst.o_batch_stride = src.o_batch_stride;
+  dst.o_seq_stride = src.o_seq_stride;
+  dst.o_head_stride = src.o_head_stride;
+  dst.q_dim_stride = src.q_dim_stride;
+  dst.k_dim_stride = src.k_dim_stride;
+  dst.v_dim_stride = src.v_dim_stride;
+  dst.o_dim_stride = src.o_dim_stride;
+}
+
+template <typename Src, typename Dst>
+void copy_same_fields(const Src& src, Dst& dst) noexcept {
+  dst.q = src.q;
+  dst.k = src.k;
+  dst.v = src.v;
+  dst.o = src.o;
+  dst.lse = src.lse;
+  copy_sizes(src, dst);
+  copy_strides(src, dst);
+  dst.softmax_scale = src.softmax_scale;
+  dst.cu_seqlens_q = src.cu_seqlens_q;
+  dst.cu_seqlens_k = src.cu_seqlens_k;
+  dst.seqused_k = src.seqused_k;
+  dst.block_table = src.block_table;
+  dst.block_table_batch_stride = src.block_table_batch_stride;
+  dst.max_pages_per_seq = src.max_pages_per_seq;
+  dst.page_size = src.page_size;
+  dst.num_pages = src.num_pages;
+  dst.window_left = src.window_left;
+  dst.window_right = src.window_right;
+  dst.softcap = src.softcap;
+  dst.num_splits = src.num_splits;
+  dst.workspace = src.workspace;
+  dst.workspace_bytes = src.workspace_bytes;
+  dst.total_q = src.total_q;
+  dst.total_k = src.total_k;
+}
+
 // Converts `c` to *p, or says which bool field holds neither 0 nor 1. The
 // enum fields go through as their integers (DType and Backend are int32_t
 // enums, so every value is representable); validate() rejects unknown ones.
@@ -83,137 +146,31 @@ Status to_cpp(const flash_attention_params& c, AttentionParams* out) noexcept {
   }
   AttentionParams& p = *out;
   p = AttentionParams{};
-  p.q = c.q;
-  p.k = c.k;
-  p.v = c.v;
-  p.o = c.o;
-  p.lse = c.lse;
+  copy_same_fields(c, p);
   p.dtype = static_cast<DType>(raw_value<int32_t>(c.dtype));
-  p.batch = c.batch;
-  p.seqlen_q = c.seqlen_q;
-  p.seqlen_k = c.seqlen_k;
-  p.heads_q = c.heads_q;
-  p.heads_kv = c.heads_kv;
-  p.head_dim = c.head_dim;
-  p.q_batch_stride = c.q_batch_stride;
-  p.q_seq_stride = c.q_seq_stride;
-  p.q_head_stride = c.q_head_stride;
-  p.k_batch_stride = c.k_batch_stride;
-  p.k_seq_stride = c.k_seq_stride;
-  p.k_head_stride = c.k_head_stride;
-  p.v_batch_stride = c.v_batch_stride;
-  p.v_seq_stride = c.v_seq_stride;
-  p.v_head_stride = c.v_head_stride;
-  p.o_batch_stride = c.o_batch_stride;
-  p.o_seq_stride = c.o_seq_stride;
-  p.o_head_stride = c.o_head_stride;
-  p.q_dim_stride = c.q_dim_stride;
-  p.k_dim_stride = c.k_dim_stride;
-  p.v_dim_stride = c.v_dim_stride;
-  p.o_dim_stride = c.o_dim_stride;
   p.causal = causal != 0;
-  p.softmax_scale = c.softmax_scale;
   p.backend = static_cast<Backend>(raw_value<int32_t>(c.backend));
   p.autotune = c.autotune != 0;
-  p.cu_seqlens_q = c.cu_seqlens_q;
-  p.cu_seqlens_k = c.cu_seqlens_k;
-  p.seqused_k = c.seqused_k;
-  p.block_table = c.block_table;
-  p.block_table_batch_stride = c.block_table_batch_stride;
-  p.max_pages_per_seq = c.max_pages_per_seq;
-  p.page_size = c.page_size;
-  p.num_pages = c.num_pages;
-  p.window_left = c.window_left;
-  p.window_right = c.window_right;
-  p.softcap = c.softcap;
-  p.num_splits = c.num_splits;
-  p.workspace = c.workspace;
-  p.workspace_bytes = c.workspace_bytes;
-  p.total_q = c.total_q;
-  p.total_k = c.total_k;
   return Status{};
 }
 
 void to_c(const AttentionParams& p, flash_attention_params* c) noexcept {
-  c->q = p.q;
-  c->k = p.k;
-  c->v = p.v;
-  c->o = p.o;
-  c->lse = p.lse;
+  copy_same_fields(p, *c);
   const auto dtype = static_cast<int32_t>(p.dtype);
   std::memcpy(&c->dtype, &dtype, sizeof(dtype));
-  c->batch = p.batch;
-  c->seqlen_q = p.seqlen_q;
-  c->seqlen_k = p.seqlen_k;
-  c->heads_q = p.heads_q;
-  c->heads_kv = p.heads_kv;
-  c->head_dim = p.head_dim;
-  c->q_batch_stride = p.q_batch_stride;
-  c->q_seq_stride = p.q_seq_stride;
-  c->q_head_stride = p.q_head_stride;
-  c->k_batch_stride = p.k_batch_stride;
-  c->k_seq_stride = p.k_seq_stride;
-  c->k_head_stride = p.k_head_stride;
-  c->v_batch_stride = p.v_batch_stride;
-  c->v_seq_stride = p.v_seq_stride;
-  c->v_head_stride = p.v_head_stride;
-  c->o_batch_stride = p.o_batch_stride;
-  c->o_seq_stride = p.o_seq_stride;
-  c->o_head_stride = p.o_head_stride;
-  c->q_dim_stride = p.q_dim_stride;
-  c->k_dim_stride = p.k_dim_stride;
-  c->v_dim_stride = p.v_dim_stride;
-  c->o_dim_stride = p.o_dim_stride;
   c->causal = p.causal;
-  c->softmax_scale = p.softmax_scale;
   const auto backend = static_cast<int32_t>(p.backend);
   std::memcpy(&c->backend, &backend, sizeof(backend));
   c->autotune = p.autotune ? 1 : 0;
-  c->cu_seqlens_q = p.cu_seqlens_q;
-  c->cu_seqlens_k = p.cu_seqlens_k;
-  c->seqused_k = p.seqused_k;
-  c->block_table = p.block_table;
-  c->block_table_batch_stride = p.block_table_batch_stride;
-  c->max_pages_per_seq = p.max_pages_per_seq;
-  c->page_size = p.page_size;
-  c->num_pages = p.num_pages;
-  c->window_left = p.window_left;
-  c->window_right = p.window_right;
-  c->softcap = p.softcap;
-  c->num_splits = p.num_splits;
-  c->workspace = p.workspace;
-  c->workspace_bytes = p.workspace_bytes;
-  c->total_q = p.total_q;
-  c->total_k = p.total_k;
 }
 
 // Fills the strides of `c` with the C++ helper `fill`, from the sizes alone:
 // every other field, garbage or not, stays as it is.
 void set_contiguous(flash_attention_params* c, void (AttentionParams::*fill)() noexcept) noexcept {
   AttentionParams p;
-  p.batch = c->batch;
-  p.seqlen_q = c->seqlen_q;
-  p.seqlen_k = c->seqlen_k;
-  p.heads_q = c->heads_q;
-  p.heads_kv = c->heads_kv;
-  p.head_dim = c->head_dim;
+  copy_sizes(*c, p);
   (p.*fill)();
-  c->q_batch_stride = p.q_batch_stride;
-  c->q_seq_stride = p.q_seq_stride;
-  c->q_head_stride = p.q_head_stride;
-  c->k_batch_stride = p.k_batch_stride;
-  c->k_seq_stride = p.k_seq_stride;
-  c->k_head_stride = p.k_head_stride;
-  c->v_batch_stride = p.v_batch_stride;
-  c->v_seq_stride = p.v_seq_stride;
-  c->v_head_stride = p.v_head_stride;
-  c->o_batch_stride = p.o_batch_stride;
-  c->o_seq_stride = p.o_seq_stride;
-  c->o_head_stride = p.o_head_stride;
-  c->q_dim_stride = p.q_dim_stride;
-  c->k_dim_stride = p.k_dim_stride;
-  c->v_dim_stride = p.v_dim_stride;
-  c->o_dim_stride = p.o_dim_stride;
+  copy_strides(p, *c);
 }
 
 // Records `status` as this thread's last message and returns its code.
