@@ -26,17 +26,10 @@
 #include "kernels/decode/api.h"
 #include "src/autotune/tune_cache.h"
 
+// In flash::test: flash's names, and fake_ptr() and valid_params() (a valid
+// GQA call on fake pointers) of fake_params.h.
+namespace flash::test {
 namespace {
-
-using flash::AttentionParams;
-using flash::Backend;
-using flash::DType;
-using flash::Status;
-using flash::StatusCode;
-
-// A valid GQA call on fake pointers (bf16, the default dtype).
-using flash::test::fake_ptr;
-using flash::test::valid_params;
 
 // validate() and a (rejected, so GPU-free) attention_forward() both return
 // `code` with a message naming every word.
@@ -226,14 +219,14 @@ TEST(Contract, OutputsMustNotOverlapTheIndexArrays) {
 // ---- Item 5: garbage through the C API, out-of-range sizes ----
 
 // The same call through the C API, without an LSE.
-flash_attention_params valid_c_params() {
-  flash_attention_params c = flash::test::valid_c_params();
+flash_attention_params valid_c_params_without_lse() {
+  flash_attention_params c = valid_c_params();
   c.lse = nullptr;
   return c;
 }
 
 TEST(Contract, CApiRejectsABoolByteOtherThanZeroOrOne) {
-  flash_attention_params c = valid_c_params();
+  flash_attention_params c = valid_c_params_without_lse();
   ASSERT_EQ(flash_validate(&c), FLASH_SUCCESS) << flash_last_error_message();
   const unsigned char garbage = 0x5A;
   std::memcpy(&c.causal, &garbage, 1);
@@ -251,11 +244,11 @@ TEST(Contract, CApiRejectsABoolByteOtherThanZeroOrOne) {
 // behaviour, which the fuzz test's UBSan build reports).
 TEST(Contract, CApiPassesUnknownEnumValuesToTheChecks) {
   for (const int32_t value : {2, -1, 0x7FFFFFFF, static_cast<int32_t>(0x80000000u)}) {
-    flash_attention_params c = valid_c_params();
+    flash_attention_params c = valid_c_params_without_lse();
     std::memcpy(&c.dtype, &value, sizeof(value));
     EXPECT_EQ(flash_validate(&c), FLASH_INVALID_ARGUMENT) << value;
     EXPECT_NE(std::strstr(flash_last_error_message(), "dtype"), nullptr) << flash_last_error_message();
-    c = valid_c_params();
+    c = valid_c_params_without_lse();
     std::memcpy(&c.backend, &value, sizeof(value));
     if (value >= 0 && value <= 3) continue;
     EXPECT_EQ(flash_validate(&c), FLASH_INVALID_ARGUMENT) << value;
@@ -266,7 +259,7 @@ TEST(Contract, CApiPassesUnknownEnumValuesToTheChecks) {
 // flash_set_contiguous_* fills the strides from the sizes and touches
 // nothing else, garbage included.
 TEST(Contract, CApiSetContiguousLeavesOtherFieldsAlone) {
-  flash_attention_params c = valid_c_params();
+  flash_attention_params c = valid_c_params_without_lse();
   const unsigned char garbage = 0x5A;
   std::memcpy(&c.causal, &garbage, 1);
   const int32_t bad = 77;
@@ -342,3 +335,4 @@ TEST(Contract, AutotuneCacheNamingAFifoIsIgnoredWithoutBlocking) {
 }
 
 }  // namespace
+}  // namespace flash::test

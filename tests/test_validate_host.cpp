@@ -14,17 +14,10 @@
 #include "fake_params.h"
 #include "flash/flash.hpp"
 
+// In flash::test: flash's names, and fake_ptr() and valid_params() (a valid
+// GQA call on fake pointers) of fake_params.h.
+namespace flash::test {
 namespace {
-
-using flash::AttentionParams;
-using flash::Backend;
-using flash::DType;
-using flash::Status;
-using flash::StatusCode;
-
-// A valid GQA call on fake pointers: Q, K, V, O, LSE each in its own region.
-using flash::test::fake_ptr;
-using flash::test::valid_params;
 
 const char* code_name(StatusCode code) {
   switch (code) {
@@ -736,3 +729,4 @@ TEST(Validate, RejectsTotalsOverflowingInt64) {
 }
 
 }  // namespace
+}  // namespace flash::test
