@@ -7,6 +7,7 @@
 
 #include "../common/element.cuh"
 #include "api.h"
+#include "combine_kernel.cuh"
 #include "decode_kernel.cuh"
 
 namespace flash::decode {
