@@ -223,6 +223,34 @@ TEST_F(ForwardEdge, ExplicitSoftmaxScale) {
   }
 }
 
+// The largest scale and softcap validate() accepts give finite outputs on
+// every backend: the folded exponent never exceeds 0, so no probability
+// overflows, however far the scaled scores are from the kernel's accurate
+// range (there a row may degenerate to its largest keys, or to zeros).
+TEST_F(ForwardEdge, LargestAcceptedScaleStaysFinite) {
+  CaseConfig cfg = make_case(DType::kFloat16, head_dim_, true, 100, 130, 4, 2, Layout::kBNHD, kEdgeSeedBase + 850);
+  AttentionCase c(cfg, stream_);
+  ASSERT_TRUE(c.init());
+  for (const float softcap : {0.f, 1e6f}) {
+    for (Backend backend : backends_for(cfg)) {
+      SCOPED_TRACE(cfg.name() + ", " + backend_name(backend) + ", softcap " + std::to_string(softcap));
+      AttentionParams p = c.params();
+      p.backend = backend;
+      p.softmax_scale = 1e24f;
+      p.softcap = softcap;
+      ASSERT_TRUE(validate(p).ok()) << validate(p).message;
+      const Status s = c.run_flash_with(p);
+      ASSERT_TRUE(s.ok()) << s.message;
+      std::vector<float> o, lse;
+      ASSERT_TRUE(c.read_output(&o, &lse));
+      size_t non_finite = 0;
+      for (float x : o) non_finite += std::isfinite(x) ? 0 : 1;
+      for (float x : lse) non_finite += (std::isfinite(x) || x == -INFINITY) ? 0 : 1;
+      EXPECT_EQ(non_finite, 0u);
+    }
+  }
+}
+
 // A negative scale must be rejected, naming softmax_scale (validate() does
 // so today), or else give the right result.
 TEST_F(ForwardEdge, NegativeSoftmaxScaleIsRightOrRejected) {

@@ -88,8 +88,12 @@ struct OnlineSoftmax {
       return quad_max(fmaxf(m[r], merge(part_max, [](float x, float y) { return fmaxf(x, y); })));
     };
     // Scores of row r to probabilities against max m_new; l updated.
+    // m * scale_log2 is rounded up, so every exponent s * scale_log2 -
+    // m_scaled (one FFMA, exact before its own rounding) is <= 0 for s <= m:
+    // no probability exceeds 1 (2^kLazyLog2 with the lazy max), whatever
+    // the magnitude of the scores.
     auto exp_row = [&](int mt, int hi, int r, float m_new) {
-      const float m_scaled = m_new == -INFINITY ? 0.f : m_new * scale_log2;
+      const float m_scaled = m_new == -INFINITY ? 0.f : __fmul_ru(m_new, scale_log2);
       correction[r] = ptx::exp2_approx(m[r] * scale_log2 - m_scaled);
       m[r] = m_new;
       float part_sum[kAcc];

@@ -250,15 +250,17 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kMinBlocks)
     float m_all = -INFINITY;
 #pragma unroll
     for (int w = 0; w < Traits::kNWarps; ++w) m_all = fmaxf(m_all, merge_m[w * kBlockM + row]);
-    const float m_scaled = m_all == -INFINITY ? 0.f : m_all * p.softmax_scale_log2;
+    // Each warp's maximum scaled as OnlineSoftmax scales it (rounded up), so
+    // a weight is exactly 1 for the warp holding the row's maximum and <= 1 else.
+    const float m_scaled = m_all == -INFINITY ? 0.f : __fmul_ru(m_all, p.softmax_scale_log2);
     float l_all = 0.f;
 #pragma unroll
     for (int w = 0; w < Traits::kNWarps; ++w) {
       // exp2(-inf) = 0 drops warps that saw no visible key.
-      l_all += merge_l[w * kBlockM + row] * ptx::exp2_approx(merge_m[w * kBlockM + row] * p.softmax_scale_log2 - m_scaled);
+      l_all += merge_l[w * kBlockM + row] * ptx::exp2_approx(__fmul_ru(merge_m[w * kBlockM + row], p.softmax_scale_log2) - m_scaled);
     }
     const bool empty = l_all == 0.f || m_all == -INFINITY;
-    const float mine = ptx::exp2_approx(softmax.m[hi] * p.softmax_scale_log2 - m_scaled);
+    const float mine = ptx::exp2_approx(__fmul_ru(softmax.m[hi], p.softmax_scale_log2) - m_scaled);
     const float factor = empty ? 0.f : mine / l_all;
     lse[hi] = empty ? -INFINITY : m_all * p.softmax_scale + logf(l_all);
 #pragma unroll
