@@ -47,7 +47,7 @@ constexpr int kDecodeSteps = 8;
 constexpr int kHeadsQ = 8;
 constexpr int kHeadsKv = 2;
 constexpr int kHeadDim = 128;
-constexpr int kPageSize = 16;  // keys per page; flash takes any multiple of 16
+constexpr int kPageSize = 16;  // keys per page; flash takes any positive size
 
 // A token's K (or V) row: all K/V heads, [heads_kv, head_dim].
 constexpr int kKvRow = kHeadsKv * kHeadDim;

@@ -133,7 +133,7 @@ FwdParams make_fwd_params(const AttentionParams& p, const DeviceCaps& caps) noex
   f.block_table_batch_stride = p.block_table_batch_stride;
   f.page_size = static_cast<int>(p.page_size);
   f.page_shift = -1;
-  for (int shift = 4; shift < 31; ++shift) {
+  for (int shift = 0; shift < 31; ++shift) {
     if (p.page_size == (int64_t{1} << shift)) f.page_shift = shift;
   }
   // What the K/V allocation holds per sequence: seqused_k is clamped to it.

@@ -60,8 +60,8 @@ Status validate_engine_features(const AttentionParams& p) noexcept {
                        "cu_seqlens_k and block_table are exclusive: a paged cache gives each sequence's length "
                        "in seqused_k");
   }
-  if (p.page_size <= 0 || p.page_size % 16 != 0) {
-    return invalid("page_size is %lld; a paged cache needs a positive multiple of 16", p.page_size);
+  if (p.page_size <= 0) {
+    return invalid("page_size is %lld; a paged cache needs at least one key per page", p.page_size);
   }
   if (p.num_pages <= 0) return invalid("num_pages is %lld; a paged cache needs at least one page", p.num_pages);
   if (p.max_pages_per_seq <= 0) {

@@ -597,7 +597,7 @@ std::vector<InferenceCase> inference_cases() {
        [](flash_attention_params& p) { p.num_splits = 129; },
        FLASH_INVALID_ARGUMENT,
        {"num_splits"}},
-      {"page_size 8", true, [](flash_attention_params& p) { p.page_size = 8; }, FLASH_INVALID_ARGUMENT, {"page_size"}},
+      {"page_size -8", true, [](flash_attention_params& p) { p.page_size = -8; }, FLASH_INVALID_ARGUMENT, {"page_size"}},
       {"page_size 0", true, [](flash_attention_params& p) { p.page_size = 0; }, FLASH_INVALID_ARGUMENT, {"page_size"}},
       {"paged and varlen k",
        true,

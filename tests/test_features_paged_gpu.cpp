@@ -14,7 +14,7 @@ namespace {
 
 // ---------------------------------------------------------------- PagedKv
 
-// Pages of 16, 48, 64 and 256 keys assigned in a random order, ragged
+// Pages of 1 (token-level), 16, 24, 48, 64 and 256 keys in a random order, ragged
 // seqused_k (incl. 0 and 1), with dense Q (decode and short prefill) and with
 // varlen Q (chunked prefill); block tables with spare entries (-1) and a
 // batch stride past max_pages_per_seq. Then without seqused_k, seqlen_k
@@ -24,7 +24,7 @@ std::vector<FeatureRow> paged_rows() {
   uint64_t seed = kFeatureSeedBase;
   const int64_t dense_rows[] = {1, 3, 16, 77};
   int variant = 0;
-  for (int64_t page_size : {16, 48, 64, 256}) {
+  for (int64_t page_size : {1, 16, 24, 48, 64, 256}) {
     const std::string pages = "pages" + std::to_string(page_size);
     for (DType dtype : {DType::kFloat16, DType::kBFloat16}) {
       for (int64_t hd : {64, 128}) {

@@ -167,7 +167,7 @@ AttentionParams make_valid(Fuzzer& f) {
   int64_t kv_rows = mode == 1 && p.total_k > 0 ? p.total_k : p.seqlen_k;
   if (mode == 2) {
     p.block_table = at<const int32_t>(kTable, 4 * f.range(0, 100));
-    p.page_size = 16 * f.range(1, 16);
+    p.page_size = f.coin() ? 16 * f.range(1, 16) : f.range(1, 40);
     p.max_pages_per_seq = (p.seqlen_k + p.page_size - 1) / p.page_size + f.range(0, 3);
     p.block_table_batch_stride = p.max_pages_per_seq + f.range(0, 5);
     p.num_pages = f.range(1, 100);
@@ -296,7 +296,7 @@ Expectation violate(Fuzzer& f, AttentionParams* pp) {
     case 21:
       if (p.block_table == nullptr) return {StatusCode::kSuccess, nullptr};
       switch (f.range(0, 4)) {
-        case 0: p.page_size = f.coin() ? -16 * f.range(0, 10) : 16 * f.range(1, 10) + f.range(1, 15); return {StatusCode::kInvalidArgument, "page_size"};
+        case 0: p.page_size = -f.range(0, 160); return {StatusCode::kInvalidArgument, "page_size"};
         case 1: p.num_pages = -f.range(0, 10); return {StatusCode::kInvalidArgument, "num_pages"};
         case 2: p.max_pages_per_seq = -f.range(0, 10); return {StatusCode::kInvalidArgument, "max_pages_per_seq"};
         case 3: p.cu_seqlens_k = at<const int32_t>(kCuK, 0); return {StatusCode::kInvalidArgument, "exclusive"};

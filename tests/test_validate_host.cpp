@@ -395,7 +395,7 @@ TEST(Validate, AcceptsFeatureCalls) {
   EXPECT_TRUE(valid(p));
   p.cu_seqlens_q = static_cast<const int32_t*>(fake_ptr(6));  // chunked prefill over a paged cache
   EXPECT_TRUE(valid(p));
-  for (int64_t page_size : {16, 48, 64, 256}) {
+  for (int64_t page_size : {1, 8, 15, 16, 24, 40, 48, 64, 256}) {
     p = paged_params();
     p.page_size = page_size;
     p.max_pages_per_seq = (p.seqlen_k + page_size - 1) / page_size;
@@ -482,8 +482,8 @@ TEST(Validate, RejectsCuSeqlensKWithBlockTable) {
   EXPECT_TRUE(invalid(p, {"cu_seqlens_k", "block_table"}));
 }
 
-TEST(Validate, RejectsPageSizeNotAPositiveMultipleOf16) {
-  for (int64_t page_size : {0, 8, 24, -16, 1, 15, 40}) {
+TEST(Validate, RejectsPageSizeBelowOne) {
+  for (int64_t page_size : {0, -1, -16}) {
     AttentionParams p = paged_params();
     p.page_size = page_size;
     p.max_pages_per_seq = p.block_table_batch_stride = 256;
@@ -491,7 +491,7 @@ TEST(Validate, RejectsPageSizeNotAPositiveMultipleOf16) {
     EXPECT_TRUE(invalid(p, {"page_size"})) << "page_size " << page_size;
   }
   AttentionParams p = paged_params();
-  p.page_size = 48;  // a multiple of 16, not a power of two
+  p.page_size = 48;  // not a power of two
   p.max_pages_per_seq = p.block_table_batch_stride = 5;
   EXPECT_TRUE(valid(p));
 }
