@@ -190,6 +190,20 @@ const PlanCase kPlanCases[] = {
        p.backend = Backend::kSm90;
      },
      Expect::kSm90},
+    // TMA's row coordinates are 32-bit: packed rows past 2^31 - 512 go to sm80.
+    {"VarlenTotalPastTmaRowsSm80", 128, kH200,
+     [](AttentionParams& p) {
+       p.cu_seqlens_q = static_cast<const int32_t*>(fake(6));
+       p.total_q = (int64_t{1} << 31) - 256;
+     },
+     Expect::kSm80},
+    {"ForcedSm90TotalPastTmaRows", 128, kH200,
+     [](AttentionParams& p) {
+       p.cu_seqlens_q = static_cast<const int32_t*>(fake(6));
+       p.total_q = (int64_t{1} << 31) - 256;
+       p.backend = Backend::kSm90;
+     },
+     Expect::kUnsupported, "2^31"},
     {"VarlenWithoutTotalsSm80", 128, kH200,
      [](AttentionParams& p) { p.cu_seqlens_q = static_cast<const int32_t*>(fake(6)); }, Expect::kSm80},
 };
