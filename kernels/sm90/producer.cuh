@@ -68,6 +68,9 @@ struct Producer {
         mbarrier_wait(smem.bar(Barrier::kQEmpty), (q_count & 1) ^ 1);
         ++q_count;
         load_q(params, smem, tile);
+        // Unrolled twice, as the loads were before this file split them out:
+        // left to itself the compiler unrolls hd256's loop four times.
+#pragma unroll 2
         for (int i = 0; i < tile.n_blocks; ++i, ++kv_count) {
           const int row = tile.k_row + (tile.n_first + tile.n_blocks - 1 - i) * kBlockN;
           const int stage = Smem::stage_of(kv_count);
