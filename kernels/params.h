@@ -48,7 +48,7 @@ struct FwdParams {
   int64_t total_k;          // varlen: rows of packed K/V (sm90 tensor maps; 0 if not given)
   const int* block_table;   // paged K/V: [batch, block_table_batch_stride], or null
   int64_t block_table_batch_stride;
-  int page_size;         // keys per page (multiple of 16)
+  int page_size;         // keys per page (any positive size)
   int page_shift;        // log2(page_size) when it is a power of two (shift and mask instead of / and %), else -1
   int max_seqlen_k_alloc;  // keys the K/V allocation holds per sequence (dense seqlen_k, paged pages*page_size)
   int window_left;       // -1: unbounded (causal is window_right = 0)

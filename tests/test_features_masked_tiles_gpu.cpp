@@ -161,7 +161,9 @@ INSTANTIATE_TEST_SUITE_P(Features, ManyUnitsMiddleBlocksLast, ::testing::ValuesI
 // warp outgrows it by 2^8 (OnlineSoftmax::update<true>), then rescales O.
 // Inputs in [-8, 8) spread the scores so that most rows' max grows by far
 // more than that after the first block visited: the late-rescale path runs
-// for most rows. Unmasked and causal, short and long rows. Where the device
+// for most rows. Unmasked and causal, short and long rows; one row sees
+// 131072 keys (1024 blocks), where a correction of the stale max other than
+// exactly 1 would drift the softmax sum against O block after block. Where the device
 // has the Hopper kernel for the head dim, kAuto must pick one of its
 // configurations (any tile: each keeps the lazy max), and both kAuto and
 // kSm90 must match the reference.
@@ -175,7 +177,8 @@ std::vector<FeatureRow> lazy_max_rows() {
   uint64_t seed = kFeatureSeedBase;
   int variant = 0;
   for (const Shape& k : {Shape{128, false, 300, 8300}, Shape{128, true, 16400, 16400}, Shape{128, false, 300, 2100},
-                         Shape{128, true, 2100, 2100}, Shape{256, false, 300, 2100}, Shape{256, true, 2100, 2100}}) {
+                         Shape{128, true, 2100, 2100}, Shape{256, false, 300, 2100}, Shape{256, true, 2100, 2100},
+                         Shape{128, false, 64, 131072}}) {
     if (!head_dim_compiled(k.head_dim)) continue;
     ++variant;
     FeatureConfig cfg = make_config(variant % 2 ? DType::kBFloat16 : DType::kFloat16, k.head_dim, 2, 1, seed++);

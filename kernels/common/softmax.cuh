@@ -91,10 +91,13 @@ struct OnlineSoftmax {
     // m * scale_log2 is rounded up, so every exponent s * scale_log2 -
     // m_scaled (one FFMA, exact before its own rounding) is <= 0 for s <= m:
     // no probability exceeds 1 (2^kLazyLog2 with the lazy max), whatever
-    // the magnitude of the scores.
+    // the magnitude of the scores. The old max is scaled the same way, so a
+    // max that does not move gives a correction of exactly 1: with the lazy
+    // max, l is rescaled on every block but O only when the max moves, and
+    // any other value would drift l against O block by block.
     auto exp_row = [&](int mt, int hi, int r, float m_new) {
       const float m_scaled = m_new == -INFINITY ? 0.f : __fmul_ru(m_new, scale_log2);
-      correction[r] = ptx::exp2_approx(m[r] * scale_log2 - m_scaled);
+      correction[r] = ptx::exp2_approx(__fmul_ru(m[r], scale_log2) - m_scaled);
       m[r] = m_new;
       float part_sum[kAcc];
 #pragma unroll
