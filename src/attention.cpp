@@ -11,6 +11,9 @@
 #include "flash/flash.hpp"
 #include "flash/version.h"
 #include "status.h"
+#if FLASH_HAS_SM90
+#include "kernels/sm90/tensor_map.h"
+#endif
 
 namespace flash {
 namespace {
@@ -34,6 +37,9 @@ Status query_device(DeviceCaps* caps) {
     return make_status(StatusCode::kCudaError, "could not query the current CUDA device: %s",
                        cudaGetErrorString(err));
   }
+#if FLASH_HAS_SM90
+  caps->tma_encoder = sm90::tma_encoder_available();
+#endif
   if (caps->major < 8) {
     return make_status(StatusCode::kUnsupported, "flash needs an sm_80 or newer GPU; device %d is sm_%d%d",
                        caps->device, caps->major, caps->minor);
@@ -59,8 +65,11 @@ Status launch_status(cudaError_t launch_error, const DeviceCaps& caps) {
                        "the launch exceeds the device's grid limits for this shape; split the call");
   }
   if (launch_error == cudaErrorNotSupported) {
+    // The plan checks every limit of the encoder that flash knows of
+    // (kernels/sm90/tma_limits.h): reaching this is a gap in those checks.
     return make_status(StatusCode::kUnsupported,
-                       "the CUDA driver could not encode a TMA tensor map for these tensors; use Backend::kSm80");
+                       "the CUDA driver refused a TMA tensor map that flash's checks accepted (please report it); "
+                       "Backend::kSm80 runs this call");
   }
   if (launch_error != cudaSuccess) {
     return make_status(StatusCode::kCudaError, "kernel launch failed: %s", cudaGetErrorString(launch_error));

@@ -109,6 +109,10 @@ const char* sm90_problem(const AttentionParams& p, const DeviceCaps& caps, const
                   caps.minor);
     return buf;
   }
+  if (!caps.tma_encoder) {
+    return "Backend::kSm90: the CUDA driver offers no TMA tensor-map encoder (cuTensorMapEncodeTiled); use "
+           "Backend::kAuto or kSm80";
+  }
   if (sm90::num_candidates(p.head_dim, plan.mask != MaskVariant::kTail) == 0) {
     std::snprintf(buf, len,
                   "Backend::kSm90 does not cover head_dim %lld in this build (it has 64, 128, 256 when they are in "

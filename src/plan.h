@@ -21,6 +21,7 @@ struct DeviceCaps {
   int num_sms = 0;
   int max_smem = 0;     // dynamic shared memory a block may opt in to, bytes (0: unknown, no limit applied)
   int smem_per_sm = 0;  // shared memory per multiprocessor, bytes (0: unknown)
+  bool tma_encoder = true;  // the driver offers cuTensorMapEncodeTiled (the Hopper kernel needs it)
 };
 
 // One compiled configuration: a kernel family and its candidate index.

@@ -204,6 +204,14 @@ const PlanCase kPlanCases[] = {
        p.backend = Backend::kSm90;
      },
      Expect::kUnsupported, "2^31"},
+    // A driver without the tensor-map encoder: no Hopper kernel, decided up front.
+    {"NoTmaEncoderSm80", 128,
+     [] {
+       DeviceCaps c = kH200;
+       c.tma_encoder = false;
+       return c;
+     }(),
+     [](AttentionParams&) {}, Expect::kSm80},
     {"VarlenWithoutTotalsSm80", 128, kH200,
      [](AttentionParams& p) { p.cu_seqlens_q = static_cast<const int32_t*>(fake(6)); }, Expect::kSm80},
 };

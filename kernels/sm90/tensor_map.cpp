@@ -22,6 +22,8 @@ PFN_cuTensorMapEncodeTiled_v12000 encoder() {
 
 }  // namespace
 
+bool tma_encoder_available() { return encoder() != nullptr; }
+
 bool make_tensor_map(CUtensorMap* map, const TmaTensor& t, bool is_bf16, int box_rows) {
   const PFN_cuTensorMapEncodeTiled_v12000 encode = encoder();
   if (encode == nullptr || tma_problem(t) != nullptr) return false;

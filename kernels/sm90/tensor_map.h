@@ -17,4 +17,7 @@ namespace flash::sm90 {
 // missing or refuses; the map is then unusable.
 bool make_tensor_map(CUtensorMap* map, const TmaTensor& t, bool is_bf16, int box_rows);
 
+// Whether the driver offers the tensor-map encoder (looked up once).
+bool tma_encoder_available();
+
 }  // namespace flash::sm90
