@@ -145,7 +145,7 @@ const char* sm90_problem(const AttentionParams& p, const DeviceCaps& caps, const
   }
   return nullptr;
 #else
-  (void)p, (void)caps, (void)plan, (void)len;
+  (void)p, (void)caps, (void)plan, (void)buf, (void)len;
   return "Backend::kSm90: this build has no Hopper kernel (add 90a to CMAKE_CUDA_ARCHITECTURES)";
 #endif
 }
