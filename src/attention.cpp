@@ -22,35 +22,10 @@ using detail::DeviceCaps;
 using detail::make_status;
 using detail::Plan;
 
-Status query_device(DeviceCaps* caps) {
-  cudaError_t err = cudaGetDevice(&caps->device);
-  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&caps->major, cudaDevAttrComputeCapabilityMajor, caps->device);
-  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&caps->minor, cudaDevAttrComputeCapabilityMinor, caps->device);
-  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&caps->num_sms, cudaDevAttrMultiProcessorCount, caps->device);
-  if (err == cudaSuccess) {
-    err = cudaDeviceGetAttribute(&caps->max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, caps->device);
-  }
-  if (err == cudaSuccess) {
-    err = cudaDeviceGetAttribute(&caps->smem_per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, caps->device);
-  }
-  if (err != cudaSuccess) {
-    return make_status(StatusCode::kCudaError, "could not query the current CUDA device: %s",
-                       cudaGetErrorString(err));
-  }
-#if FLASH_HAS_SM90
-  caps->tma_encoder = sm90::tma_encoder_available();
-#endif
-  if (caps->major < 8) {
-    return make_status(StatusCode::kUnsupported, "flash needs an sm_80 or newer GPU; device %d is sm_%d%d",
-                       caps->device, caps->major, caps->minor);
-  }
-  return Status{};
-}
-
 // The device's capabilities and the plan of `p` on it.
 Status plan_call(const AttentionParams& p, Plan* plan) {
   DeviceCaps caps;
-  const Status status = query_device(&caps);
+  const Status status = detail::query_device(&caps);
   return status.ok() ? detail::make_plan(p, caps, plan) : status;
 }
 
@@ -78,6 +53,35 @@ Status launch_status(cudaError_t launch_error, const DeviceCaps& caps) {
 }
 
 }  // namespace
+
+namespace detail {
+
+Status query_device(DeviceCaps* caps) noexcept {
+  cudaError_t err = cudaGetDevice(&caps->device);
+  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&caps->major, cudaDevAttrComputeCapabilityMajor, caps->device);
+  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&caps->minor, cudaDevAttrComputeCapabilityMinor, caps->device);
+  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&caps->num_sms, cudaDevAttrMultiProcessorCount, caps->device);
+  if (err == cudaSuccess) {
+    err = cudaDeviceGetAttribute(&caps->max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, caps->device);
+  }
+  if (err == cudaSuccess) {
+    err = cudaDeviceGetAttribute(&caps->smem_per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, caps->device);
+  }
+  if (err != cudaSuccess) {
+    return make_status(StatusCode::kCudaError, "could not query the current CUDA device: %s",
+                       cudaGetErrorString(err));
+  }
+#if FLASH_HAS_SM90
+  caps->tma_encoder = sm90::tma_encoder_available();
+#endif
+  if (caps->major < 8) {
+    return make_status(StatusCode::kUnsupported, "flash needs an sm_80 or newer GPU; device %d is sm_%d%d",
+                       caps->device, caps->major, caps->minor);
+  }
+  return Status{};
+}
+
+}  // namespace detail
 
 const char* version() noexcept { return FLASH_VERSION_STRING; }
 

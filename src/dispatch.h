@@ -17,6 +17,10 @@ namespace flash::detail {
 int kernel_window_left(const AttentionParams& p) noexcept;
 int kernel_window_right(const AttentionParams& p) noexcept;
 
+// The current device's capabilities (kCudaError if it cannot be queried,
+// kUnsupported below sm_80).
+Status query_device(DeviceCaps* caps) noexcept;
+
 // Kernel arguments of `p` on a device with `caps`, for one split (launch()
 // sets the split fields from the plan).
 FwdParams make_fwd_params(const AttentionParams& p, const DeviceCaps& caps) noexcept;

@@ -146,14 +146,8 @@ Status forward_checking_choice(const AttentionParams& p, cudaStream_t stream) {
   const bool may_tune = p.autotune || (env != nullptr && env[0] != '\0' && std::string(env) != "0");
   if (!s.ok() || p.batch == 0 || p.seqlen_q == 0 || may_tune) return s;
   detail::DeviceCaps caps;
-  EXPECT_EQ(cudaGetDevice(&caps.device), cudaSuccess);
-  EXPECT_EQ(cudaDeviceGetAttribute(&caps.major, cudaDevAttrComputeCapabilityMajor, caps.device), cudaSuccess);
-  EXPECT_EQ(cudaDeviceGetAttribute(&caps.minor, cudaDevAttrComputeCapabilityMinor, caps.device), cudaSuccess);
-  EXPECT_EQ(cudaDeviceGetAttribute(&caps.num_sms, cudaDevAttrMultiProcessorCount, caps.device), cudaSuccess);
-  EXPECT_EQ(cudaDeviceGetAttribute(&caps.max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, caps.device),
-            cudaSuccess);
-  EXPECT_EQ(cudaDeviceGetAttribute(&caps.smem_per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, caps.device),
-            cudaSuccess);
+  const Status device = detail::query_device(&caps);
+  EXPECT_TRUE(device.ok()) << device.message;
   detail::Plan plan;
   EXPECT_TRUE(detail::make_plan(p, caps, &plan).ok());
   const detail::LaunchRecord ran = detail::last_launch();

@@ -20,10 +20,8 @@ class Candidates : public GpuTest {};
 
 TEST_F(Candidates, EveryCompiledConfigurationMatchesTheReference) {
   detail::DeviceCaps caps;
-  ASSERT_EQ(cudaGetDevice(&caps.device), cudaSuccess);
-  ASSERT_EQ(cudaDeviceGetAttribute(&caps.major, cudaDevAttrComputeCapabilityMajor, caps.device), cudaSuccess);
-  ASSERT_EQ(cudaDeviceGetAttribute(&caps.minor, cudaDevAttrComputeCapabilityMinor, caps.device), cudaSuccess);
-  ASSERT_EQ(cudaDeviceGetAttribute(&caps.num_sms, cudaDevAttrMultiProcessorCount, caps.device), cudaSuccess);
+  const Status device = detail::query_device(&caps);
+  ASSERT_TRUE(device.ok()) << device.message;
   uint64_t index = 0;
   int ran = 0;
   for (int64_t d : {32, 64, 96, 128, 256}) {
