@@ -77,26 +77,23 @@ int decode_splits_wanted(const AttentionParams& p, const DeviceCaps& caps) {
 }
 
 // Splits for the decode kernel. The combine kernel's grid has one CTA per
-// (batch, head, query) row, so splitting needs fewer than 2^31 rows.
-Status plan_splits(const AttentionParams& p, Plan* plan) {
+// (batch, head, query) row, so flash splits only below 2^31 rows (a split
+// the caller asks for past that, validate() refuses).
+void plan_splits(const AttentionParams& p, Plan* plan) {
   const bool combinable = p.batch * p.heads_q * p.seqlen_q <= INT32_MAX;
-  if (!combinable && p.num_splits > 1) {
-    return make_status(StatusCode::kUnsupported, "num_splits %d: batch * heads_q * seqlen_q must be < 2^31 to split the keys",
-                       static_cast<int>(p.num_splits));
-  }
   plan->splits_wanted = combinable ? decode_splits_wanted(p, plan->caps) : 1;
   plan->workspace_wanted = decode_workspace_bytes(p, plan->splits_wanted);
   plan->num_splits = plan->splits_wanted;
-  if (p.num_splits == 0) {
-    // flash's own choice never fails for want of workspace: it takes fewer
-    // splits, down to none, so that validate() decides the call alone.
-    while (plan->num_splits > 1 &&
-           (p.workspace == nullptr || decode_workspace_bytes(p, plan->num_splits) > p.workspace_bytes)) {
-      --plan->num_splits;
-    }
+  if (p.num_splits == 0 && plan->num_splits > 1) {
+    // flash's own choice never fails for want of workspace: it takes as many
+    // splits as the workspace holds (each needs the same bytes), down to
+    // none, so that validate() decides the call alone.
+    const size_t per_split = decode_workspace_bytes(p, 2) / 2;
+    // per_split is 0 only for an empty call (query_kernel_choice plans those too).
+    const size_t fit = p.workspace == nullptr ? 1 : per_split == 0 ? SIZE_MAX : p.workspace_bytes / per_split;
+    plan->num_splits = static_cast<int>(std::min<size_t>(plan->num_splits, std::max<size_t>(fit, 1)));
   }
   plan->workspace_bytes = decode_workspace_bytes(p, plan->num_splits);
-  return Status{};
 }
 
 // ---------------------------------------------------------------- sm90
@@ -219,7 +216,8 @@ Status make_plan(const AttentionParams& p, const DeviceCaps& caps, Plan* plan) n
   if (want_decode) {
     if (decode_fits(p, caps)) {
       add(plan, Backend::kDecode, 0);
-      return plan_splits(p, plan);
+      plan_splits(p, plan);
+      return Status{};
     }
     if (b == Backend::kDecode || p.num_splits > 1) {
       return make_status(StatusCode::kUnsupported, "the split-KV decode kernel (Backend::kDecode, or num_splits > 1) for head_dim %lld needs "

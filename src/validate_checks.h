@@ -31,7 +31,6 @@ inline constexpr float kMaxSoftcap = 1e6f;
 // per (batch, K/V head) with 32-bit row indices (room for one 16-row block
 // past the last), in a grid of ceil(rows / 16) * splits CTAs along x.
 inline constexpr int64_t kMaxDecodeRows = (int64_t{1} << 31) - 16;
-inline constexpr int64_t kDecodeBlockRows = 16;
 inline constexpr int64_t kMaxGridX = INT32_MAX;
 
 inline Status invalid(const char* format, int64_t a, int64_t b = 0) noexcept {

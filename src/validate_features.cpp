@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "flash/flash.hpp"
+#include "kernels/decode/api.h"
 #include "status.h"
 #include "validate_checks.h"
 
@@ -98,7 +99,7 @@ Status check_decode_grid(const AttentionParams& p) noexcept {
                        "heads_kv = %lld query rows per K/V head; it takes at most 2^31 - 16",
                        static_cast<long long>(rows));
   }
-  const int64_t ctas = (rows + kDecodeBlockRows - 1) / kDecodeBlockRows * std::max<int64_t>(p.num_splits, 1);
+  const int64_t ctas = (rows + decode::kBlockM - 1) / decode::kBlockM * std::max<int64_t>(p.num_splits, 1);
   if (ctas > kMaxGridX) {
     return make_status(StatusCode::kUnsupported,
                        "the split-KV decode kernel would launch %lld CTAs along x (%lld query rows in blocks of "

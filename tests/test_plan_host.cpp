@@ -143,6 +143,15 @@ const PlanCase kPlanCases[] = {
        p.set_contiguous_bnhd();
      },
      Expect::kSm80},
+    {"DecodeNoQueriesWithWorkspace", 128, kH200,
+     [](AttentionParams& p) {
+       p.seqlen_q = 0;
+       p.seqlen_k = 65536;
+       p.set_contiguous_bnhd();
+       p.workspace = const_cast<void*>(fake(4));
+       p.workspace_bytes = 1024;
+     },
+     Expect::kDecode},
     {"ForcedDecodeLongQuery", 128, kH200, [](AttentionParams& p) { p.backend = Backend::kDecode; }, Expect::kDecode},
     {"ForcedSm80Split", 128, kH200,
      [](AttentionParams& p) {
