@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # Build, test and benchmark flash on a GPU machine in one go.
 #
-#   scripts/gpu-check.sh [phases...]     phases: build sass test ctest sanitize ncu bench quickbench decode
+#   scripts/gpu-check.sh [phases...]     phases: build sass test ctest sanitize stress ncu bench quickbench decode
 #                                        (default: build sass test sanitize bench)
+#
+# stress: flash_stress_tests (tests/test_stress_gpu.cpp: millions of keys,
+# 2^32-element caches, batch * heads past 65535, against a float64 GPU
+# reference; a few minutes, ~40 GB of device memory), one line per path.
 #
 # decode: flash_bench --decode --varlen --window (split-KV decode on dense and
 # paged KV caches against a measured read-bandwidth ceiling, varlen prefill
@@ -75,6 +79,14 @@ if has_phase sanitize; then
   OUT="$OUT" BUILD_DIR="$BUILD_DIR" "$(dirname "$0")/sanitize.sh" >"$OUT/sanitize.log" 2>&1
   note "sanitize: exit $?"
   while IFS= read -r line; do note "  $line"; done <"$OUT/sanitize-summary.txt"
+fi
+
+if has_phase stress; then
+  t0=$(date +%s)
+  "$BUILD_DIR/tests/flash_stress_tests" >"$OUT/stress.log" 2>&1
+  note "stress ($(( $(date +%s) - t0 ))s): $(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ tests?' "$OUT/stress.log" | tr '\n' ' ')"
+  grep -E '^stress ' "$OUT/stress.log" | tee -a "$SUMMARY" >/dev/null
+  grep -E '^\[  FAILED  \]' "$OUT/stress.log" | head -20 | tee -a "$SUMMARY"
 fi
 
 if has_phase ncu; then

@@ -21,7 +21,7 @@ __device__ __forceinline__ uint64_t splitmix64(uint64_t x) {
 }
 
 template <typename T>
-__global__ void fill_uniform_kernel(T* dst, size_t count, uint64_t seed, float scale) {
+__global__ void fill_uniform_kernel(T* dst, size_t count, uint64_t seed, float scale, float offset) {
   // The top 24 bits of the hash give k in [0, 2^24); (2k + 1 - 2^24) / 2^24
   // is uniform in (-1, 1), symmetric, and never zero: the numerator is an
   // odd integer of magnitude below 2^24, so exact in float.
@@ -30,22 +30,27 @@ __global__ void fill_uniform_kernel(T* dst, size_t count, uint64_t seed, float s
   for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) {
     const uint64_t h = splitmix64(seed ^ splitmix64(i));
     const int32_t numerator = 2 * static_cast<int32_t>(h >> 40) + 1 - (1 << 24);
-    dst[i] = to_element<T>(static_cast<float>(numerator) * kInv2p24 * scale);
+    dst[i] = to_element<T>(static_cast<float>(numerator) * kInv2p24 * scale + offset);
   }
 }
 
 }  // namespace
 
 cudaError_t fill_uniform(void* dst, DType dtype, size_t count, uint64_t seed, float scale, cudaStream_t stream) {
+  return fill_uniform_offset(dst, dtype, count, seed, scale, 0.f, stream);
+}
+
+cudaError_t fill_uniform_offset(void* dst, DType dtype, size_t count, uint64_t seed, float scale, float offset,
+                                cudaStream_t stream) {
   if (count == 0) return cudaSuccess;
   constexpr int kThreads = 256;
   constexpr size_t kMaxBlocks = 4096;  // grid-stride beyond this
   const size_t blocks_needed = (count + kThreads - 1) / kThreads;
   const unsigned blocks = static_cast<unsigned>(blocks_needed < kMaxBlocks ? blocks_needed : kMaxBlocks);
   if (dtype == DType::kFloat16) {
-    fill_uniform_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<__half*>(dst), count, seed, scale);
+    fill_uniform_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<__half*>(dst), count, seed, scale, offset);
   } else if (dtype == DType::kBFloat16) {
-    fill_uniform_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<__nv_bfloat16*>(dst), count, seed, scale);
+    fill_uniform_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<__nv_bfloat16*>(dst), count, seed, scale, offset);
   } else {
     return cudaErrorInvalidValue;
   }

@@ -15,6 +15,9 @@ namespace flash::ref {
 // [-scale, scale) drawn from a counter-based hash of (seed, index): fresh
 // data for every seed, never zeros. Asynchronous on `stream`.
 cudaError_t fill_uniform(void* dst, DType dtype, size_t count, uint64_t seed, float scale, cudaStream_t stream);
+// The same values shifted: offset + uniform in [-scale, scale), rounded to dtype.
+cudaError_t fill_uniform_offset(void* dst, DType dtype, size_t count, uint64_t seed, float scale, float offset,
+                                cudaStream_t stream);
 
 // Sets `bytes` bytes at `dst` to 0xFF: a NaN pattern in fp16 and bf16, so an
 // unwritten output element is caught.
