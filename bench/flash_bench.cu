@@ -22,8 +22,10 @@
 //   K and V read and as a fraction of a 4 GiB read measured in the same run
 //   (row "read_bandwidth_4GiB"); --varlen: a packed varlen prefill batch
 //   against a dense batch of the same tokens, in TFLOP/s; --window: causal
-//   sliding-window prefill on flash's pick and on the sm80 kernel. Any of
-//   them replaces the sweep; add --sweep to run it too.
+//   sliding-window prefill on flash's pick and on the sm80 kernel.
+//   --serving (serving_bench.h): chunked prefill on dense, seqused_k and
+//   paged caches and decode on dense and paged ones, each beside the dense
+//   call. Any of them replaces the sweep; add --sweep to run it too.
 //
 // Usage:
 //   flash_bench                                   # the full sweep
@@ -32,6 +34,7 @@
 //   flash_bench --benchmark_filter='flash/bf16/hd128/.*' --benchmark_out=run.json --benchmark_out_format=json
 //   flash_bench --decode --varlen --benchmark_out=decode.json --benchmark_out_format=json
 //   flash_bench --decode --backend=sm80                  # the same decode calls on the sm80 kernel
+//   flash_bench --serving --benchmark_out=serving.json --benchmark_out_format=json
 // --help lists flash_bench's flags, then Google Benchmark's. With no CUDA
 // device it prints "no CUDA device" and exits with 77 (the "skipped" code).
 #include <benchmark/benchmark.h>
@@ -53,6 +56,7 @@
 #include "options.h"
 #include "reference.h"
 #include "results.h"
+#include "serving_bench.h"
 #include "sweep.h"
 
 namespace flash_bench {
@@ -178,7 +182,15 @@ void register_benchmarks(BenchEnv* env) {
         ->Iterations(o.gemm_iters)
         ->Unit(benchmark::kMillisecond);
   }
-  if (o.decode) register_decode_benchmarks(env);
+  // --decode's and --serving's decode rows, a shape both ask for once.
+  std::vector<DecodeKey> decode_rows;
+  if (o.decode) decode_rows = decode_keys(o);
+  if (o.serving) {
+    const std::vector<DecodeKey> serving_rows = serving_decode_keys(o);
+    decode_rows.insert(decode_rows.end(), serving_rows.begin(), serving_rows.end());
+  }
+  if (!decode_rows.empty()) register_decode_benchmarks(env, decode_rows);
+  if (o.serving) register_serving_prefill_benchmarks(env);
   if (o.varlen) register_varlen_benchmarks(env);
   if (o.window) register_window_benchmarks(env);
   if (!o.run_sweep) return;
@@ -227,7 +239,8 @@ int run(int argc, char** argv) {
   }
   std::string err = env.init();
   if (err.empty()) err = measure_gemm_ceiling(env, &env.ceiling_tflops);
-  if (err.empty() && env.options.decode) err = measure_bandwidth_ceiling(env, &env.bandwidth_gbps);
+  const bool runs_decode = env.options.decode || env.options.serving;
+  if (err.empty() && runs_decode) err = measure_bandwidth_ceiling(env, &env.bandwidth_gbps);
   if (!err.empty()) {
     std::fprintf(stderr, "flash_bench: setup failed: %s\n", err.c_str());
     return 1;
@@ -241,7 +254,7 @@ int run(int argc, char** argv) {
   benchmark::AddCustomContext("gemm_bf16_8192_tflops", std::to_string(env.ceiling_tflops));
   std::printf("GPU: %s; ceiling (cuBLAS bf16 GEMM 8192^3): %.1f TFLOP/s\n", env.gpu_name.c_str(),
               env.ceiling_tflops);
-  if (env.options.decode) {
+  if (runs_decode) {
     benchmark::AddCustomContext("read_bandwidth_gbps", std::to_string(env.bandwidth_gbps));
     std::printf("read ceiling (4 GiB, 16-byte loads): %.0f GB/s\n", env.bandwidth_gbps);
   }
@@ -256,6 +269,7 @@ int run(int argc, char** argv) {
   if (env.options.decode) print_decode_summary(stdout, env);
   if (env.options.varlen) print_varlen_summary(stdout, env);
   if (env.options.window) print_window_summary(stdout, env);
+  if (env.options.serving) print_serving_summary(stdout, env);
   benchmark::Shutdown();
   return 0;
 }

@@ -10,32 +10,32 @@
 #include <mutex>
 #include <numeric>
 #include <random>
+#include <set>
 #include <string>
 #include <tuple>
-#include <utility>
 #include <vector>
 
 #include "bandwidth_ceiling.h"
 #include "bench_util.h"
-#include "device_tensor.h"
 #include "flash/flash.hpp"
 #include "options.h"
+#include "row_setup.h"
 
 namespace flash_bench {
+
+bool DecodeKey::operator<(const DecodeKey& o) const {
+  return std::make_tuple(head_dim, seqlen_k, batch, page_size) <
+         std::make_tuple(o.head_dim, o.seqlen_k, o.batch, o.page_size);
+}
+
 namespace {
 
-constexpr float kInputScale = 1.0f;  // inputs are uniform in [-1, 1)
-constexpr flash::DType kDtype = flash::DType::kBFloat16;
-constexpr int64_t kElemBytes = 2;
+constexpr flash::DType kDtype = kRowDtype;
+constexpr int64_t kElemBytes = kRowElemBytes;
 constexpr int64_t kHeadDim = 128;
 
-// Decode shapes.
-constexpr int64_t kDecodeHeadsQ = 32;
-constexpr int64_t kDecodeHeadsKv = 8;
-constexpr int64_t kDecodeBatches[] = {1, 8, 32};
-constexpr int64_t kDecodeSeqlens[] = {4096, 32768};
+// The decode caches --decode runs per shape.
 constexpr int64_t kDecodePageSizes[] = {0, 16, 256};  // 0: a dense cache
-constexpr uint32_t kPageSeed = 0x9a6e;                // the page permutation's
 
 // Varlen prefill shapes.
 constexpr int64_t kVarlenBatch = 64;
@@ -48,53 +48,7 @@ constexpr uint32_t kVarlenSeed = 2026;
 constexpr int64_t kWindowSeqlen = 16384;
 constexpr int64_t kWindowLefts[] = {1024, 4096};
 
-std::string status_error(const char* what, const flash::Status& s) {
-  if (s.ok()) return {};
-  return std::string(what) + ": " + s.message;
-}
-
-// Allocates `elems` bf16 elements in *dst and fills them with uniform values
-// drawn from `seed` on env's stream.
-std::string alloc_filled(BenchEnv& env, DeviceBuffer* dst, size_t elems, uint64_t seed, const char* what) {
-  std::string err = dst->allocate(elems * kElemBytes, what);
-  if (err.empty())
-    err = cuda_error(what, flash::ref::fill_uniform(dst->get(), kDtype, elems, seed, kInputScale, env.stream));
-  return err;
-}
-
-// Copies `host` into a new allocation *dst on env's stream. The caller keeps
-// `host` alive until the stream is synchronised.
-std::string upload(BenchEnv& env, const std::vector<int32_t>& host, DeviceBuffer* dst, const char* what) {
-  const size_t bytes = host.size() * sizeof(int32_t);
-  std::string err = dst->allocate(bytes, what);
-  if (err.empty()) {
-    err = cuda_error(what, cudaMemcpyAsync(dst->get(), host.data(), bytes, cudaMemcpyHostToDevice, env.stream));
-  }
-  return err;
-}
-
-std::string kernel_name(const flash::AttentionParams& p) {
-  flash::KernelChoice choice;
-  return flash::query_kernel_choice(p, &choice).ok() ? std::string(choice.name) : std::string("?");
-}
-
 // ---- Decode ----
-
-struct DecodeKey {
-  int64_t batch;
-  int64_t seqlen_k;
-  int64_t page_size;  // 0: dense
-  int64_t head_dim;
-
-  bool operator<(const DecodeKey& o) const {
-    return std::make_tuple(head_dim, seqlen_k, batch, page_size) <
-           std::make_tuple(o.head_dim, o.seqlen_k, o.batch, o.page_size);
-  }
-};
-
-std::string cache_name(int64_t page_size) {
-  return page_size == 0 ? std::string("dense") : "paged" + std::to_string(page_size);
-}
 
 std::string decode_row_name(const DecodeKey& key) {
   return "decode/bf16/hd" + std::to_string(key.head_dim) + "/q" + std::to_string(kDecodeHeadsQ) + "kv" +
@@ -107,19 +61,6 @@ std::string decode_row_name(const DecodeKey& key) {
 double decode_kv_bytes(const DecodeKey& key) {
   return 2.0 * static_cast<double>(key.batch) * static_cast<double>(key.seqlen_k) * kDecodeHeadsKv * key.head_dim *
          kElemBytes;
-}
-
-// 0 .. n-1 in a fixed random order: Fisher-Yates over mt19937, whose output
-// the standard fixes (std::shuffle's algorithm it does not).
-std::vector<int32_t> shuffled_pages(int64_t n, uint32_t seed) {
-  std::vector<int32_t> pages(static_cast<size_t>(n));
-  std::iota(pages.begin(), pages.end(), 0);
-  std::mt19937 rng(seed);
-  for (int64_t i = n - 1; i > 0; --i) {
-    const int64_t j = static_cast<int64_t>(rng() % static_cast<uint32_t>(i + 1));
-    std::swap(pages[static_cast<size_t>(i)], pages[static_cast<size_t>(j)]);
-  }
-  return pages;
 }
 
 // The tensors and parameters of one decode row.
@@ -138,18 +79,9 @@ struct DecodeRun {
     p.set_contiguous_bnhd();  // Q, O [B, 1, Hq, D]; a dense cache [B, L, Hkv, D]
     p.backend = env.options.backend;
     p.num_splits = env.options.num_splits;  // 0, the default: flash splits the keys when the workspace allows it
+    // A paged cache: one pool of B * L / page_size pages in a random order.
     std::vector<int32_t> table;
-    if (key.page_size > 0) {
-      // One pool of B * L / page_size pages [page_size, Hkv, D], handed out
-      // in a random order: sequence b's i-th page is table[b * pages + i].
-      const int64_t pages_per_seq = key.seqlen_k / key.page_size;
-      p.page_size = key.page_size;
-      p.max_pages_per_seq = pages_per_seq;
-      p.block_table_batch_stride = pages_per_seq;
-      p.num_pages = key.batch * pages_per_seq;
-      p.k_batch_stride = p.v_batch_stride = key.page_size * p.k_seq_stride;  // between pages
-      table = shuffled_pages(p.num_pages, kPageSeed);
-    }
+    if (key.page_size > 0) table = make_paged_cache(&p, key.seqlen_k, key.page_size);
     const std::vector<int32_t> used(static_cast<size_t>(key.batch), static_cast<int32_t>(key.seqlen_k));
     const size_t q_elems = static_cast<size_t>(p.batch * p.heads_q * p.head_dim);
     const size_t kv_elems = static_cast<size_t>(key.batch * key.seqlen_k * p.heads_kv * p.head_dim);
@@ -179,14 +111,13 @@ struct DecodeRun {
   }
 };
 
+// What one decode row measured.
 struct DecodeFigures {
   double median_us = 0.0;
   double gbps = 0.0;
   size_t workspace_bytes = 0;
   std::string config;
 };
-
-std::mutex g_mutex;  // as in results.cpp: rows run one at a time; this only keeps that from mattering
 
 std::map<DecodeKey, DecodeFigures>& decode_results() {
   static std::map<DecodeKey, DecodeFigures> rows;
@@ -217,7 +148,7 @@ void bench_decode(benchmark::State& state, BenchEnv* env, DecodeKey key) {
   state.counters["frac_bandwidth"] = benchmark::Counter(env->bandwidth_gbps > 0.0 ? f.gbps / env->bandwidth_gbps : 0.0);
   state.counters["workspace_bytes"] = benchmark::Counter(static_cast<double>(f.workspace_bytes));
   state.SetLabel(f.config);
-  std::lock_guard<std::mutex> lock(g_mutex);
+  std::lock_guard<std::mutex> lock(rows_mutex());
   decode_results()[key] = f;
 }
 
@@ -321,39 +252,9 @@ struct VarlenRun {
   }
 };
 
-struct PrefillFigures {
-  double median_ms = 0.0;
-  double tflops = 0.0;
-  std::string config;
-};
-
 std::map<VarlenKey, PrefillFigures>& varlen_results() {
   static std::map<VarlenKey, PrefillFigures> rows;
   return rows;
-}
-
-// One prefill row: Run (VarlenRun, WindowRun) sets up the call for `key`;
-// the row times it and records TFLOP/s in `results`.
-template <typename Run, typename Key>
-void bench_prefill(benchmark::State& state, BenchEnv* env, const Key& key,
-                   std::map<Key, PrefillFigures>* results) {
-  Run run;
-  const std::string err = run.setup(*env, key);
-  if (!err.empty()) {
-    state.SkipWithError(err.c_str());
-    return;
-  }
-  auto launch = [&]() -> std::string {
-    return status_error("flash::attention_forward", flash::attention_forward(run.p, env->stream));
-  };
-  std::vector<double> ms;
-  if (!run_timed_loop(state, *env, env->options.flash_warmup, launch, &ms)) return;
-  PrefillFigures f;
-  f.median_ms = set_counters(state, *env, ms, run.flops, &f.tflops);
-  f.config = kernel_name(run.p);
-  state.SetLabel(f.config);
-  std::lock_guard<std::mutex> lock(g_mutex);
-  (*results)[key] = f;
 }
 
 void bench_varlen(benchmark::State& state, BenchEnv* env, VarlenKey key) {
@@ -427,24 +328,30 @@ void bench_window(benchmark::State& state, BenchEnv* env, WindowKey key) {
 
 }  // namespace
 
-void register_decode_benchmarks(BenchEnv* env) {
+std::vector<DecodeKey> decode_keys(const Options& options) {
+  std::vector<DecodeKey> keys;
+  for (int64_t head_dim : options.decode_head_dims) {
+    for (int64_t seqlen_k : kDecodeSeqlens) {
+      for (int64_t batch : kDecodeBatches) {
+        for (int64_t page_size : kDecodePageSizes) keys.push_back(DecodeKey{batch, seqlen_k, page_size, head_dim});
+      }
+    }
+  }
+  return keys;
+}
+
+void register_decode_benchmarks(BenchEnv* env, const std::vector<DecodeKey>& keys) {
   const Options& o = env->options;
   benchmark::RegisterBenchmark("read_bandwidth_4GiB", bench_bandwidth, env)
       ->UseManualTime()
       ->Iterations(o.gemm_iters)
       ->Unit(benchmark::kMillisecond);
-  for (int64_t head_dim : o.decode_head_dims) {
-    for (int64_t seqlen_k : kDecodeSeqlens) {
-      for (int64_t batch : kDecodeBatches) {
-        for (int64_t page_size : kDecodePageSizes) {
-          const DecodeKey key{batch, seqlen_k, page_size, head_dim};
-          benchmark::RegisterBenchmark(decode_row_name(key).c_str(), bench_decode, env, key)
-              ->UseManualTime()
-              ->Iterations(o.flash_iters)
-              ->Unit(benchmark::kMicrosecond);
-        }
-      }
-    }
+  // A set: a shape both --decode and --serving ask for is one row.
+  for (const DecodeKey& key : std::set<DecodeKey>(keys.begin(), keys.end())) {
+    benchmark::RegisterBenchmark(decode_row_name(key).c_str(), bench_decode, env, key)
+        ->UseManualTime()
+        ->Iterations(o.flash_iters)
+        ->Unit(benchmark::kMicrosecond);
   }
 }
 
@@ -474,9 +381,10 @@ void register_window_benchmarks(BenchEnv* env) {
   }
 }
 
-void print_decode_summary(std::FILE* out, const BenchEnv& env) {
-  std::lock_guard<std::mutex> lock(g_mutex);
-  std::fprintf(out, "\n## decode\n\n");
+void print_decode_table(std::FILE* out, const BenchEnv& env, const char* title, const std::vector<DecodeKey>& keys,
+                        bool paged_vs_dense) {
+  std::lock_guard<std::mutex> lock(rows_mutex());
+  std::fprintf(out, "\n## %s\n\n", title);
   std::fprintf(out, "- read ceiling: %.1f GiB streamed with 16-byte loads, median: %.0f GB/s\n",
                static_cast<double>(kBandwidthBytes) / (1 << 30), env.bandwidth_gbps);
   std::fprintf(out,
@@ -484,26 +392,51 @@ void print_decode_summary(std::FILE* out, const BenchEnv& env) {
                "with a workspace of attention_workspace_size() bytes, backend %s\n",
                static_cast<long long>(kDecodeHeadsQ), static_cast<long long>(kDecodeHeadsKv), env.options.num_splits,
                env.options.num_splits == 0 ? " (auto)" : "", backend_name(env.options.backend));
-  std::fprintf(out, "- GB/s = K and V bytes (2 * B * L * heads_kv * head_dim * 2 B) / median time\n\n");
-  if (decode_results().empty()) {
-    std::fprintf(out, "(no decode rows ran)\n");
+  std::fprintf(out, "- GB/s = K and V bytes (2 * B * L * heads_kv * head_dim * 2 B) / median time\n");
+  if (paged_vs_dense) {
+    std::fprintf(out, "- vs dense: the dense row's time / this row's (= this row's GB/s / the dense row's)\n");
+  }
+  std::fprintf(out, "\n");
+  const std::map<DecodeKey, DecodeFigures>& results = decode_results();
+  const std::set<DecodeKey> wanted(keys.begin(), keys.end());
+  bool any = false;
+  for (const DecodeKey& key : wanted) any = any || results.count(key) > 0;
+  if (!any) {
+    std::fprintf(out, "(no %s rows ran)\n", title);
     return;
   }
-  std::fprintf(out, "| head_dim | L | batch | cache | kernel | workspace | us | GB/s | frac of read |\n");
-  std::fprintf(out, "|---|---|---|---|---|---|---|---|---|\n");
-  for (const auto& [key, f] : decode_results()) {
+  std::fprintf(out, "| head_dim | L | batch | cache | kernel | workspace | us | GB/s | frac of read |%s\n",
+               paged_vs_dense ? " vs dense |" : "");
+  std::fprintf(out, "|---|---|---|---|---|---|---|---|---|%s\n", paged_vs_dense ? "---|" : "");
+  for (const DecodeKey& key : wanted) {
+    const auto row = results.find(key);
+    if (row == results.end()) continue;
+    const DecodeFigures& f = row->second;
     char frac[32] = "-";
     if (env.bandwidth_gbps > 0.0) std::snprintf(frac, sizeof(frac), "%.3f", f.gbps / env.bandwidth_gbps);
-    std::fprintf(out, "| %lld | %lld | %lld | %s | %s | %zu | %.1f | %.0f | %s |\n",
+    std::fprintf(out, "| %lld | %lld | %lld | %s | %s | %zu | %.1f | %.0f | %s |",
                  static_cast<long long>(key.head_dim), static_cast<long long>(key.seqlen_k),
                  static_cast<long long>(key.batch), cache_name(key.page_size).c_str(), f.config.c_str(),
                  f.workspace_bytes, f.median_us, f.gbps, frac);
+    if (paged_vs_dense) {
+      char ratio[32] = "-";
+      const auto dense = results.find(DecodeKey{key.batch, key.seqlen_k, 0, key.head_dim});
+      if (key.page_size > 0 && dense != results.end() && f.median_us > 0.0) {
+        std::snprintf(ratio, sizeof(ratio), "%.2fx", dense->second.median_us / f.median_us);
+      }
+      std::fprintf(out, " %s |", ratio);
+    }
+    std::fprintf(out, "\n");
   }
   std::fflush(out);
 }
 
+void print_decode_summary(std::FILE* out, const BenchEnv& env) {
+  print_decode_table(out, env, "decode", decode_keys(env.options), /*paged_vs_dense=*/false);
+}
+
 void print_varlen_summary(std::FILE* out, const BenchEnv& env) {
-  std::lock_guard<std::mutex> lock(g_mutex);
+  std::lock_guard<std::mutex> lock(rows_mutex());
   const std::vector<int64_t> lengths = varlen_lengths();
   const int64_t mean = varlen_mean(lengths);
   std::fprintf(out, "\n## varlen prefill\n\n");
@@ -548,7 +481,7 @@ void print_varlen_summary(std::FILE* out, const BenchEnv& env) {
 }
 
 void print_window_summary(std::FILE* out, const BenchEnv& env) {
-  std::lock_guard<std::mutex> lock(g_mutex);
+  std::lock_guard<std::mutex> lock(rows_mutex());
   std::fprintf(out, "\n## sliding window\n\n");
   std::fprintf(out,
                "- causal prefill with a left window W (row i sees keys i - W .. i), bf16, batch 1, N %lld, heads "

@@ -1,4 +1,5 @@
-// flash_bench's inference-engine rows (--decode, --varlen, --window).
+// flash_bench's inference-engine rows (--decode, --varlen, --window), and
+// the decode rows that --serving shares with --decode (serving_bench.h).
 //
 //   Decode (--decode): one new token per sequence against a KV cache, the
 //   call an inference engine makes every step. bf16, heads_q 32, heads_kv 8,
@@ -11,37 +12,56 @@
 //   paged256>"; counters median_us, GB/s (K and V bytes, B*L*heads_kv*
 //   head_dim*2 bytes each, over the median time) and frac_bandwidth (over
 //   the read_bandwidth_4GiB ceiling measured by main()); the label is the
-//   kernel configuration (query_kernel_choice).
+//   kernel configuration (query_kernel_choice). --serving asks for decode
+//   rows too (dense and paged16 at its head dims); a shape both ask for is
+//   one row, and each summary prints its own rows.
 //
-//   Varlen prefill (--varlen): 64 sequences with lengths uniform in [100,
-//   8192] (fixed seed), bf16, heads 16/16, head_dim 128, causal and not.
-//   "varlen/.../packed" runs them as one call on packed Q/K/V with
-//   cu_seqlens_q/k; "varlen/.../dense" runs a dense batch of 64 sequences
-//   all at the mean length (the same number of tokens). FLOPs count only
-//   real (query, key) pairs, exactly: n^2 per sequence non-causal,
-//   n(n+1)/2 causal (bottom-right; not the sweep's n^2/2 convention), so
-//   the two rows' TFLOP/s compare directly; counters median_ms, TFLOP/s,
-//   frac_ceiling (over the GEMM ceiling).
-//
-//   Sliding window (--window): causal prefill with a left window (Mistral
-//   style: row i sees keys i - W .. i), bf16, heads 32/8, head_dim 128,
-//   batch 1, N = 16384, W in {1024, 4096}, on the run's --backend and on
-//   Backend::kSm80 (what windows ran on before the Hopper kernel had them).
-//   Rows "window/bf16/hd128/q32kv8/N16384/W<w>/<backend>"; FLOPs count the
-//   visible pairs exactly (sum over rows of min(i, W) + 1).
-//
-// Every row times like the sweep's (warm-up, L2 flushed before each timed
-// launch, CUDA events, median). Summaries are printed after the run.
 #pragma once
 
+#include <cstdint>
 #include <cstdio>
+#include <vector>
 
 #include "bench_env.h"
+#include "options.h"
 
 namespace flash_bench {
 
-// Registers the decode rows and, before them, the row "read_bandwidth_4GiB".
-void register_decode_benchmarks(BenchEnv* env);
+// The decode rows' shapes (bf16, seqlen_q 1).
+constexpr int64_t kDecodeHeadsQ = 32;
+constexpr int64_t kDecodeHeadsKv = 8;
+constexpr int64_t kDecodeBatches[] = {1, 8, 32};
+constexpr int64_t kDecodeSeqlens[] = {4096, 32768};
+
+// One decode row: `batch` sequences of `seqlen_k` keys each at `head_dim`,
+// on a dense cache (page_size 0) or a paged one.
+struct DecodeKey {
+  int64_t batch;
+  int64_t seqlen_k;
+  int64_t page_size;  // 0: dense
+  int64_t head_dim;
+
+  // head_dim, then L, then batch, then the cache (dense first): the order
+  // the rows run and the summaries print in.
+  bool operator<(const DecodeKey& o) const;
+};
+
+// The decode rows --decode asks for: decode_head_dims x L x batch x {dense,
+// paged16, paged256}.
+std::vector<DecodeKey> decode_keys(const Options& options);
+
+// Registers the row "read_bandwidth_4GiB", then one decode row per distinct
+// key in `keys`, in DecodeKey order.
+void register_decode_benchmarks(BenchEnv* env, const std::vector<DecodeKey>& keys);
+
+// Prints "## <title>", the decode rows' conditions and the read ceiling,
+// then a markdown table of those of `keys` that ran, in DecodeKey order:
+// kernel, workspace, us, GB/s, fraction of the read ceiling and, when
+// `paged_vs_dense`, beside each paged row the dense row's time over its own
+// (its speed relative to the dense cache; equally, its GB/s over the
+// dense row's).
+void print_decode_table(std::FILE* out, const BenchEnv& env, const char* title, const std::vector<DecodeKey>& keys,
+                        bool paged_vs_dense);
 
 // Registers the varlen prefill rows.
 void register_varlen_benchmarks(BenchEnv* env);
@@ -49,7 +69,8 @@ void register_varlen_benchmarks(BenchEnv* env);
 // Registers the sliding-window rows.
 void register_window_benchmarks(BenchEnv* env);
 
-// Markdown tables of the rows that ran ("" when none did).
+// Markdown tables of the rows that ran ("" when none did). The decode table
+// holds the rows of decode_keys(env.options) only.
 void print_decode_summary(std::FILE* out, const BenchEnv& env);
 void print_varlen_summary(std::FILE* out, const BenchEnv& env);
 void print_window_summary(std::FILE* out, const BenchEnv& env);

@@ -61,19 +61,34 @@ std::string check_head_dims(const std::vector<int64_t>& head_dims) {
   return {};
 }
 
-// The decode rows' head dims: ones flash has kernels for, each once (a
-// repeat would register two rows of one name).
-std::string check_decode_head_dims(const std::vector<int64_t>& head_dims) {
+// The decode and serving rows' head dims: ones flash has kernels for, each
+// once (a repeat would register two rows of one name).
+std::string check_row_head_dims(const char* flag, const std::vector<int64_t>& head_dims) {
   for (size_t i = 0; i < head_dims.size(); ++i) {
     const int64_t hd = head_dims[i];
     if (hd != 32 && hd != 64 && hd != 96 && hd != 128 && hd != 256) {
-      return "--decode_head_dims: " + std::to_string(hd) + " is not a head dim flash has kernels for (32, 64, 96, 128, 256)";
+      return std::string(flag) + ": " + std::to_string(hd) +
+             " is not a head dim flash has kernels for (32, 64, 96, 128, 256)";
     }
     if (std::find(head_dims.begin(), head_dims.begin() + static_cast<std::ptrdiff_t>(i), hd) != head_dims.begin() + static_cast<std::ptrdiff_t>(i)) {
-      return "--decode_head_dims: " + std::to_string(hd) + " is listed twice";
+      return std::string(flag) + ": " + std::to_string(hd) + " is listed twice";
     }
   }
   return {};
+}
+
+// --serving_head_dims: also compiled in this build, so that every row it
+// registers can run.
+std::string check_serving_head_dims(const std::vector<int64_t>& head_dims) {
+  std::string err = check_row_head_dims("--serving_head_dims", head_dims);
+  const std::vector<int64_t> compiled = compiled_head_dims();
+  for (int64_t hd : head_dims) {
+    if (err.empty() && std::find(compiled.begin(), compiled.end(), hd) == compiled.end()) {
+      err = "--serving_head_dims: " + std::to_string(hd) + " is not compiled in this build (FLASH_HEAD_DIMS " +
+            FLASH_BENCH_HEAD_DIMS + ")";
+    }
+  }
+  return err;
 }
 
 // Google Benchmark's --benchmark_list_tests[=true]: it lists the rows and
@@ -85,6 +100,24 @@ bool is_list_tests(const char* arg) {
 }
 
 }  // namespace
+
+std::vector<int64_t> compiled_head_dims() {
+  std::vector<int64_t> head_dims;
+  for (const std::string& item : split_commas(FLASH_BENCH_HEAD_DIMS)) {
+    int64_t hd = 0;
+    if (parse_int(item, 1, &hd)) head_dims.push_back(hd);
+  }
+  return head_dims;
+}
+
+std::vector<int64_t> default_serving_head_dims() {
+  const std::vector<int64_t> compiled = compiled_head_dims();
+  std::vector<int64_t> head_dims;
+  for (int64_t hd : {64, 128, 256}) {
+    if (std::find(compiled.begin(), compiled.end(), hd) != compiled.end()) head_dims.push_back(hd);
+  }
+  return head_dims;
+}
 
 const char* dtype_name(flash::DType dtype) { return dtype == flash::DType::kFloat16 ? "fp16" : "bf16"; }
 
@@ -120,7 +153,14 @@ const char* usage() {
          "  --lse                       the sweep's flash rows also write the log-sum-exp (float32; default: none,\n"
          "                              as an inference forward pass; at head_dim 64 the Hopper kernel is then\n"
          "                              the variant that keeps float32 row sums, as it always is with --softcap)\n"
-         "  --sweep                     with --decode, --varlen or --window: run the seed's sweep too (else they replace it)\n"
+         "  --serving                   run the serving rows (bench/serving_bench.h), ratios to the dense call beside\n"
+         "                              each row: chunked prefill, bf16, heads 32/8, batch 4, 2048 new causal queries\n"
+         "                              against 16384 cached keys on a dense cache, a dense cache with seqused_k (room\n"
+         "                              for 20480 keys) and paged caches (pages of 1, 16, 64, 256 keys); and decode\n"
+         "                              (the --decode rows' shapes on dense and paged16 caches)\n"
+         "  --serving_head_dims=LIST    the serving rows' head dims (default: those of 64,128,256 compiled in)\n"
+         "  --sweep                     with --decode, --varlen, --window or --serving: run the seed's sweep too\n"
+         "                              (else they replace it)\n"
          "  --autotune                  also run each flash row with autotuning on (the first warm-up call\n"
          "                              tunes) and print heuristic vs autotuned\n"
          "  --flash_iters=N             timed launches per flash row (default 30, after 5 warm-up)\n"
@@ -166,7 +206,12 @@ std::string parse_options(int* argc, char** argv, Options* options, bool* help) 
       options->num_splits = static_cast<int>(n);
     } else if (const char* v = flag_value(arg, "--decode_head_dims")) {
       err = parse_int_list("--decode_head_dims", v, 1, &options->decode_head_dims);
-      if (err.empty()) err = check_decode_head_dims(options->decode_head_dims);
+      if (err.empty()) err = check_row_head_dims("--decode_head_dims", options->decode_head_dims);
+    } else if (std::strcmp(arg, "--serving") == 0) {
+      options->serving = true;
+    } else if (const char* v = flag_value(arg, "--serving_head_dims")) {
+      err = parse_int_list("--serving_head_dims", v, 1, &options->serving_head_dims);
+      if (err.empty()) err = check_serving_head_dims(options->serving_head_dims);
     } else if (const char* v = flag_value(arg, "--softcap")) {
       char* end = nullptr;
       errno = 0;
@@ -195,7 +240,8 @@ std::string parse_options(int* argc, char** argv, Options* options, bool* help) 
   }
   *argc = kept;
   argv[kept] = nullptr;
-  options->run_sweep = sweep_flag || (!options->decode && !options->varlen && !options->window);
+  options->run_sweep =
+      sweep_flag || (!options->decode && !options->varlen && !options->window && !options->serving);
   return {};
 }
 

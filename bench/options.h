@@ -11,12 +11,20 @@
 
 namespace flash_bench {
 
+// The head dims this build compiled kernels for (FLASH_HEAD_DIMS), from
+// bench/CMakeLists.txt.
+std::vector<int64_t> compiled_head_dims();
+
+// --serving's default head dims: those of 64, 128 and 256 that are compiled.
+std::vector<int64_t> default_serving_head_dims();
+
 struct Options {
   std::vector<flash::DType> dtypes = {flash::DType::kBFloat16, flash::DType::kFloat16};
   std::vector<int64_t> head_dims = {64, 128, 256};
   std::vector<int64_t> seqlens = {512, 1024, 2048, 4096, 8192, 16384};
-  bool run_sweep = true;     // the seed's sweep; off when --decode or --varlen is given without --sweep
+  bool run_sweep = true;     // the seed's sweep; off when --decode, --varlen, --window or --serving is given without --sweep
   bool decode = false;       // --decode: the decode rows (split-KV, dense and paged KV cache)
+  bool serving = false;      // --serving: chunked prefill on dense, seqused_k and paged caches, and decode
   bool varlen = false;       // --varlen: varlen prefill against an equal-length dense batch
   bool window = false;       // --window: causal sliding-window prefill, flash's pick against the sm80 kernel
   bool run_standard = true;  // --no-standard clears it
@@ -34,6 +42,7 @@ struct Options {
   float softcap = 0.f;       // --softcap: the sweep's flash rows with this logit softcap (0: none)
   bool lse = false;          // --lse: the sweep's flash rows also write the log-sum-exp
   std::vector<int64_t> decode_head_dims = {128};  // --decode_head_dims: the decode rows' head dims
+  std::vector<int64_t> serving_head_dims = default_serving_head_dims();  // --serving_head_dims
 };
 
 // Removes the flags it knows from argv (updating *argc) and fills *options.
