@@ -38,9 +38,10 @@ struct FwdParams {
   float softmax_scale;       // Scale applied to Q K^T (natural-log domain, for the LSE).
   float softmax_scale_log2;  // softmax_scale * log2(e): folds the scale into the exp2 FFMA.
 
-  // Inference-engine features. The sm80 and decode kernels take them all;
-  // the sm90 kernel takes varlen (with total_q / total_k) and the window,
-  // never the others. See AttentionParams for the semantics.
+  // Inference-engine features. The sm80 kernel takes all but the split,
+  // the decode kernel all; the sm90 kernel takes varlen (with total_q /
+  // total_k), the window, the softcap and the split, not seqused_k or
+  // paging. See AttentionParams for the semantics.
   const int* cu_seqlens_q;  // varlen Q/O: [batch + 1] row offsets, or null
   const int* cu_seqlens_k;  // varlen K/V: [batch + 1] row offsets, or null
   const int* seqused_k;     // keys used per sequence, or null
@@ -60,7 +61,7 @@ struct FwdParams {
   float softcap;
   float softcap_prescale;
 
-  // Split-KV (decode kernel): num_splits > 1 writes fp32 partial O and LSE
+  // Split-KV (decode and sm90 kernels): num_splits > 1 writes fp32 partial O and LSE
   // per split to the workspace, [num_splits, batch, heads_q, seqlen_q, head_dim]
   // and [num_splits, batch, heads_q, seqlen_q]; the combine kernel merges them.
   int num_splits;

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 
 #include "head_dims.h"
 #include "kernels/decode/api.h"
@@ -62,7 +63,12 @@ bool describe(const Plan& plan, const Candidate& c, const AttentionParams& p, Ke
   }
 #if FLASH_HAS_SM90
   if (c.backend == Backend::kSm90) {
-    return sm90::describe_candidate(p.head_dim, plan.mask != MaskVariant::kTail, c.index, choice);
+    if (!sm90::describe_candidate(p.head_dim, plan.mask != MaskVariant::kTail, c.index, choice)) return false;
+    if (plan.num_splits > 1) {
+      const size_t len = std::strlen(choice->name);
+      std::snprintf(choice->name + len, sizeof(choice->name) - len, " %d splits", plan.num_splits);
+    }
+    return true;
   }
 #endif
   return false;
@@ -71,9 +77,10 @@ bool describe(const Plan& plan, const Candidate& c, const AttentionParams& p, Ke
 LaunchRecord last_launch() noexcept { return t_last_launch; }
 
 cudaError_t launch(const Plan& plan, const Candidate& c, const AttentionParams& p, cudaStream_t stream) {
-  t_last_launch = LaunchRecord{c, c.backend == Backend::kDecode ? plan.num_splits : 1};
+  const bool splits = c.backend == Backend::kDecode || c.backend == Backend::kSm90;
+  t_last_launch = LaunchRecord{c, splits ? plan.num_splits : 1};
   FwdParams f = make_fwd_params(p, plan.caps);
-  if (c.backend == Backend::kDecode && plan.num_splits > 1) {
+  if (splits && plan.num_splits > 1) {
     f.num_splits = plan.num_splits;
     const size_t rows = static_cast<size_t>(plan.num_splits) * static_cast<size_t>(p.batch) *
                         static_cast<size_t>(p.heads_q) * static_cast<size_t>(p.seqlen_q);

@@ -32,6 +32,47 @@ bool decode_fits(const AttentionParams& p, const DeviceCaps& caps) {
   return caps.max_smem == 0 || decode::smem_bytes(p.head_dim) <= caps.max_smem;
 }
 
+// The longest run of keys one query row may accumulate (before the split
+// rule): seqlen_k, or what a paged cache with seqused_k holds, bounded by a
+// left window. validate() caps every length at 2^30.
+int64_t longest_keys(const AttentionParams& p, int64_t block_n) {
+  int64_t keys = p.seqlen_k;
+  if (p.block_table != nullptr && p.seqused_k != nullptr) keys = std::max(keys, p.max_pages_per_seq * p.page_size);
+  if (p.window_left >= 0 && p.window_left < (int64_t{1} << 31)) {
+    keys = std::min(keys, p.window_left + p.seqlen_q + std::clamp<int64_t>(p.window_right, 0, int64_t{1} << 31) +
+                              block_n);
+  }
+  return keys;
+}
+
+// The fewest splits that keep every accumulation within kKeysPerAccumulation
+// keys. The tensor cores' float32 accumulation of P V rounds toward zero:
+// O drifts low by about 6e-9 of itself per key accumulated (an H200: rel.
+// L2 7.2e-3 at 2^20 keys, 2.6e-2 at 2^22, 0.19 at 2^25; docs/perf/long-keys.md).
+int64_t accuracy_splits(int64_t keys) { return ceil_div(keys, kKeysPerAccumulation); }
+
+// The split count flash wants for a prefill kernel, sm90 or sm80 (or p.num_splits,
+// clamped), before the workspace rule: the accuracy floor above, and when
+// the calls' (query block, head, batch) tiles leave more than half of the
+// SMs idle, enough splits to give each about one, of at least
+// kMinBlocksPerSplit K/V blocks each. Splits hold at most
+// kMaxSplitWorkspace bytes of partial results.
+int prefill_splits_wanted(const AttentionParams& p, const DeviceCaps& caps) {
+  if (p.num_splits >= 1) return std::min<int>(p.num_splits, kMaxSplits);
+  constexpr int64_t kBlock = 128;  // the kernels' K/V blocks and smallest query tiles
+  const int64_t keys = longest_keys(p, kBlock);
+  const int64_t blocks = ceil_div(keys, kBlock);
+  const int64_t tiles = ceil_div(std::max<int64_t>(p.seqlen_q, 1), kBlock) * p.heads_q * p.batch;
+  if (tiles <= 0 || blocks <= 1) return 1;
+  const int64_t num_sms = std::max(caps.num_sms, 1);
+  int64_t splits = accuracy_splits(keys);
+  if (2 * tiles <= num_sms) splits = std::max(splits, std::min(num_sms / tiles, blocks / kMinBlocksPerSplit));
+  splits = std::clamp<int64_t>(splits, 1, std::min<int64_t>(kMaxSplits, blocks));
+  const size_t per_split = decode_workspace_bytes(p, 2) / 2;
+  if (per_split > 0) splits = std::min<int64_t>(splits, std::max<size_t>(kMaxSplitWorkspace / per_split, 1));
+  return static_cast<int>(splits);
+}
+
 // The split count flash wants for the decode kernel (or p.num_splits,
 // clamped), before the workspace rule. The rules and the measurements
 // behind them: docs/perf/decode-splits.md.
@@ -46,24 +87,19 @@ int decode_splits_wanted(const AttentionParams& p, const DeviceCaps& caps) {
   const int64_t m_blocks = ceil_div(std::max<int64_t>(p.seqlen_q, 1) * g, decode::kBlockM);
   const int64_t units = p.batch * p.heads_kv * m_blocks;
   if (units <= 0) return 1;
-  int64_t keys = p.seqlen_k;
-  if (p.block_table != nullptr && p.seqused_k != nullptr) keys = std::max(keys, p.max_pages_per_seq * p.page_size);
-  // A left window bounds the keys any row sees (validate() caps every length at 2^30).
-  if (p.window_left >= 0 && p.window_left < (int64_t{1} << 31)) {
-    keys = std::min(keys, p.window_left + p.seqlen_q + std::clamp<int64_t>(p.window_right, 0, int64_t{1} << 31) +
-                              decode::kBlockN);
-  }
+  const int64_t keys = longest_keys(p, decode::kBlockN);
   const int64_t max_splits = std::min<int64_t>(ceil_div(keys, decode::kBlockN) / 2, kMaxSplits);
+  const int64_t accurate = std::min(accuracy_splits(keys), max_splits);
   const int64_t num_sms = std::max(caps.num_sms, 1);
   if (p.block_table == nullptr) {
     const int64_t target = ceil_div(9 * num_sms, 10);
-    if (units >= target || max_splits <= 1) return 1;
-    return static_cast<int>(std::min(ceil_div(target, units), max_splits));
+    if (units >= target || max_splits <= 1) return static_cast<int>(std::max<int64_t>(accurate, 1));
+    return static_cast<int>(std::max(accurate, std::min(ceil_div(target, units), max_splits)));
   }
   const int smem = decode::smem_bytes(p.head_dim) + 1024;  // + the per-block reservation
   const int per_sm = caps.smem_per_sm > 0 ? std::max(1, caps.smem_per_sm / smem) : 1;
   const int64_t slots = num_sms * per_sm;
-  if (units * 5 >= slots * 4 || max_splits <= 1) return 1;
+  if (units * 5 >= slots * 4 || max_splits <= 1) return static_cast<int>(std::max<int64_t>(accurate, 1));
   auto efficiency = [&](int64_t s) {
     const double waves = static_cast<double>(units * s) / static_cast<double>(slots);
     return waves / std::ceil(waves);
@@ -71,17 +107,18 @@ int decode_splits_wanted(const AttentionParams& p, const DeviceCaps& caps) {
   double best = 0.0;
   for (int64_t s = 1; s <= max_splits; ++s) best = std::max(best, efficiency(s));
   for (int64_t s = 1; s <= max_splits; ++s) {
-    if (efficiency(s) >= 0.95 * best) return static_cast<int>(s);
+    if (efficiency(s) >= 0.95 * best) return static_cast<int>(std::max(s, accurate));
   }
-  return 1;
+  return static_cast<int>(std::max<int64_t>(accurate, 1));
 }
 
-// Splits for the decode kernel. The combine kernel's grid has one CTA per
-// (batch, head, query) row, so flash splits only below 2^31 rows (a split
-// the caller asks for past that, validate() refuses).
-void plan_splits(const AttentionParams& p, Plan* plan) {
+// Splits for the decode or the sm90 kernel, `wanted` being the kernel's
+// rule. The combine kernel's grid has one CTA per (batch, head, query) row,
+// so flash splits only below 2^31 rows (a split the caller asks for past
+// that, validate() refuses).
+void plan_splits(const AttentionParams& p, int wanted, Plan* plan) {
   const bool combinable = p.batch * p.heads_q * p.seqlen_q <= INT32_MAX;
-  plan->splits_wanted = combinable ? decode_splits_wanted(p, plan->caps) : 1;
+  plan->splits_wanted = combinable ? wanted : 1;
   plan->workspace_wanted = decode_workspace_bytes(p, plan->splits_wanted);
   plan->num_splits = plan->splits_wanted;
   if (p.num_splits == 0 && plan->num_splits > 1) {
@@ -117,8 +154,8 @@ const char* sm90_problem(const AttentionParams& p, const DeviceCaps& caps, const
                   static_cast<long long>(p.head_dim));
     return buf;
   }
-  if (p.block_table != nullptr || p.seqused_k != nullptr || p.num_splits > 1) {
-    return "Backend::kSm90 has no seqused_k, paged KV or split-KV; use Backend::kAuto, kSm80 or kDecode";
+  if (p.block_table != nullptr || p.seqused_k != nullptr) {
+    return "Backend::kSm90 has no seqused_k or paged KV; use Backend::kAuto, kSm80 or kDecode";
   }
   if ((p.cu_seqlens_q != nullptr && p.total_q <= 0) || (p.cu_seqlens_k != nullptr && p.total_k <= 0)) {
     return "Backend::kSm90 runs varlen calls only with total_q / total_k given; use Backend::kAuto or kSm80";
@@ -205,22 +242,21 @@ Status make_plan(const AttentionParams& p, const DeviceCaps& caps, Plan* plan) n
                        static_cast<long long>(p.head_dim), FLASH_HEAD_DIMS_STRING);
   }
   const Backend b = p.backend;
-  if (b == Backend::kSm80 && p.num_splits > 1) {
-    return make_status(StatusCode::kUnsupported, "Backend::kSm80 does not split the keys (num_splits %d); use Backend::kAuto or kDecode",
-                       static_cast<int>(p.num_splits));
-  }
+  // Whether the Hopper kernel could run the call (only asked when requested).
+  char why[192];
+  const char* sm90_why =
+      b == Backend::kAuto || b == Backend::kSm90 ? sm90_problem(p, caps, *plan, why, sizeof(why)) : "not requested";
 
-  // Short queries, or a requested split: the decode kernel (GQA rows packed, keys split).
-  const bool want_decode =
-      b == Backend::kDecode || (b == Backend::kAuto && (p.seqlen_q <= 16 || p.num_splits > 1));
+  // Short queries: the decode kernel (GQA rows packed, keys split).
+  const bool want_decode = b == Backend::kDecode || (b == Backend::kAuto && p.seqlen_q <= 16);
   if (want_decode) {
     if (decode_fits(p, caps)) {
       add(plan, Backend::kDecode, 0);
-      plan_splits(p, plan);
+      plan_splits(p, decode_splits_wanted(p, caps), plan);
       return Status{};
     }
-    if (b == Backend::kDecode || p.num_splits > 1) {
-      return make_status(StatusCode::kUnsupported, "the split-KV decode kernel (Backend::kDecode, or num_splits > 1) for head_dim %lld needs "
+    if (b == Backend::kDecode) {
+      return make_status(StatusCode::kUnsupported, "the split-KV decode kernel (Backend::kDecode) for head_dim %lld needs "
                          "%d KiB of shared memory per block; device %d allows %d KiB",
                          static_cast<long long>(p.head_dim), decode::smem_bytes(p.head_dim) / 1024, caps.device,
                          caps.max_smem / 1024);
@@ -228,25 +264,32 @@ Status make_plan(const AttentionParams& p, const DeviceCaps& caps, Plan* plan) n
   }
 
   if (b == Backend::kAuto || b == Backend::kSm90) {
-    char why[192];
-    const char* problem = sm90_problem(p, caps, *plan, why, sizeof(why));
-    if (problem == nullptr) {
+    if (sm90_why == nullptr) {
 #if FLASH_HAS_SM90
       for (int i = 0; i < sm90::num_candidates(p.head_dim, plan->mask != MaskVariant::kTail); ++i) {
         add(plan, Backend::kSm90, i);
       }
+      plan_splits(p, prefill_splits_wanted(p, caps), plan);
 #endif
     } else if (b == Backend::kSm90) {
-      return make_status(StatusCode::kUnsupported, "%s", problem);
+      return make_status(StatusCode::kUnsupported, "%s", sm90_why);
     }
   }
-  if (b == Backend::kAuto || b == Backend::kSm80) add_sm80(p, caps, plan);
+  // The sm80 kernel: forced, the fallback candidates behind an unsplit
+  // Hopper plan (for the autotuner), or the kernel of the call.
+  if (b == Backend::kSm80 || b == Backend::kAuto) {
+    const bool first = plan->num_candidates == 0;
+    if (first || plan->num_splits == 1) add_sm80(p, caps, plan);
+    if (first) plan_splits(p, prefill_splits_wanted(p, caps), plan);
+  }
   if (plan->num_candidates == 0) {
     return make_status(StatusCode::kUnsupported, "head_dim %lld needs %d KiB of shared memory per block; device %d (sm_%d%d) allows %d KiB",
                        static_cast<long long>(p.head_dim), sm80_min_smem(p) / 1024, caps.device, caps.major,
                        caps.minor, caps.max_smem / 1024);
   }
-  plan->tunable = !uses_engine_features(p);
+  // A split call is not tuned: its candidates share the split count, which
+  // the tuned shape classes do not record.
+  plan->tunable = !uses_engine_features(p) && plan->num_splits == 1;
   return Status{};
 }
 

@@ -33,6 +33,14 @@ struct Candidate {
 inline constexpr int kMaxPlanCandidates = 8;
 // Upper bound of num_splits, the caller's or flash's.
 inline constexpr int kMaxSplits = 128;
+// flash's own split choice keeps every float32 accumulation of P V within
+// this many keys (plan.cpp, accuracy_splits) ...
+inline constexpr int64_t kKeysPerAccumulation = int64_t{1} << 18;
+// ... and, when it splits a Hopper call to fill the GPU, gives each split at
+// least this many 128-key blocks, and all splits at most this many bytes of
+// workspace.
+inline constexpr int64_t kMinBlocksPerSplit = 4;
+inline constexpr size_t kMaxSplitWorkspace = size_t{1} << 30;
 
 struct Plan {
   DeviceCaps caps;
@@ -46,7 +54,7 @@ struct Plan {
   int window_left = -1;                   // the window as the kernels see it: causal is (-1, 0),
   int window_right = -1;                  // sides past any sequence length are -1
 
-  // Split-KV (decode kernel only; 1 elsewhere). num_splits is what runs,
+  // Split-KV (decode and sm90 kernels; 1 for the sm80 one). num_splits is what runs,
   // after the workspace rule: with num_splits = 0 flash takes the largest
   // count up to its choice whose workspace the caller's holds (none given:
   // 1). splits_wanted / workspace_wanted are flash's choice before that rule

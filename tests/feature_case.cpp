@@ -121,7 +121,7 @@ cudaError_t DeviceBuffer::allocate(size_t n) {
 }
 
 bool uses_sm90_unsupported_feature(const AttentionParams& p) {
-  return p.block_table != nullptr || p.seqused_k != nullptr || p.num_splits > 1 ||
+  return p.block_table != nullptr || p.seqused_k != nullptr ||
          (p.cu_seqlens_q != nullptr && p.total_q <= 0) ||
          (p.cu_seqlens_k != nullptr && p.total_k <= 0);
 }

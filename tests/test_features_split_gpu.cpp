@@ -148,6 +148,71 @@ TEST_P(SplitKvIsDeterministic, WhateverTheWorkspaceHeld) {
 }
 INSTANTIATE_TEST_SUITE_P(Features, SplitKvIsDeterministic, ::testing::ValuesIn(split_rows()), RowName());
 
+// ---------------------------------------------------------------- HopperSplitKv
+
+// Split-KV on the Hopper kernel: prefill shapes (dense and varlen with
+// totals, ragged lengths around its 128-row tiles and K/V blocks, GQA,
+// causal, windows, softcap, with and without the LSE) split 3, 7 and 64
+// ways (more splits than some tiles have K/V blocks: empty splits), and
+// flash's own count with a workspace, against the per-sequence reference;
+// every split call runs twice and must give the same bits. Where the
+// device or build has no Hopper kernel the kSm90 runs are dropped and kAuto
+// runs the decode kernel instead.
+std::vector<FeatureRow> hopper_split_rows() {
+  FeatureTable t;
+  const std::vector<FlashRun> runs = {{Backend::kSm90, 3, true}, {Backend::kSm90, 7, true}, {Backend::kSm90, 64, true},
+                                      {Backend::kSm90, 0, true}, {Backend::kAuto, 5, true}, {Backend::kAuto, 0, true}};
+  uint64_t seed = kFeatureSeedBase + 500;
+  if (head_dim_compiled(128)) {
+    FeatureConfig varlen = make_config(DType::kBFloat16, 128, 8, 2, seed++);
+    varlen.varlen_q = true;
+    varlen.kv = KvLayout::kVarlen;
+    varlen.seqlens_q = tile_rotated(2);
+    varlen.seqlens_k = tile_rotated(3);
+    varlen.causal = true;
+    varlen.tail_rows = 8;
+    t.add("varlen", varlen, runs);
+
+    FeatureConfig capped = make_config(DType::kFloat16, 128, 4, 4, seed++);
+    capped.seqlens_q = repeat(129, 2);
+    capped.seqlens_k = repeat(5000, 2);
+    capped.causal = true;
+    capped.softcap = 30.f;
+    t.add("bottom_right", capped, runs);
+  }
+  if (head_dim_compiled(64)) {
+    FeatureConfig dense = make_config(DType::kFloat16, 64, 16, 4, seed++);
+    dense.seqlens_q = repeat(200, 2);
+    dense.seqlens_k = repeat(3000, 2);
+    dense.with_lse = false;
+    t.add("dense", dense, runs);
+  }
+  if (head_dim_compiled(256)) {
+    FeatureConfig window = make_config(DType::kBFloat16, 256, 4, 2, seed++);
+    window.seqlens_q = repeat(1000, 1);
+    window.seqlens_k = repeat(2049, 1);
+    window.window_left = 300;
+    window.window_right = 20;
+    t.add("window", window, runs);
+  }
+  return t.rows();
+}
+
+class HopperSplitKv : public FeatureTest {};
+TEST_P(HopperSplitKv, MatchesReference) {
+  const FeatureConfig cfg = row_config();
+  CaseConfig hd;
+  hd.head_dim = cfg.head_dim;
+  const std::vector<Backend> backends = backends_for(hd);
+  const bool hopper = std::find(backends.begin(), backends.end(), Backend::kSm90) != backends.end();
+  std::vector<FlashRun> runs;
+  for (const FlashRun& run : GetParam().runs) {
+    if (run.backend != Backend::kSm90 || hopper) runs.push_back(run);
+  }
+  check_case(cfg, runs);
+}
+INSTANTIATE_TEST_SUITE_P(Features, HopperSplitKv, ::testing::ValuesIn(hopper_split_rows()), RowName());
+
 // ---------------------------------------------------------------- the workspace and kSm80
 
 class SplitKv : public FeatureFixture {};
@@ -229,8 +294,8 @@ TEST_F(SplitKv, WorkspaceChecks) {
   EXPECT_EQ(attention_workspace_size(p, nullptr).code, StatusCode::kInvalidArgument);
 }
 
-// kSm80 takes every feature except num_splits > 1: such a call is either
-// refused (kUnsupported, nothing written) or computed correctly.
+// kSm80 with a requested split over a paged cache: split on the sm80
+// kernel (or refused, kUnsupported, nothing written) and computed correctly.
 TEST_F(SplitKv, Sm80WithSplitsIsRightOrUnsupported) {
   const int64_t hd = split_head_dim();
   if (!head_dim_compiled(hd)) GTEST_SKIP() << "neither head_dim 64 nor 128 compiled";
@@ -283,7 +348,8 @@ TEST_F(SplitKv, Sm80WithSplitsIsRightOrUnsupported) {
 // kernel's varlen tiles and guarded stores), a window with a softcap (on
 // sm_90 kSm90 runs the Hopper kernel's softcap variant), and a left window
 // without softcap (on sm_90 kAuto and kSm90 run the Hopper kernel's
-// left-window variant: visible blocks past block 0).
+// left-window variant: visible blocks past block 0; split three ways, its
+// split-KV epilogue and the combine kernel after it).
 std::vector<FeatureRow> sanitizer_rows() {
   FeatureTable t;
   if (!head_dim_compiled(64) || !head_dim_compiled(128)) return t.rows();
@@ -317,7 +383,7 @@ std::vector<FeatureRow> sanitizer_rows() {
   window.seqlens_k = repeat(900, 1);
   window.window_left = 200;
   window.window_right = 30;
-  t.add("window", window, {{Backend::kAuto, 0}});
+  t.add("window", window, {{Backend::kAuto, 0}, {Backend::kAuto, 3, true}});
   return t.rows();
 }
 

@@ -114,8 +114,8 @@ TEST_P(PlanTable, PicksTheFamilyAndOnlyCompiledConfigurations) {
       EXPECT_EQ(c.caps.major, 9);
     }
   }
-  if (first != Backend::kDecode) {
-    EXPECT_EQ(plan.num_splits, 1);
+  if (first != Backend::kDecode && p.num_splits == 0) {
+    EXPECT_EQ(plan.num_splits, 1);  // no workspace given
   }
 }
 
@@ -160,7 +160,7 @@ const PlanCase kPlanCases[] = {
        p.workspace = const_cast<void*>(fake(4));
        p.workspace_bytes = size_t{1} << 30;
      },
-     Expect::kUnsupported, "does not split"},
+     Expect::kSm80},
     // Engine features the sm90 kernel lacks go to sm80, or are refused when forced.
     {"SequsedKSm80", 128, kH200, [](AttentionParams& p) { p.seqused_k = static_cast<const int32_t*>(fake(5)); },
      Expect::kSm80},
@@ -349,6 +349,93 @@ TEST(Plan, WorkspaceSizeDoesNotWrap) {
   p.workspace_bytes = 256;
   EXPECT_FALSE(validate(p).ok());
   EXPECT_EQ(detail::decode_workspace_bytes(decode_call(128, 1, 1024), 2), size_t{2} * 1 * 32 * 129 * 4);
+}
+
+// The prefill kernels split the keys too: every float32 accumulation within
+// kKeysPerAccumulation keys, and calls with few query tiles over the SMs;
+// never the seed sweep's shapes; the workspace rule as for decode. A split
+// Hopper plan offers no sm80 fallback (the autotuner does not tune splits).
+TEST(Plan, HopperSplitsLongKeysAndFewTiles) {
+  if (!kHasSm90 || !head_dim_compiled(128)) GTEST_SKIP() << "no sm90 kernel for head_dim 128 in this build";
+  auto plan_of = [](const AttentionParams& p) {
+    Plan plan;
+    EXPECT_TRUE(validate(p).ok()) << validate(p).message;
+    EXPECT_TRUE(detail::make_plan(p, kH200, &plan).ok());
+    return plan;
+  };
+  auto with_workspace = [](AttentionParams p) {
+    p.workspace = const_cast<void*>(fake(4));
+    p.workspace_bytes = size_t{1} << 40;
+    return p;
+  };
+  // 64 queries x 2^22 keys, 32 heads: 32 tiles; 16 splits keep 2^18 keys each.
+  AttentionParams longk = dense(128, 64, int64_t{1} << 22);
+  longk.batch = 1;
+  longk.set_contiguous_bnhd();
+  Plan plan = plan_of(longk);
+  EXPECT_EQ(plan.candidates[0].backend, Backend::kSm90);
+  EXPECT_EQ(plan.splits_wanted, 16);
+  EXPECT_EQ(plan.num_splits, 1);  // no workspace given
+  EXPECT_EQ(plan.workspace_wanted, detail::decode_workspace_bytes(longk, 16));
+  plan = plan_of(with_workspace(longk));
+  EXPECT_EQ(plan.num_splits, 16);
+  EXPECT_FALSE(plan.tunable);
+  for (int i = 0; i < plan.num_candidates; ++i) EXPECT_EQ(plan.candidates[i].backend, Backend::kSm90) << i;
+  KernelChoice choice;
+  ASSERT_TRUE(detail::describe(plan, plan.candidates[0], longk, &choice));
+  EXPECT_NE(std::strstr(choice.name, "16 splits"), nullptr) << choice.name;
+  // Few tiles, short keys: 32 tiles of 128 rows, 8192 keys: 4 splits (132 / 32).
+  AttentionParams few = dense(128, 128, 8192);
+  few.batch = 1;
+  few.set_contiguous_bnhd();
+  EXPECT_EQ(plan_of(with_workspace(few)).num_splits, 4);
+  // The seed sweep's shapes fill the GPU: no split.
+  for (int64_t n : {512, 2048, 16384}) {
+    AttentionParams sweep = dense(128, n, n, true);
+    sweep.batch = 16384 / n;
+    sweep.set_contiguous_bnhd();
+    EXPECT_EQ(plan_of(with_workspace(sweep)).num_splits, 1) << n;
+  }
+  // Long keys behind many tiles: only the accuracy floor (2^20 / 2^18).
+  AttentionParams many = dense(128, 4096, int64_t{1} << 20);
+  EXPECT_EQ(plan_of(with_workspace(many)).num_splits, 4);
+  // ... unless the partial results would pass kMaxSplitWorkspace.
+  many.seqlen_q = 65536;
+  many.set_contiguous_bnhd();
+  EXPECT_EQ(plan_of(with_workspace(many)).num_splits, 1);
+  // A split asked for runs on the Hopper kernel (forced or not), or on the
+  // sm80 kernel where the Hopper kernel cannot take the call.
+  AttentionParams asked = with_workspace(dense(128, 2048, 2048));
+  asked.num_splits = 3;
+  plan = plan_of(asked);
+  EXPECT_EQ(plan.candidates[0].backend, Backend::kSm90);
+  EXPECT_EQ(plan.num_splits, 3);
+  asked.backend = Backend::kSm90;
+  EXPECT_EQ(plan_of(asked).num_splits, 3);
+  asked.backend = Backend::kAuto;
+  asked.seqused_k = static_cast<const int32_t*>(fake(5));
+  plan = plan_of(asked);
+  EXPECT_EQ(plan.candidates[0].backend, Backend::kSm80);
+  EXPECT_EQ(plan.num_splits, 3);
+  // Ampere: the sm80 kernel, split the same way (108 SMs: 3 per tile for occupancy, 16 for accuracy).
+  Plan a100;
+  ASSERT_TRUE(detail::make_plan(with_workspace(longk), kA100, &a100).ok());
+  EXPECT_EQ(a100.candidates[0].backend, Backend::kSm80);
+  EXPECT_EQ(a100.num_splits, 16);
+  AttentionParams few_a100 = with_workspace(few);
+  ASSERT_TRUE(detail::make_plan(few_a100, kA100, &a100).ok());
+  EXPECT_EQ(a100.num_splits, 3);
+}
+
+// The decode kernel keeps the same accuracy floor: a batch that fills the
+// GPU on its own still splits 2^20 keys in four.
+TEST(Plan, DecodeSplitsLongKeysForAccuracy) {
+  if (!head_dim_compiled(128)) GTEST_SKIP() << "head_dim 128 not compiled";
+  AttentionParams p = decode_call(128, 64, int64_t{1} << 20);
+  Plan plan;
+  ASSERT_TRUE(detail::make_plan(p, kH200, &plan).ok());
+  EXPECT_EQ(plan.candidates[0].backend, Backend::kDecode);
+  EXPECT_EQ(plan.splits_wanted, 4);
 }
 
 }  // namespace

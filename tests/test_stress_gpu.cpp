@@ -27,6 +27,8 @@ struct Path {
   Backend backend;
   int num_splits;  // 0: flash's choice
   const char* name;
+  bool workspace = true;  // pass attention_workspace_size() bytes (what lets flash split)
+  double max_rel_l2 = 0;  // 0: the case's bound
 };
 
 struct StressCase {
@@ -178,7 +180,7 @@ TEST_P(Stress, MatchesFloat64Reference) {
     size_t ws_bytes = 0;
     ASSERT_TRUE(attention_workspace_size(run, &ws_bytes).ok());
     DeviceMemory ws;
-    if (ws_bytes > 0) {
+    if (ws_bytes > 0 && path.workspace) {
       ASSERT_TRUE(ws.allocate(ws_bytes));
       run.workspace = ws.get();
       run.workspace_bytes = ws_bytes;
@@ -194,31 +196,40 @@ TEST_P(Stress, MatchesFloat64Reference) {
               cudaSuccess);
     ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
     const Errors e = compare(p, checked, host_o, host_lse, ref_o, ref_lse);
-    std::printf("stress %-22s %-8s rel_l2 %.3e  bias %+.3e  lse_err %.3e  splits %d  %s\n", c.name, path.name,
-                e.rel_l2, e.bias, e.lse_max, run.num_splits, choice.name);
+    ASSERT_TRUE(query_kernel_choice(run, &choice).ok());  // with the workspace: the split count that ran
+    std::printf("stress %-18s %-10s rel_l2 %.3e  bias %+.3e  lse_err %.3e  %s\n", c.name, path.name, e.rel_l2,
+                e.bias, e.lse_max, choice.name);
     EXPECT_EQ(e.non_finite, 0);
-    EXPECT_LE(e.rel_l2, c.max_rel_l2) << choice.name;
+    EXPECT_LE(e.rel_l2, path.max_rel_l2 > 0 ? path.max_rel_l2 : c.max_rel_l2) << choice.name;
     EXPECT_LE(e.lse_max, 5e-3) << choice.name;
   }
 }
 
+// flash's choice with a workspace of attention_workspace_size() bytes, on
+// each kernel family; the decode kernel asked for 8 splits; and kAuto
+// without a workspace, where flash cannot split and one accumulation runs
+// over every key: the tensor cores' truncating float32 sums leave O about
+// 6e-9 of itself low per key (docs/perf/long-keys.md), the bound says so.
 const Path kAuto{Backend::kAuto, 0, "auto"};
 const Path kSm90{Backend::kSm90, 0, "sm90"};
 const Path kSm80{Backend::kSm80, 0, "sm80"};
+const Path kDecode{Backend::kDecode, 0, "decode"};
 const Path kSplit8{Backend::kDecode, 8, "decode/8"};
+const Path kNoWorkspace2p20{Backend::kAuto, 0, "auto/no-ws", false, 1e-2};
+const Path kNoWorkspace2p22{Backend::kAuto, 0, "auto/no-ws", false, 4e-2};
 
 std::vector<StressCase> cases() {
   constexpr int64_t k2p20 = int64_t{1} << 20, k2p22 = int64_t{1} << 22, k2p25 = int64_t{1} << 25;
   return {
       // Issue 24 item 8: one long accumulation per query row.
-      {"keys_2p20", 1, 64, k2p20, 32, 8, 128, false, 0, {}, {kAuto, kSm90, kSm80, kSplit8}, 5e-3},
-      {"keys_2p22", 1, 64, k2p22, 32, 8, 128, false, 0, {}, {kAuto, kSm90, kSm80, kSplit8}, 5e-3},
+      {"keys_2p20", 1, 64, k2p20, 32, 8, 128, false, 0, {}, {kAuto, kSm90, kSm80, kSplit8, kNoWorkspace2p20}, 5e-3},
+      {"keys_2p22", 1, 64, k2p22, 32, 8, 128, false, 0, {}, {kAuto, kSm90, kSm80, kSplit8, kNoWorkspace2p22}, 5e-3},
       {"keys_2p22_causal", 1, 64, k2p22, 32, 8, 128, true, 0, {}, {kAuto}, 5e-3},
       // A 2^20-token causal prefill.
       {"causal_2p20", 1, k2p20, k2p20, 1, 1, 128, true, 0, {}, {kAuto, kSm80}, 1e-2},
       // K and V of 2^32 elements each, dense and paged (256-key pages).
       {"kv_2p32", 1, 128, k2p25, 8, 1, 128, false, 0, {}, {kAuto, kSm80}, 1e-2},
-      {"kv_2p32_paged256", 1, 128, k2p25, 8, 1, 128, false, 256, {}, {kAuto, kSplit8}, 1e-2},
+      {"kv_2p32_paged256", 1, 128, k2p25, 8, 1, 128, false, 256, {}, {kAuto, kDecode}, 1e-2},
       // batch * heads past 65535 (a grid dimension's limit), prefill and decode.
       {"batch_heads_2p17", 4096, 64, 64, 32, 8, 64, true, 0, {0, 1, 2047, 4095}, {kAuto, kSm80}, 1e-2},
       {"decode_batch_4096", 4096, 1, 1024, 32, 8, 128, false, 0, {0, 4095}, {kAuto}, 1e-2},

@@ -2,6 +2,8 @@
 // writes to the workspace, in a fixed order (deterministic).
 #pragma once
 
+#include <cuda_runtime.h>
+
 #include <cstdint>
 
 #include "../common/ptx.cuh"
@@ -97,6 +99,28 @@ __global__ void __launch_bounds__(128) combine_kernel(const __grid_constant__ de
       o[c * 32] = ptx::from_float<Element>(((partial[0][col] + partial[1][col]) + partial[2][col]) + partial[3][col]);
     }
   }
+}
+
+// Launches the combine of p's splits: one CTA per (batch, head, query) row
+// (the caller has checked that their number fits gridDim.x). With
+// `programmatic` it launches as a programmatic dependent of the kernel
+// before it on the stream (both compiled for sm_90 or newer): its CTAs
+// start while that kernel's last ones finish and wait for its results.
+template <int kHeadDim, typename Element>
+cudaError_t launch_combine(const detail::FwdParams& p, cudaStream_t stream, bool programmatic = false) {
+  const int64_t rows = static_cast<int64_t>(p.batch) * p.heads_q * p.seqlen_q;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(static_cast<unsigned>(rows));
+  config.blockDim = dim3(128);
+  config.stream = stream;
+  cudaLaunchAttribute attribute = {};
+  if (programmatic) {
+    attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attribute.val.programmaticStreamSerializationAllowed = 1;
+    config.attrs = &attribute;
+    config.numAttrs = 1;
+  }
+  return cudaLaunchKernelEx(&config, &combine_kernel<kHeadDim, Element>, p);
 }
 
 }  // namespace flash::decode

@@ -87,19 +87,8 @@ cudaError_t run_decode(const detail::FwdParams& params, cudaStream_t stream) {
   // programmatic dependent of the decode kernel: its CTAs get going while
   // the decode kernel's last ones finish and wait (griddepcontrol.wait) for
   // its results, instead of the launch starting after it.
-  const int64_t rows = static_cast<int64_t>(params.batch) * params.heads_q * params.seqlen_q;
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(static_cast<unsigned>(rows));
-  config.blockDim = dim3(128);
-  config.stream = stream;
-  cudaLaunchAttribute attribute = {};
-  if (params.cc_major >= 9 && programmatic_launch_compiled<Traits, Element, kHeadDim>()) {
-    attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attribute.val.programmaticStreamSerializationAllowed = 1;
-    config.attrs = &attribute;
-    config.numAttrs = 1;
-  }
-  return cudaLaunchKernelEx(&config, &combine_kernel<kHeadDim, Element>, params);
+  return launch_combine<kHeadDim, Element>(
+      params, stream, params.cc_major >= 9 && programmatic_launch_compiled<Traits, Element, kHeadDim>());
 }
 
 }  // namespace flash::decode

@@ -164,8 +164,13 @@ __global__ void __launch_bounds__(Traits::kNThreads)
   const int warp = tid / 32;
   const int lane = tid % 32;
 
-  // Launch the longest (causal: bottom) query blocks first so the short ones fill the tail.
-  const int m_block = gridDim.x - 1 - blockIdx.x;
+  // Launch the longest (causal: bottom) query blocks first so the short ones
+  // fill the tail. Split-KV (p.num_splits = S > 1): S neighbouring CTAs per
+  // query block, CTA split s taking the s-th part of the block's visible
+  // K/V blocks (the last part shorter or empty).
+  const int splits = p.num_splits > 1 ? p.num_splits : 1;
+  const int m_block = static_cast<int>(gridDim.x) / splits - 1 - static_cast<int>(blockIdx.x) / splits;
+  const int split = static_cast<int>(blockIdx.x) % splits;
   const int head = blockIdx.y;
   const int batch = blockIdx.z;
   const int head_kv = head / p.q_per_kv;
@@ -180,6 +185,11 @@ __global__ void __launch_bounds__(Traits::kNThreads)
   int n_begin, n_end, u_begin, u_end;
   mask.template visible_blocks<kBlockN>(row_begin, row_end - 1, &n_begin, &n_end);
   mask.template unmasked_blocks<kBlockN>(row_begin, row_end - 1, &u_begin, &u_end);
+  if (splits > 1) {
+    const int per = (n_end - n_begin + splits - 1) / splits;
+    n_begin = min(n_begin + split * per, n_end);
+    n_end = min(n_begin + per, n_end);
+  }
 
   const Element* q = static_cast<const Element*>(p.q) + seq.q_offset + head * p.q_head_stride +
                      static_cast<int64_t>(row_begin) * p.q_seq_stride;
@@ -327,6 +337,30 @@ __global__ void __launch_bounds__(Traits::kNThreads)
   __syncthreads();
   // Re-derived rather than kept live through the main loop.
   const SeqInfo out(p, batch);
+  if (splits > 1) {
+    // This split's O (normalised, float32) and LSE at the combine kernel's
+    // slots (decode/combine_kernel.cuh): split * rows + (batch * heads_q +
+    // head) * seqlen_q + row. A row that sees no key of the split stores
+    // O = 0 and LSE = -inf.
+    const int64_t first = split * (static_cast<int64_t>(p.batch) * p.heads_q * p.seqlen_q) +
+                          (static_cast<int64_t>(batch) * p.heads_q + head) * p.seqlen_q;
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+      for (int hi = 0; hi < 2; ++hi) {
+        const int row = row_begin + warp_row + mt * 16 + lane / 4 + hi * 8;
+        if (row >= out.len_q) continue;
+        float* o_row = p.o_partial + (first + row) * Traits::kHeadDim + (lane % 4) * 2;
+#pragma unroll
+        for (int nt = 0; nt < kNTilesO; ++nt) {
+          *reinterpret_cast<float2*>(o_row + nt * 8) =
+              make_float2(acc_o[mt][nt][2 * hi] * inv_l[2 * mt + hi], acc_o[mt][nt][2 * hi + 1] * inv_l[2 * mt + hi]);
+        }
+        if (lane % 4 == 0) p.lse_partial[first + row] = lse[2 * mt + hi];
+      }
+    }
+    return;
+  }
 #pragma unroll
   for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll

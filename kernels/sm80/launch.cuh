@@ -7,6 +7,7 @@
 
 #include "api.h"
 #include "../common/element.cuh"
+#include "../decode/combine_kernel.cuh"
 #include "fwd_kernel.cuh"
 
 namespace flash::sm80 {
@@ -20,13 +21,24 @@ cudaError_t launch_fwd(const detail::FwdParams& params, cudaStream_t stream) {
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
     if (err != cudaSuccess) return err;
   }
+  // Split-KV: num_splits CTAs per query block (gridDim.x), the plan keeps
+  // that and the combine's one CTA per (batch, head, query) row below 2^31.
+  const int64_t splits = params.num_splits > 1 ? params.num_splits : 1;
+  const int64_t m_blocks = (params.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM;
+  if (m_blocks * splits > INT32_MAX ||
+      (splits > 1 && static_cast<int64_t>(params.batch) * params.heads_q * params.seqlen_q > INT32_MAX)) {
+    return cudaErrorInvalidConfiguration;
+  }
   cudaLaunchConfig_t config = {};
-  config.gridDim = dim3((params.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM, params.heads_q, params.batch);
+  config.gridDim = dim3(static_cast<unsigned>(m_blocks * splits), params.heads_q, params.batch);
   config.blockDim = dim3(Traits::kNThreads);
   config.dynamicSmemBytes = kSmemBytes;
   config.stream = stream;
   // cudaLaunchKernelEx reports this launch's own error, never a stale one.
-  return cudaLaunchKernelEx(&config, kernel, params);
+  const cudaError_t err = cudaLaunchKernelEx(&config, kernel, params);
+  if (err != cudaSuccess || splits == 1) return err;
+  // Merge the partial results, one CTA per (batch, head, query) row.
+  return decode::launch_combine<Traits::kHeadDim, typename Traits::Element>(params, stream);
 }
 
 template <DType kDType, int kHeadDim, int kIndex>

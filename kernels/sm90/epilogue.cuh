@@ -6,7 +6,9 @@
 // sequence's rows); a tile that sees no key stores zeros from registers.
 // Where shared memory has room O is staged in a buffer of its own, so Q is
 // released early (mainloop.cuh); otherwise in Q's, and Q is released once
-// the store has read it (docs/perf/sm90-epilogue.md).
+// the store has read it (docs/perf/sm90-epilogue.md). Split-KV tiles store
+// their normalised float32 O and their LSE to the workspace from registers
+// (store_partial); the combine kernel merges the splits.
 #pragma once
 
 #include <cstdint>
@@ -86,6 +88,31 @@ struct Epilogue {
     }
   }
 
+  // Split-KV: this split's O (normalised, float32) and LSE of each real
+  // row, at the combine kernel's slots: row (batch, head, token) of split s
+  // is s * batch * heads_q * seqlen_q + (batch * heads_q + head) * seqlen_q
+  // + token (seqlen_q the longest sequence for varlen calls). A row that
+  // sees no key of its split stores O = 0 and LSE = -inf.
+  __device__ __forceinline__ void store_partial(const Tile& tile, const OTile& o, const float (&inv_l)[2],
+                                                const float (&lse)[2]) const {
+    const auto& o_frag = *reinterpret_cast<const float(*)[1][kOCols / 8][4]>(&o);
+    const int64_t rows = static_cast<int64_t>(p.batch) * p.heads_q * p.seqlen_q;
+    const int64_t first = tile.split * rows + (static_cast<int64_t>(tile.batch) * p.heads_q + tile.head) * p.seqlen_q;
+#pragma unroll
+    for (int hi = 0; hi < 2; ++hi) {
+      const int row = tile.row_begin + wg * kWarpgroupRows + row_in_wg(hi);
+      if (row < 0 || row >= tile.len_q) continue;
+      const int64_t slot = first + row;
+      float* o_row = p.o_partial + slot * kHeadDim + (lane % 4) * 2;
+#pragma unroll
+      for (int nt = 0; nt < kHeadDim / 8; ++nt) {
+        *reinterpret_cast<float2*>(o_row + nt * 8) =
+            make_float2(o_frag[0][nt][2 * hi] * inv_l[hi], o_frag[0][nt][2 * hi + 1] * inv_l[hi]);
+      }
+      if (lane % 4 == 0) p.lse_partial[slot] = lse[hi];
+    }
+  }
+
   // Rounded O into this warpgroup's staging rows, swizzled as the O tensor map expects.
   __device__ __forceinline__ void stage(const OTile& o, const float (&inv_l)[2]) const {
     const auto& o_frag = *reinterpret_cast<const float(*)[1][kOCols / 8][4]>(&o);
@@ -152,6 +179,17 @@ struct Epilogue {
     float inv_l[2];
     float lse[2];
     finalize(o, softmax, p.softmax_scale, inv_l, lse);
+    if (p.num_splits > 1) {
+      store_partial(tile, o, inv_l, lse);
+      if constexpr (!Traits::kSeparateO) {
+        // Q waits for the epilogue to release it (mainloop.cuh); nothing is staged in it here.
+        if (tile.n_blocks > 0) {
+          sync_wg();
+          consumer_release(smem, Barrier::kQEmpty, 0, lane);
+        }
+      }
+      return;
+    }
     if (tile.n_blocks == 0) {
       store_from_registers(tile, o, inv_l);
     } else {

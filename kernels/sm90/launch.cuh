@@ -11,6 +11,7 @@
 
 #include "api.h"
 #include "../common/element.cuh"
+#include "../decode/combine_kernel.cuh"
 #include "fwd_kernel.cuh"
 #include "tensor_map.h"
 
@@ -26,17 +27,26 @@ cudaError_t launch_fwd(const FwdParams& params, cudaStream_t stream) {
   // Persistent: at most one CTA per SM, each walking tiles with a stride of the grid size.
   const int num_sms = p.num_sms > 0 ? p.num_sms : 1;
   const int64_t num_m_blocks = (p.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM;
-  // Unit indices and the CTAs' strided walk (u + gridDim.x) stay in int;
-  // the plan never sends a call past this (src/plan.cpp).
-  if (num_m_blocks * p.heads_q * p.batch > INT32_MAX - num_sms) return cudaErrorInvalidValue;
+  // Unit indices (times the splits) and the CTAs' strided walk (u +
+  // gridDim.x) stay in int; the plan never sends a call past this
+  // (src/plan.cpp), nor a split one past the combine's grid.
+  const int64_t splits = p.num_splits > 1 ? p.num_splits : 1;
+  const int64_t rows = static_cast<int64_t>(p.batch) * p.heads_q * p.seqlen_q;
+  if (num_m_blocks * p.heads_q * p.batch * splits > INT32_MAX - num_sms || (splits > 1 && rows > INT32_MAX)) {
+    return cudaErrorInvalidValue;
+  }
   const int num_units =
-      TileScheduler<kMasked, kLeft, Traits::kBlockM, Traits::kBlockN, Traits::kSchedSeqs, Traits::kNThreads>::units(static_cast<int>(num_m_blocks), p.heads_q * p.batch);
+      TileScheduler<kMasked, kLeft, Traits::kBlockM, Traits::kBlockN, Traits::kSchedSeqs, Traits::kNThreads>::units(
+          static_cast<int>(num_m_blocks), p.heads_q * p.batch) * static_cast<int>(splits);
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3(static_cast<unsigned>(num_units < num_sms ? num_units : num_sms));
   config.blockDim = dim3(Traits::kNThreads);
   config.dynamicSmemBytes = kSmemBytes;
   config.stream = stream;
-  return cudaLaunchKernelEx(&config, kernel, params);
+  const cudaError_t launched = cudaLaunchKernelEx(&config, kernel, params);
+  if (launched != cudaSuccess || splits == 1) return launched;
+  // Split-KV: merge the partial results, one CTA per (batch, head, query) row.
+  return decode::launch_combine<Traits::kHeadDim, typename Traits::Element>(p, stream);
 }
 
 // Builds the four tensor maps for Traits' boxes and launches; returns
@@ -50,7 +60,8 @@ cudaError_t run_with_traits(const detail::FwdParams& p, cudaStream_t stream);
 template <typename Traits, bool kMasked>
 cudaError_t run_lse_variant(const detail::FwdParams& p, cudaStream_t stream) {
   if constexpr (Traits::kRowSumInO) {
-    if (p.lse == nullptr) return run_with_traits<typename Traits::WithoutLseSums, kMasked, false, false>(p, stream);
+    // Split-KV needs the sums too: every split stores its LSE.
+    if (p.lse == nullptr && p.num_splits <= 1) return run_with_traits<typename Traits::WithoutLseSums, kMasked, false, false>(p, stream);
   }
   return run_with_traits<Traits, kMasked, false, false>(p, stream);
 }
@@ -102,7 +113,7 @@ cudaError_t run_with_traits(const detail::FwdParams& p, cudaStream_t stream) {
   // A kernel without float32 row sums would write an LSE from the rounded
   // sums in O: run_lse_variant never picks one for a call with an LSE.
   if constexpr (!Traits::kLseSums) {
-    if (p.lse != nullptr) return cudaErrorInvalidValue;
+    if (p.lse != nullptr || p.num_splits > 1) return cudaErrorInvalidValue;
   }
   FwdParams params;
   params.common = p;

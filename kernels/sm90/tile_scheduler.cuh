@@ -16,6 +16,7 @@ struct Tile {
   int n_first;     // first K/V block any row of the tile sees
   int n_blocks;    // K/V blocks [n_first, n_first + n_blocks) hold every key a row sees (0: none)
   int unmasked_begin, unmasked_end;  // blocks every row sees in full: no per-element mask
+  int split;       // split-KV: which of p.num_splits key ranges of the tile this is (0 without)
   bool skip;       // varlen: the sequence has no row in this block; nothing to compute or write
   int len_q, len_k;  // this sequence's query rows and keys
   int q_start;       // varlen: the sequence's first row in packed Q/O (else 0)
@@ -36,6 +37,11 @@ struct Tile {
 // CTA's share is within one unit's cost of another's (unit_map.h). A
 // head's pair units are consecutive, so the CTAs running at any moment
 // share few K/V heads and mostly hit in L2.
+//
+// Split-KV (p.num_splits = S > 1): unit u is split u % S of unit u / S
+// above; a split covers the S-th part of its tile's visible K/V blocks
+// (consecutive blocks, the last part shorter or empty), so the S parts of
+// one tile run on neighbouring CTAs at once and read disjoint keys.
 //
 // Variable-length calls (cu_seqlens_q) with at most kSchedSeqs sequences
 // walk a compact list instead: every CTA first ranks the sequences by the
@@ -78,8 +84,9 @@ struct TileScheduler {
     return UnitMap{num_m_blocks, heads_x_batch, kMasked}.num_units();
   }
   __device__ __forceinline__ int num_units(const detail::FwdParams& p) const {
-    return compact(p) ? first_unit[p.batch] : units(num_m_blocks, p.heads_q * p.batch);
+    return (compact(p) ? first_unit[p.batch] : units(num_m_blocks, p.heads_q * p.batch)) * splits(p);
   }
+  __device__ __forceinline__ static int splits(const detail::FwdParams& p) { return p.num_splits > 1 ? p.num_splits : 1; }
 
   // Builds the compact list when the call qualifies. Every thread of the
   // CTA must call it; it ends with __syncthreads().
@@ -149,6 +156,7 @@ struct TileScheduler {
 
   __device__ __forceinline__ int tiles_in_unit(int u, const detail::FwdParams& p) const {
     if constexpr (kMasked) {
+      u /= splits(p);
       if (compact(p)) {
         const int r = rank_of(u, p.batch);
         const SeqInfo seq(p, order[r]);
@@ -169,6 +177,8 @@ struct TileScheduler {
   // from the cu_seqlens / seqused_k arrays (SeqInfo), the mask is per sequence.
   __device__ __forceinline__ Tile tile(int u, int k, const detail::FwdParams& p) const {
     Tile t;
+    t.split = u % splits(p);
+    u /= splits(p);
     int rank = 0;
     if (compact(p)) {
       rank = rank_of(u, p.batch);
@@ -211,6 +221,12 @@ struct TileScheduler {
     mask.template visible_blocks<kBlockN>(row_first, row_last, &t.n_first, &end);
     t.n_blocks = end - t.n_first;
     mask.template unmasked_blocks<kBlockN>(row_first, row_last, &t.unmasked_begin, &t.unmasked_end);
+    if (p.num_splits > 1) {
+      const int per = (t.n_blocks + p.num_splits - 1) / p.num_splits;
+      const int begin = min(t.split * per, t.n_blocks);
+      t.n_first += begin;
+      t.n_blocks = min(per, t.n_blocks - begin);
+    }
     return t;
   }
 
@@ -241,7 +257,9 @@ struct TileScheduler {
     // Dense, with no left window edge and no more queries than keys: every
     // row sees a key (this tile's do, so seqlen_k > 0), so every tile has
     // work and only the walk's length matters (an unmasked unit is one tile).
-    if (!kLeft && p.cu_seqlens_q == nullptr && p.cu_seqlens_k == nullptr && (!kMasked || p.seqlen_k >= p.seqlen_q)) {
+    // (A split may be empty, so not with splits.)
+    if (!kLeft && p.num_splits <= 1 && p.cu_seqlens_q == nullptr && p.cu_seqlens_k == nullptr &&
+        (!kMasked || p.seqlen_k >= p.seqlen_q)) {
       return k + 1 < tiles_in_unit(u, p) || u + static_cast<int>(gridDim.x) < num_units;
     }
     for (int k2 = k + 1; k2 < tiles_in_unit(u, p); ++k2) {
