@@ -50,7 +50,14 @@ int kernel_window_right(const AttentionParams& p) noexcept {
 }
 
 bool describe(const Plan& plan, const Candidate& c, const AttentionParams& p, KernelChoice* choice) {
-  if (c.backend == Backend::kSm80) return sm80::describe_candidate(p.head_dim, c.index, choice);
+  if (c.backend == Backend::kSm80) {
+    if (!sm80::describe_candidate(p.head_dim, c.index, choice)) return false;
+    if (plan.num_splits > 1) {
+      const size_t len = std::strlen(choice->name);
+      std::snprintf(choice->name + len, sizeof(choice->name) - len, " %d splits", plan.num_splits);
+    }
+    return true;
+  }
   if (c.backend == Backend::kDecode) {
     choice->backend = Backend::kDecode;
     choice->block_m = decode::kBlockM;
@@ -77,10 +84,9 @@ bool describe(const Plan& plan, const Candidate& c, const AttentionParams& p, Ke
 LaunchRecord last_launch() noexcept { return t_last_launch; }
 
 cudaError_t launch(const Plan& plan, const Candidate& c, const AttentionParams& p, cudaStream_t stream) {
-  const bool splits = c.backend == Backend::kDecode || c.backend == Backend::kSm90;
-  t_last_launch = LaunchRecord{c, splits ? plan.num_splits : 1};
+  t_last_launch = LaunchRecord{c, plan.num_splits};
   FwdParams f = make_fwd_params(p, plan.caps);
-  if (splits && plan.num_splits > 1) {
+  if (plan.num_splits > 1) {
     f.num_splits = plan.num_splits;
     const size_t rows = static_cast<size_t>(plan.num_splits) * static_cast<size_t>(p.batch) *
                         static_cast<size_t>(p.heads_q) * static_cast<size_t>(p.seqlen_q);

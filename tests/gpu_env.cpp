@@ -155,9 +155,7 @@ Status forward_checking_choice(const AttentionParams& p, cudaStream_t stream) {
   EXPECT_TRUE(detail::describe(plan, ran.candidate, p, &launched));
   EXPECT_STREQ(reported.name, launched.name) << "query_kernel_choice names another kernel than the one launched";
   EXPECT_EQ(reported.backend, launched.backend);
-  if (ran.candidate.backend == Backend::kDecode || ran.candidate.backend == Backend::kSm90) {
-    EXPECT_EQ(ran.num_splits, plan.num_splits);
-  }
+  EXPECT_EQ(ran.num_splits, plan.num_splits);
   return s;
 }
 

@@ -150,7 +150,7 @@ INSTANTIATE_TEST_SUITE_P(Features, SplitKvIsDeterministic, ::testing::ValuesIn(s
 
 // ---------------------------------------------------------------- HopperSplitKv
 
-// Split-KV on the Hopper kernel: prefill shapes (dense and varlen with
+// Split-KV on the Hopper and sm80 kernels: prefill shapes (dense and varlen with
 // totals, ragged lengths around its 128-row tiles and K/V blocks, GQA,
 // causal, windows, softcap, with and without the LSE) split 3, 7 and 64
 // ways (more splits than some tiles have K/V blocks: empty splits), and
@@ -161,7 +161,8 @@ INSTANTIATE_TEST_SUITE_P(Features, SplitKvIsDeterministic, ::testing::ValuesIn(s
 std::vector<FeatureRow> hopper_split_rows() {
   FeatureTable t;
   const std::vector<FlashRun> runs = {{Backend::kSm90, 3, true}, {Backend::kSm90, 7, true}, {Backend::kSm90, 64, true},
-                                      {Backend::kSm90, 0, true}, {Backend::kAuto, 5, true}, {Backend::kAuto, 0, true}};
+                                      {Backend::kSm90, 0, true}, {Backend::kAuto, 5, true}, {Backend::kAuto, 0, true},
+                                      {Backend::kSm80, 3, true}, {Backend::kSm80, 0, true}};
   uint64_t seed = kFeatureSeedBase + 500;
   if (head_dim_compiled(128)) {
     FeatureConfig varlen = make_config(DType::kBFloat16, 128, 8, 2, seed++);
