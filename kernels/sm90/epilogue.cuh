@@ -93,11 +93,11 @@ struct Epilogue {
   // is s * batch * heads_q * seqlen_q + (batch * heads_q + head) * seqlen_q
   // + token (seqlen_q the longest sequence for varlen calls). A row that
   // sees no key of its split stores O = 0 and LSE = -inf.
-  __device__ __forceinline__ void store_partial(const Tile& tile, const OTile& o, const float (&inv_l)[2],
+  __device__ __forceinline__ void store_partial(const Tile& tile, int split, const OTile& o, const float (&inv_l)[2],
                                                 const float (&lse)[2]) const {
     const auto& o_frag = *reinterpret_cast<const float(*)[1][kOCols / 8][4]>(&o);
     const int64_t rows = static_cast<int64_t>(p.batch) * p.heads_q * p.seqlen_q;
-    const int64_t first = tile.split * rows + (static_cast<int64_t>(tile.batch) * p.heads_q + tile.head) * p.seqlen_q;
+    const int64_t first = split * rows + (static_cast<int64_t>(tile.batch) * p.heads_q + tile.head) * p.seqlen_q;
 #pragma unroll
     for (int hi = 0; hi < 2; ++hi) {
       const int row = tile.row_begin + wg * kWarpgroupRows + row_in_wg(hi);
@@ -175,12 +175,13 @@ struct Epilogue {
     }
   }
 
-  __device__ __forceinline__ void store(const Tile& tile, const OTile& o, OnlineSoftmax<1>& softmax) const {
+  // `split`: the tile's key range of a split-KV call (else unused).
+  __device__ __forceinline__ void store(const Tile& tile, int split, const OTile& o, OnlineSoftmax<1>& softmax) const {
     float inv_l[2];
     float lse[2];
     finalize(o, softmax, p.softmax_scale, inv_l, lse);
     if (p.num_splits > 1) {
-      store_partial(tile, o, inv_l, lse);
+      store_partial(tile, split, o, inv_l, lse);
       if constexpr (!Traits::kSeparateO) {
         // Q waits for the epilogue to release it (mainloop.cuh); nothing is staged in it here.
         if (tile.n_blocks > 0) {

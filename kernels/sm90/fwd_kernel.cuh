@@ -91,7 +91,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
         loop.run_tile(tile, ranges, kv_count, o, softmax, turns, last_of_cta);
         kv_count += tile.n_blocks;
       }
-      epilogue.store(tile, o, softmax);
+      epilogue.store(tile, p.num_splits > 1 ? Scheduler::split_of(u, p) : 0, o, softmax);
     }
   }
   epilogue.drain();

@@ -16,7 +16,6 @@ struct Tile {
   int n_first;     // first K/V block any row of the tile sees
   int n_blocks;    // K/V blocks [n_first, n_first + n_blocks) hold every key a row sees (0: none)
   int unmasked_begin, unmasked_end;  // blocks every row sees in full: no per-element mask
-  int split;       // split-KV: which of p.num_splits key ranges of the tile this is (0 without)
   bool skip;       // varlen: the sequence has no row in this block; nothing to compute or write
   int len_q, len_k;  // this sequence's query rows and keys
   int q_start;       // varlen: the sequence's first row in packed Q/O (else 0)
@@ -87,6 +86,8 @@ struct TileScheduler {
     return (compact(p) ? first_unit[p.batch] : units(num_m_blocks, p.heads_q * p.batch)) * splits(p);
   }
   __device__ __forceinline__ static int splits(const detail::FwdParams& p) { return p.num_splits > 1 ? p.num_splits : 1; }
+  // Which key range of its tile unit u is (split-KV calls only).
+  __device__ __forceinline__ static int split_of(int u, const detail::FwdParams& p) { return u % p.num_splits; }
 
   // Builds the compact list when the call qualifies. Every thread of the
   // CTA must call it; it ends with __syncthreads().
@@ -156,7 +157,7 @@ struct TileScheduler {
 
   __device__ __forceinline__ int tiles_in_unit(int u, const detail::FwdParams& p) const {
     if constexpr (kMasked) {
-      u /= splits(p);
+      if (p.num_splits > 1) u /= p.num_splits;
       if (compact(p)) {
         const int r = rank_of(u, p.batch);
         const SeqInfo seq(p, order[r]);
@@ -177,8 +178,12 @@ struct TileScheduler {
   // from the cu_seqlens / seqused_k arrays (SeqInfo), the mask is per sequence.
   __device__ __forceinline__ Tile tile(int u, int k, const detail::FwdParams& p) const {
     Tile t;
-    t.split = u % splits(p);
-    u /= splits(p);
+    // Split-KV: no division at all for the unsplit calls.
+    int split = 0;
+    if (p.num_splits > 1) {
+      split = split_of(u, p);
+      u /= p.num_splits;
+    }
     int rank = 0;
     if (compact(p)) {
       rank = rank_of(u, p.batch);
@@ -223,7 +228,7 @@ struct TileScheduler {
     mask.template unmasked_blocks<kBlockN>(row_first, row_last, &t.unmasked_begin, &t.unmasked_end);
     if (p.num_splits > 1) {
       const int per = (t.n_blocks + p.num_splits - 1) / p.num_splits;
-      const int begin = min(t.split * per, t.n_blocks);
+      const int begin = min(split * per, t.n_blocks);
       t.n_first += begin;
       t.n_blocks = min(per, t.n_blocks - begin);
     }
