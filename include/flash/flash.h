@@ -152,8 +152,9 @@ typedef struct flash_attention_params {
    * rounding stays below 2^-4 in exp2 units, so capped scores never overflow). */
   float softcap;
 
-  /* Split-KV for short queries: 0 lets flash choose (as many splits as the
-   * workspace holds, up to its choice; none without one), 1 never splits,
+  /* Split-KV, on every kernel: 0 lets flash choose (as many splits as the
+   * workspace holds, up to its choice; none without one; its choice keeps
+   * each float32 accumulation within 2^18 keys), 1 never splits,
    * n > 1 asks for n (at most 128), and then the workspace (device memory,
    * 256-byte aligned) must hold at least flash_attention_workspace_size()
    * bytes. */
@@ -201,7 +202,7 @@ flash_status_code flash_attention_forward(const flash_attention_params* params, 
 
 /* Bytes of device workspace flash_attention_forward needs for `params` on the
  * current device, written to *bytes: nonzero only when it would split the keys
- * (short queries, few (batch, head) pairs for the GPU). Pass a buffer of at
+ * (few query tiles for the GPU, or more than 2^18 keys). Pass a buffer of at
  * least this size as params->workspace. Launches nothing. A null `params` or
  * `bytes` is FLASH_INVALID_ARGUMENT; on any failure *bytes (when not null)
  * is 0. */

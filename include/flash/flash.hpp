@@ -169,12 +169,14 @@ struct AttentionParams {
   // stays below 2^-4 in exp2 units, so capped scores never overflow.
   float softcap = 0.0f;
 
-  // Split-KV (flash-decoding) for short queries: the keys are split across
-  // CTAs, each writing a partial output that a combine kernel merges in a
-  // fixed order (so results are deterministic). num_splits = 0 lets flash
-  // choose from the GPU and the work, 1 never splits, n > 1 asks for n (at
-  // most 128; a split that gets no keys costs a little and changes nothing)
-  // and runs the call on the decode kernel, whatever seqlen_q. Splitting
+  // Split-KV (flash-decoding): the keys are split across CTAs, each writing
+  // a partial output that a combine kernel merges in a fixed order (so
+  // results are deterministic); every kernel family splits. num_splits = 0
+  // lets flash choose from the GPU and the work, and always enough splits
+  // to keep each float32 accumulation of P V within 2^18 keys (the tensor
+  // cores truncate: one accumulation over 2^22 keys comes out ~2.6e-2 low);
+  // 1 never splits; n > 1 asks for n (at most 128; a split that gets no
+  // keys costs a little and changes nothing). Splitting
   // needs a workspace of attention_workspace_size() bytes (for n > 1,
   // validate() checks it: n * batch * heads_q * seqlen_q * (head_dim + 1) *
   // 4 bytes). With num_splits = 0 the workspace never makes a call fail:
@@ -227,8 +229,8 @@ Status attention_forward(const AttentionParams& params, CUstream_st* stream) noe
 Status query_kernel_choice(const AttentionParams& params, KernelChoice* choice) noexcept;
 
 // Bytes of device workspace attention_forward needs for `params` on the
-// current device: nonzero only when it would split the keys (short queries,
-// few (batch, head) pairs for the GPU). Pass a buffer of at least this size
+// current device: nonzero only when it would split the keys (few query
+// tiles for the GPU, or more than 2^18 keys per row). Pass a buffer of at least this size
 // as params.workspace. Launches nothing.
 Status attention_workspace_size(const AttentionParams& params, size_t* bytes) noexcept;
 
