@@ -23,7 +23,8 @@
 
 namespace flash::sm90 {
 
-template <typename Traits>
+// kSplit: the split-KV kernel, whose tiles store partial results (store_partial).
+template <typename Traits, bool kSplit = false>
 struct Epilogue {
   using Element = typename Traits::Element;
   using Smem = SmemLayout<Traits>;
@@ -180,7 +181,7 @@ struct Epilogue {
     float inv_l[2];
     float lse[2];
     finalize(o, softmax, p.softmax_scale, inv_l, lse);
-    if (p.num_splits > 1) {
+    if constexpr (kSplit) {
       store_partial(tile, split, o, inv_l, lse);
       if constexpr (!Traits::kSeparateO) {
         // Q waits for the epilogue to release it (mainloop.cuh); nothing is staged in it here.

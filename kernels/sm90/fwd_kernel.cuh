@@ -31,12 +31,14 @@ namespace flash::sm90 {
 // causal = (-1, 0)); else only the ragged tail. kLeft: the window has a left
 // edge (window_left >= 0); without one the left-edge work is compiled out.
 // kSoftcap: scores pass through the logit softcap (Softcap, mask.cuh) before
-// the mask and the softmax.
-template <typename Traits, bool kMasked, bool kLeft, bool kSoftcap>
+// the mask and the softmax. kSplit: split-KV (p.num_splits > 1; the
+// unsplit kernels carry none of its code): each tile covers its part of
+// the keys and stores a partial result for the combine kernel.
+template <typename Traits, bool kMasked, bool kLeft, bool kSoftcap, bool kSplit>
 __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_constant__ FwdParams params) {
   using Element = typename Traits::Element;
   using Scheduler =
-      TileScheduler<kMasked, kLeft, Traits::kBlockM, Traits::kBlockN, Traits::kSchedSeqs, Traits::kNThreads>;
+      TileScheduler<kMasked, kLeft, Traits::kBlockM, Traits::kBlockN, Traits::kSchedSeqs, Traits::kNThreads, kSplit>;
   using Loop = Mainloop<Traits, kMasked, kLeft, kSoftcap>;
   const detail::FwdParams& p = params.common;
 
@@ -68,7 +70,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
   setmaxnreg_inc<Traits::kConsumerRegs>();
   const int wg = warpgroup - 1;
   const Loop loop(smem, p, wg);
-  const Epilogue<Traits> epilogue(params, smem, wg);
+  const Epilogue<Traits, kSplit> epilogue(params, smem, wg);
   Turns<Loop::kPingpong, Traits::kConsumerWarpgroups> turns{wg};
   typename Loop::OTile o;
   OnlineSoftmax<1> softmax;
@@ -91,7 +93,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
         loop.run_tile(tile, ranges, kv_count, o, softmax, turns, last_of_cta);
         kv_count += tile.n_blocks;
       }
-      epilogue.store(tile, p.num_splits > 1 ? Scheduler::split_of(u, p) : 0, o, softmax);
+      epilogue.store(tile, kSplit ? Scheduler::split_of(u, p) : 0, o, softmax);
     }
   }
   epilogue.drain();

@@ -17,9 +17,9 @@
 
 namespace flash::sm90 {
 
-template <typename Traits, bool kMasked, bool kLeft, bool kSoftcap>
+template <typename Traits, bool kMasked, bool kLeft, bool kSoftcap, bool kSplit>
 cudaError_t launch_fwd(const FwdParams& params, cudaStream_t stream) {
-  auto* kernel = &fwd_kernel<Traits, kMasked, kLeft, kSoftcap>;
+  auto* kernel = &fwd_kernel<Traits, kMasked, kLeft, kSoftcap, kSplit>;
   constexpr int kSmemBytes = Traits::kSmemBytes;
   const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
   if (err != cudaSuccess) return err;
@@ -30,13 +30,13 @@ cudaError_t launch_fwd(const FwdParams& params, cudaStream_t stream) {
   // Unit indices (times the splits) and the CTAs' strided walk (u +
   // gridDim.x) stay in int; the plan never sends a call past this
   // (src/plan.cpp), nor a split one past the combine's grid.
-  const int64_t splits = p.num_splits > 1 ? p.num_splits : 1;
+  const int64_t splits = kSplit ? p.num_splits : 1;
   const int64_t rows = static_cast<int64_t>(p.batch) * p.heads_q * p.seqlen_q;
   if (num_m_blocks * p.heads_q * p.batch * splits > INT32_MAX - num_sms || (splits > 1 && rows > INT32_MAX)) {
     return cudaErrorInvalidValue;
   }
   const int num_units =
-      TileScheduler<kMasked, kLeft, Traits::kBlockM, Traits::kBlockN, Traits::kSchedSeqs, Traits::kNThreads>::units(
+      TileScheduler<kMasked, kLeft, Traits::kBlockM, Traits::kBlockN, Traits::kSchedSeqs, Traits::kNThreads, kSplit>::units(
           static_cast<int>(num_m_blocks), p.heads_q * p.batch) * static_cast<int>(splits);
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3(static_cast<unsigned>(num_units < num_sms ? num_units : num_sms));
@@ -123,7 +123,12 @@ cudaError_t run_with_traits(const detail::FwdParams& p, cudaStream_t stream) {
                   make_tensor_map(&params.tma_v, t.v, kIsBf16, Traits::kBlockN) &&
                   make_tensor_map(&params.tma_o, t.o, kIsBf16, 64);
   if (!ok) return cudaErrorNotSupported;
-  return launch_fwd<Traits, kMasked, kLeft, kSoftcap>(params, stream);
+  // The split-KV variant only for split calls: the others run kernels without its code.
+  if (p.num_splits > 1) {
+    if constexpr (Traits::kLseSums) return launch_fwd<Traits, kMasked, kLeft, kSoftcap, true>(params, stream);
+    return cudaErrorInvalidValue;
+  }
+  return launch_fwd<Traits, kMasked, kLeft, kSoftcap, false>(params, stream);
 }
 
 }  // namespace flash::sm90

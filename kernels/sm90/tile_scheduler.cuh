@@ -37,7 +37,7 @@ struct Tile {
 // head's pair units are consecutive, so the CTAs running at any moment
 // share few K/V heads and mostly hit in L2.
 //
-// Split-KV (p.num_splits = S > 1): unit u is split u % S of unit u / S
+// Split-KV (kSplit, p.num_splits = S > 1): unit u is split u % S of unit u / S
 // above; a split covers the S-th part of its tile's visible K/V blocks
 // (consecutive blocks, the last part shorter or empty), so the S parts of
 // one tile run on neighbouring CTAs at once and read disjoint keys.
@@ -58,7 +58,7 @@ struct Tile {
 // kMasked: a causal or sliding-window mask; else only the ragged tail.
 // kLeft: the window has a left edge (see fwd_kernel). Masked calls pair tiles as causal ones do (under a sliding
 // window the tiles' costs are about equal anyway).
-template <bool kMasked, bool kLeft, int kBlockM, int kBlockN, int kSchedSeqs, int kNThreads>
+template <bool kMasked, bool kLeft, int kBlockM, int kBlockN, int kSchedSeqs, int kNThreads, bool kSplit = false>
 struct TileScheduler {
   static_assert(kSchedSeqs >= 32 && kSchedSeqs <= kNThreads, "varlen schedule: one sequence per thread");
   int num_m_blocks;    // padded numbering: query blocks of the longest sequence
@@ -85,7 +85,8 @@ struct TileScheduler {
   __device__ __forceinline__ int num_units(const detail::FwdParams& p) const {
     return (compact(p) ? first_unit[p.batch] : units(num_m_blocks, p.heads_q * p.batch)) * splits(p);
   }
-  __device__ __forceinline__ static int splits(const detail::FwdParams& p) { return p.num_splits > 1 ? p.num_splits : 1; }
+  // Split-KV kernels (kSplit) run calls with num_splits > 1 only; the others have no split code.
+  __device__ __forceinline__ static int splits(const detail::FwdParams& p) { return kSplit ? p.num_splits : 1; }
   // Which key range of its tile unit u is (split-KV calls only).
   __device__ __forceinline__ static int split_of(int u, const detail::FwdParams& p) { return u % p.num_splits; }
 
@@ -157,7 +158,7 @@ struct TileScheduler {
 
   __device__ __forceinline__ int tiles_in_unit(int u, const detail::FwdParams& p) const {
     if constexpr (kMasked) {
-      if (p.num_splits > 1) u /= p.num_splits;
+      if constexpr (kSplit) u /= p.num_splits;
       if (compact(p)) {
         const int r = rank_of(u, p.batch);
         const SeqInfo seq(p, order[r]);
@@ -178,9 +179,8 @@ struct TileScheduler {
   // from the cu_seqlens / seqused_k arrays (SeqInfo), the mask is per sequence.
   __device__ __forceinline__ Tile tile(int u, int k, const detail::FwdParams& p) const {
     Tile t;
-    // Split-KV: no division at all for the unsplit calls.
     int split = 0;
-    if (p.num_splits > 1) {
+    if constexpr (kSplit) {
       split = split_of(u, p);
       u /= p.num_splits;
     }
@@ -226,7 +226,7 @@ struct TileScheduler {
     mask.template visible_blocks<kBlockN>(row_first, row_last, &t.n_first, &end);
     t.n_blocks = end - t.n_first;
     mask.template unmasked_blocks<kBlockN>(row_first, row_last, &t.unmasked_begin, &t.unmasked_end);
-    if (p.num_splits > 1) {
+    if constexpr (kSplit) {
       const int per = (t.n_blocks + p.num_splits - 1) / p.num_splits;
       const int begin = min(split * per, t.n_blocks);
       t.n_first += begin;
@@ -263,7 +263,7 @@ struct TileScheduler {
     // row sees a key (this tile's do, so seqlen_k > 0), so every tile has
     // work and only the walk's length matters (an unmasked unit is one tile).
     // (A split may be empty, so not with splits.)
-    if (!kLeft && p.num_splits <= 1 && p.cu_seqlens_q == nullptr && p.cu_seqlens_k == nullptr &&
+    if (!kLeft && !kSplit && p.cu_seqlens_q == nullptr && p.cu_seqlens_k == nullptr &&
         (!kMasked || p.seqlen_k >= p.seqlen_q)) {
       return k + 1 < tiles_in_unit(u, p) || u + static_cast<int>(gridDim.x) < num_units;
     }
