@@ -1,0 +1,162 @@
+"""flash: exact attention forward on NVIDIA GPUs, from Python.
+
+Takes any DLPack tensor on a CUDA device (PyTorch, CuPy, JAX, ...) without
+copying it and without importing a framework it is not given::
+
+    import torch, flash
+    q = torch.randn(2, 4096, 32, 128, device="cuda", dtype=torch.bfloat16)
+    k = torch.randn(2, 4096, 8, 128, device="cuda", dtype=torch.bfloat16)
+    v = torch.randn_like(k)
+    out = flash.attention(q, k, v, causal=True)          # [2, 4096, 32, 128]
+    out, lse = flash.attention(q, k, v, return_lse=True)
+
+Layouts (any strides; the last dimension contiguous):
+
+- q, out: ``[batch, seqlen_q, heads_q, head_dim]``, or ``[total_q, heads_q,
+  head_dim]`` with ``cu_seqlens_q`` (int32 ``[batch + 1]``) and ``max_seqlen_q``;
+- k, v: ``[batch, seqlen_k, heads_kv, head_dim]``; ``[total_k, heads_kv,
+  head_dim]`` with ``cu_seqlens_k`` and ``max_seqlen_k``; or a paged cache
+  ``[num_pages, page_size, heads_kv, head_dim]`` with ``block_table`` (int32
+  ``[batch, max_pages_per_seq]``), usually with ``seqused_k`` (int32
+  ``[batch]``);
+- lse: float32 ``[batch, heads_q, seqlen_q]`` (varlen: ``[heads_q, total_q]``).
+
+Outputs and the workspace are allocated only when not given, by the
+framework of ``q`` (PyTorch's caching allocator for PyTorch tensors, so the
+call can be captured in a CUDA graph; CuPy's for CuPy arrays); for other
+frameworks pass ``out`` (and ``lse``, ``workspace``). The call runs on
+``stream``: an int (a ``cudaStream_t``) or an object with ``cuda_stream``
+(or CuPy's ``ptr``); by default the framework's current stream (PyTorch,
+CuPy), else the legacy default stream. It is asynchronous on that stream.
+
+Errors: a rejected argument raises ``ValueError`` with the library's message;
+a call this build or GPU cannot run, or a CUDA failure, ``RuntimeError``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Tuple, Union
+
+from . import _flash
+
+__version__: str = _flash.__version__
+
+__all__ = ["attention", "workspace_size", "kernel_choice", "validate", "__version__"]
+
+_KEYS = (
+    "causal", "scale", "window_left", "window_right", "softcap", "cu_seqlens_q", "cu_seqlens_k",
+    "max_seqlen_q", "max_seqlen_k", "seqused_k", "block_table", "num_splits", "backend", "autotune", "workspace",
+)
+
+
+def _framework(x: Any) -> str:
+    module = type(x).__module__ or ""
+    if module.startswith("torch"):
+        return "torch"
+    if module.startswith("cupy"):
+        return "cupy"
+    return "other"
+
+
+def _stream_handle(stream: Any, q: Any) -> int:
+    if stream is None:
+        fw = _framework(q)
+        if fw == "torch":
+            import torch  # the caller's own framework, already imported
+
+            return int(torch.cuda.current_stream(q.device).cuda_stream)
+        if fw == "cupy":
+            import cupy
+
+            return int(cupy.cuda.get_current_stream().ptr)
+        return 0
+    if isinstance(stream, int):
+        return stream
+    for attr in ("cuda_stream", "ptr"):
+        if hasattr(stream, attr):
+            return int(getattr(stream, attr))
+    raise ValueError("stream must be an int (a cudaStream_t) or have a cuda_stream attribute")
+
+
+def _empty(like: Any, shape: Tuple[int, ...], dtype: str) -> Any:
+    """A new tensor of `shape` in `like`'s framework and device ('same' = like's dtype)."""
+    fw = _framework(like)
+    if fw == "torch":
+        import torch
+
+        dt = like.dtype if dtype == "same" else {"float32": torch.float32, "uint8": torch.uint8}[dtype]
+        return torch.empty(shape, dtype=dt, device=like.device)
+    if fw == "cupy":
+        import cupy
+
+        with like.device:
+            dt = like.dtype if dtype == "same" else dtype
+            return cupy.empty(shape, dtype=dt)
+    what = "out" if dtype == "same" else ("lse" if dtype == "float32" else "workspace")
+    raise ValueError(f"flash allocates only for PyTorch and CuPy tensors; pass {what}= for {type(like).__name__}")
+
+
+def _options(kwargs: dict) -> dict:
+    unknown = set(kwargs) - set(_KEYS) - {"window"}
+    if unknown:
+        raise TypeError(f"unexpected keyword argument(s): {', '.join(sorted(unknown))}")
+    opts = {key: kwargs[key] for key in _KEYS if key in kwargs}
+    if "window" in kwargs:
+        left, right = kwargs["window"]
+        opts["window_left"], opts["window_right"] = int(left), int(right)
+    return opts
+
+
+def _lse_shape(q: Any, opts: dict, heads_q: int) -> Tuple[int, ...]:
+    if opts.get("cu_seqlens_q") is not None:
+        return (heads_q, int(q.shape[0]))
+    return (int(q.shape[0]), heads_q, int(q.shape[1]))
+
+
+def attention(
+    q: Any,
+    k: Any,
+    v: Any,
+    *,
+    out: Any = None,
+    lse: Any = None,
+    return_lse: bool = False,
+    workspace: Any = None,
+    stream: Any = None,
+    **kwargs: Any,
+) -> Union[Any, Tuple[Any, Any]]:
+    """softmax(scale * q k^T + mask) v for DLPack tensors; returns out (and lse).
+
+    Keyword options (the C++ API's fields): causal=False, scale=None
+    (1/sqrt(head_dim)), window=(-1, -1) or window_left / window_right,
+    softcap=0.0, cu_seqlens_q / cu_seqlens_k with max_seqlen_q / max_seqlen_k,
+    seqused_k, block_table, num_splits=0 (flash chooses; it splits only with
+    a workspace, which is allocated here when flash wants one and none is
+    given), backend='auto' ('sm80', 'sm90', 'decode'), autotune=False.
+    """
+    opts = _options(kwargs)
+    if out is None:
+        out = _empty(q, tuple(int(d) for d in q.shape), "same")
+    if lse is None and return_lse:
+        lse = _empty(q, _lse_shape(q, opts, int(q.shape[-2])), "float32")
+    if workspace is None and opts.get("num_splits", 0) != 1:
+        need = _flash.workspace_size(q, k, v, out=out, lse=lse, **opts)
+        if need > 0:
+            workspace = _empty(q, (need,), "uint8")
+    _flash.forward(q, k, v, out=out, lse=lse, workspace=workspace, stream=_stream_handle(stream, q), **opts)
+    return (out, lse) if return_lse else out
+
+
+def workspace_size(q: Any, k: Any, v: Any, **kwargs: Any) -> int:
+    """Bytes of workspace attention() needs for this call (0: flash would not split the keys)."""
+    return int(_flash.workspace_size(q, k, v, **_options(kwargs)))
+
+
+def kernel_choice(q: Any, k: Any, v: Any, **kwargs: Any) -> dict:
+    """The kernel configuration the call runs: name, backend, block_m, block_n, warps, stages."""
+    return dict(_flash.kernel_choice(q, k, v, **_options(kwargs)))
+
+
+def validate(q: Any, k: Any, v: Any, *, out: Any = None, lse: Any = None, **kwargs: Any) -> None:
+    """The library's argument checks, without the GPU: raises ValueError, or returns None."""
+    _flash.validate(q, k, v, out=out, lse=lse, **_options(kwargs))

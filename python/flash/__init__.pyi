@@ -1,0 +1,34 @@
+# Type stubs of the flash package (python/flash/__init__.py).
+from typing import Any, Optional, Tuple, Union
+
+__version__: str
+
+def attention(
+    q: Any,
+    k: Any,
+    v: Any,
+    *,
+    out: Any = ...,
+    lse: Any = ...,
+    return_lse: bool = ...,
+    workspace: Any = ...,
+    stream: Any = ...,
+    causal: bool = ...,
+    scale: Optional[float] = ...,
+    window: Tuple[int, int] = ...,
+    window_left: int = ...,
+    window_right: int = ...,
+    softcap: float = ...,
+    cu_seqlens_q: Any = ...,
+    cu_seqlens_k: Any = ...,
+    max_seqlen_q: int = ...,
+    max_seqlen_k: int = ...,
+    seqused_k: Any = ...,
+    block_table: Any = ...,
+    num_splits: int = ...,
+    backend: str = ...,
+    autotune: bool = ...,
+) -> Union[Any, Tuple[Any, Any]]: ...
+def workspace_size(q: Any, k: Any, v: Any, **kwargs: Any) -> int: ...
+def kernel_choice(q: Any, k: Any, v: Any, **kwargs: Any) -> dict: ...
+def validate(q: Any, k: Any, v: Any, *, out: Any = ..., lse: Any = ..., **kwargs: Any) -> None: ...

@@ -1,0 +1,350 @@
+// flash._flash: the nanobind extension behind the Python package. It takes
+// DLPack tensors (PyTorch, CuPy, JAX, ...) zero-copy, fills a
+// flash::AttentionParams from their shapes and strides, and calls the C++
+// API. It allocates nothing: the Python layer (flash/__init__.py) passes
+// every output and the workspace, allocated by the inputs' framework.
+//
+// Layouts (strides are the tensors' own; the last dimension must be
+// contiguous):
+//   q, out     [batch, seqlen_q, heads_q, head_dim], or [total_q, heads_q, head_dim] with cu_seqlens_q
+//   k, v       [batch, seqlen_k, heads_kv, head_dim], [total_k, heads_kv, head_dim] with cu_seqlens_k,
+//              or [num_pages, page_size, heads_kv, head_dim] with block_table [batch, max_pages_per_seq]
+//   lse        float32 [batch, heads_q, seqlen_q], or [heads_q, total_q] with cu_seqlens_q
+//   cu_seqlens_q/k int32 [batch + 1], seqused_k int32 [batch]
+#include <cuda_runtime_api.h>
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+#include "flash/flash.hpp"
+#include "flash/version.h"
+
+namespace nb = nanobind;
+
+namespace {
+
+using Array = nb::ndarray<nb::device::cuda>;
+using AnyArray = nb::ndarray<>;
+
+// The library's errors as Python exceptions: a rejected argument is a
+// ValueError; what this build or GPU cannot run, and a CUDA failure, a
+// RuntimeError (the message says which).
+void raise_if_failed(const flash::Status& s) {
+  if (s.ok()) return;
+  switch (s.code) {
+    case flash::StatusCode::kInvalidArgument: throw nb::value_error(s.message);
+    default: throw std::runtime_error(s.message);
+  }
+}
+
+[[noreturn]] void bad(const std::string& what) { throw nb::value_error(what.c_str()); }
+
+bool is_dtype(const AnyArray& a, nb::dlpack::dtype_code code, int bits) {
+  const nb::dlpack::dtype d = a.dtype();
+  return d.code == static_cast<uint8_t>(code) && d.bits == bits && d.lanes == 1;
+}
+
+flash::DType element_type(const AnyArray& a, const char* name) {
+  if (is_dtype(a, nb::dlpack::dtype_code::Float, 16)) return flash::DType::kFloat16;
+  if (is_dtype(a, nb::dlpack::dtype_code::Bfloat, 16)) return flash::DType::kBFloat16;
+  bad(std::string(name) + " must be float16 or bfloat16");
+}
+
+void expect_cuda(const AnyArray& a, const char* name) {
+  if (a.device_type() != nb::device::cuda::value) {
+    bad(std::string(name) + " must be a CUDA tensor (DLPack device type kDLCUDA); got device type " +
+        std::to_string(a.device_type()));
+  }
+}
+
+void expect_ndim(const AnyArray& a, size_t ndim, const char* name, const char* layout) {
+  if (a.ndim() != ndim) {
+    bad(std::string(name) + " must have " + std::to_string(ndim) + " dimensions (" + layout + "); it has " +
+        std::to_string(a.ndim()));
+  }
+}
+
+void expect_int32_vector(const AnyArray& a, const char* name) {
+  expect_cuda(a, name);
+  if (!is_dtype(a, nb::dlpack::dtype_code::Int, 32)) bad(std::string(name) + " must be int32");
+  if (a.ndim() != 1 || (a.shape(0) > 1 && a.stride(0) != 1)) bad(std::string(name) + " must be a contiguous 1-D tensor");
+}
+
+int64_t stride(const AnyArray& a, size_t dim) { return static_cast<int64_t>(a.stride(dim)); }
+
+// Everything attention(), workspace_size() and kernel_choice() share: the
+// params of the call, from the tensors and options.
+flash::AttentionParams make_params(AnyArray q, AnyArray k, AnyArray v, std::optional<AnyArray> out,
+                                   std::optional<AnyArray> lse, bool causal, std::optional<double> scale,
+                                   int64_t window_left, int64_t window_right, double softcap,
+                                   std::optional<AnyArray> cu_seqlens_q, std::optional<AnyArray> cu_seqlens_k,
+                                   int64_t max_seqlen_q, int64_t max_seqlen_k, std::optional<AnyArray> seqused_k,
+                                   std::optional<AnyArray> block_table, int64_t batch, int32_t num_splits,
+                                   std::optional<AnyArray> workspace, const std::string& backend, bool autotune) {
+  flash::AttentionParams p;
+  const bool varlen_q = cu_seqlens_q.has_value();
+  const bool varlen_k = cu_seqlens_k.has_value();
+  const bool paged = block_table.has_value();
+  expect_ndim(q, varlen_q ? 3 : 4, "q", varlen_q ? "total_q, heads_q, head_dim" : "batch, seqlen_q, heads_q, head_dim");
+  const char* kv_layout = paged      ? "num_pages, page_size, heads_kv, head_dim"
+                          : varlen_k ? "total_k, heads_kv, head_dim"
+                                     : "batch, seqlen_k, heads_kv, head_dim";
+  expect_ndim(k, varlen_k ? 3 : 4, "k", kv_layout);
+  expect_ndim(v, varlen_k ? 3 : 4, "v", kv_layout);
+  p.dtype = element_type(q, "q");
+  if (element_type(k, "k") != p.dtype || element_type(v, "v") != p.dtype) bad("q, k and v must have the same dtype");
+  for (auto [a, name] : {std::pair<const AnyArray*, const char*>{&q, "q"}, {&k, "k"}, {&v, "v"}}) {
+    expect_cuda(*a, name);
+  }
+  const size_t qd = q.ndim() - 1, kd = k.ndim() - 1;
+  p.head_dim = static_cast<int64_t>(q.shape(qd));
+  p.heads_q = static_cast<int64_t>(q.shape(qd - 1));
+  p.heads_kv = static_cast<int64_t>(k.shape(kd - 1));
+  if (static_cast<int64_t>(k.shape(kd)) != p.head_dim || static_cast<int64_t>(v.shape(kd)) != p.head_dim ||
+      v.shape(kd - 1) != k.shape(kd - 1)) {
+    bad("k and v must have q's head_dim and the same number of heads");
+  }
+  for (size_t i = 0; i < k.ndim(); ++i) {
+    if (k.shape(i) != v.shape(i)) bad("k and v must have the same shape");
+  }
+  p.q = q.data();
+  p.k = k.data();
+  p.v = v.data();
+  p.q_dim_stride = stride(q, qd);
+  p.k_dim_stride = stride(k, kd);
+  p.v_dim_stride = stride(v, kd);
+  p.q_head_stride = stride(q, qd - 1);
+  p.k_head_stride = stride(k, kd - 1);
+  p.v_head_stride = stride(v, kd - 1);
+  p.q_seq_stride = stride(q, qd - 2);
+  p.k_seq_stride = stride(k, kd - 2);
+  p.v_seq_stride = stride(v, kd - 2);
+
+  if (varlen_q) {
+    expect_int32_vector(*cu_seqlens_q, "cu_seqlens_q");
+    p.cu_seqlens_q = static_cast<const int32_t*>(cu_seqlens_q->data());
+    p.batch = static_cast<int64_t>(cu_seqlens_q->shape(0)) - 1;
+    p.total_q = static_cast<int64_t>(q.shape(0));
+    if (max_seqlen_q <= 0) bad("max_seqlen_q is required with cu_seqlens_q (the longest query sequence)");
+    p.seqlen_q = max_seqlen_q;
+  } else {
+    p.batch = static_cast<int64_t>(q.shape(0));
+    p.seqlen_q = static_cast<int64_t>(q.shape(1));
+    p.q_batch_stride = stride(q, 0);
+  }
+  if (batch >= 0 && batch != p.batch) bad("batch does not match q / cu_seqlens_q");
+
+  if (paged) {
+    const AnyArray& t = *block_table;
+    expect_cuda(t, "block_table");
+    if (!is_dtype(t, nb::dlpack::dtype_code::Int, 32) || t.ndim() != 2 || (t.shape(1) > 1 && t.stride(1) != 1)) {
+      bad("block_table must be int32 [batch, max_pages_per_seq] with contiguous rows");
+    }
+    if (static_cast<int64_t>(t.shape(0)) != p.batch) bad("block_table must have one row per sequence");
+    p.block_table = static_cast<const int32_t*>(t.data());
+    p.block_table_batch_stride = stride(t, 0);
+    p.max_pages_per_seq = static_cast<int64_t>(t.shape(1));
+    p.num_pages = static_cast<int64_t>(k.shape(0));
+    p.page_size = static_cast<int64_t>(k.shape(1));
+    p.k_batch_stride = stride(k, 0);
+    p.v_batch_stride = stride(v, 0);
+    p.seqlen_k = max_seqlen_k > 0 ? max_seqlen_k : p.max_pages_per_seq * p.page_size;
+  } else if (varlen_k) {
+    expect_int32_vector(*cu_seqlens_k, "cu_seqlens_k");
+    if (static_cast<int64_t>(cu_seqlens_k->shape(0)) != p.batch + 1) bad("cu_seqlens_k must have batch + 1 entries");
+    p.cu_seqlens_k = static_cast<const int32_t*>(cu_seqlens_k->data());
+    p.total_k = static_cast<int64_t>(k.shape(0));
+    if (max_seqlen_k <= 0) bad("max_seqlen_k is required with cu_seqlens_k (the longest key sequence)");
+    p.seqlen_k = max_seqlen_k;
+  } else {
+    if (static_cast<int64_t>(k.shape(0)) != p.batch) bad("k and v must have q's batch size");
+    p.seqlen_k = static_cast<int64_t>(k.shape(1));
+    p.k_batch_stride = stride(k, 0);
+    p.v_batch_stride = stride(v, 0);
+  }
+  if (seqused_k.has_value()) {
+    expect_int32_vector(*seqused_k, "seqused_k");
+    if (static_cast<int64_t>(seqused_k->shape(0)) != p.batch) bad("seqused_k must have batch entries");
+    p.seqused_k = static_cast<const int32_t*>(seqused_k->data());
+  }
+
+  if (out.has_value()) {
+    const AnyArray& o = *out;
+    expect_cuda(o, "out");
+    if (o.ndim() != q.ndim()) bad("out must have q's shape");
+    for (size_t i = 0; i < q.ndim(); ++i) {
+      if (o.shape(i) != q.shape(i)) bad("out must have q's shape");
+    }
+    if (element_type(o, "out") != p.dtype) bad("out must have q's dtype");
+    p.o = o.data();
+    p.o_dim_stride = stride(o, qd);
+    p.o_head_stride = stride(o, qd - 1);
+    p.o_seq_stride = stride(o, qd - 2);
+    p.o_batch_stride = varlen_q ? 0 : stride(o, 0);
+  }
+  if (!out.has_value()) {
+    // Planning calls (workspace_size, kernel_choice, validate) without an
+    // output: a stand-in O, densely packed like q, at an address no device
+    // allocation has (never written: only forward writes, and it needs out).
+    p.o = reinterpret_cast<void*>(uintptr_t{1} << 60);
+    p.o_dim_stride = 1;
+    p.o_head_stride = p.head_dim;
+    p.o_seq_stride = p.heads_q * p.head_dim;
+    p.o_batch_stride = varlen_q ? 0 : p.seqlen_q * p.o_seq_stride;
+  }
+  if (lse.has_value()) {
+    const AnyArray& l = *lse;
+    expect_cuda(l, "lse");
+    if (!is_dtype(l, nb::dlpack::dtype_code::Float, 32)) bad("lse must be float32");
+    const bool shape_ok = varlen_q ? (l.ndim() == 2 && static_cast<int64_t>(l.shape(0)) == p.heads_q &&
+                                      static_cast<int64_t>(l.shape(1)) == p.total_q && l.stride(1) == 1 &&
+                                      stride(l, 0) == p.total_q)
+                                   : (l.ndim() == 3 && static_cast<int64_t>(l.shape(0)) == p.batch &&
+                                      static_cast<int64_t>(l.shape(1)) == p.heads_q &&
+                                      static_cast<int64_t>(l.shape(2)) == p.seqlen_q);
+    if (!shape_ok) {
+      bad(varlen_q ? "lse must be a contiguous float32 [heads_q, total_q]"
+                   : "lse must be a contiguous float32 [batch, heads_q, seqlen_q]");
+    }
+    if (!varlen_q && !(l.stride(2) == 1 && stride(l, 1) == p.seqlen_q && stride(l, 0) == p.heads_q * p.seqlen_q)) {
+      bad("lse must be a contiguous float32 [batch, heads_q, seqlen_q]");
+    }
+    p.lse = static_cast<float*>(l.data());
+  }
+
+  p.causal = causal;
+  if (scale.has_value()) {
+    if (!(*scale > 0.0)) bad("scale must be positive (None: 1 / sqrt(head_dim))");
+    p.softmax_scale = static_cast<float>(*scale);
+  }
+  p.window_left = window_left;
+  p.window_right = window_right;
+  p.softcap = static_cast<float>(softcap);
+  p.num_splits = num_splits;
+  if (workspace.has_value()) {
+    expect_cuda(*workspace, "workspace");
+    p.workspace = workspace->data();
+    p.workspace_bytes = workspace->nbytes();
+  }
+  if (backend == "auto") p.backend = flash::Backend::kAuto;
+  else if (backend == "sm80") p.backend = flash::Backend::kSm80;
+  else if (backend == "sm90") p.backend = flash::Backend::kSm90;
+  else if (backend == "decode") p.backend = flash::Backend::kDecode;
+  else bad("backend must be 'auto', 'sm80', 'sm90' or 'decode'");
+  p.autotune = autotune;
+  return p;
+}
+
+const char* backend_name(flash::Backend b) {
+  switch (b) {
+    case flash::Backend::kSm80: return "sm80";
+    case flash::Backend::kSm90: return "sm90";
+    case flash::Backend::kDecode: return "decode";
+    default: return "auto";
+  }
+}
+
+// The keyword arguments every entry point takes, in order.
+#define FLASH_ARGS                                                                                              \
+  nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::kw_only(), nb::arg("out").none() = nb::none(),                   \
+      nb::arg("lse").none() = nb::none(), nb::arg("causal") = false, nb::arg("scale").none() = nb::none(),     \
+      nb::arg("window_left") = -1, nb::arg("window_right") = -1, nb::arg("softcap") = 0.0,                     \
+      nb::arg("cu_seqlens_q").none() = nb::none(), nb::arg("cu_seqlens_k").none() = nb::none(),                \
+      nb::arg("max_seqlen_q") = 0, nb::arg("max_seqlen_k") = 0, nb::arg("seqused_k").none() = nb::none(),      \
+      nb::arg("block_table").none() = nb::none(), nb::arg("batch") = -1, nb::arg("num_splits") = 0,            \
+      nb::arg("workspace").none() = nb::none(), nb::arg("backend") = "auto", nb::arg("autotune") = false
+
+}  // namespace
+
+NB_MODULE(_flash, m) {
+  m.doc() = "flash's extension module; use the flash package (flash.attention) instead.";
+  m.attr("__version__") = FLASH_VERSION_STRING;
+  m.def("library_version", []() { return std::string(flash::version()); },
+        "The linked library's version string.");
+
+  m.def(
+      "forward",
+      [](AnyArray q, AnyArray k, AnyArray v, std::optional<AnyArray> out, std::optional<AnyArray> lse, bool causal,
+         std::optional<double> scale, int64_t window_left, int64_t window_right, double softcap,
+         std::optional<AnyArray> cu_seqlens_q, std::optional<AnyArray> cu_seqlens_k, int64_t max_seqlen_q,
+         int64_t max_seqlen_k, std::optional<AnyArray> seqused_k, std::optional<AnyArray> block_table, int64_t batch,
+         int32_t num_splits, std::optional<AnyArray> workspace, const std::string& backend, bool autotune,
+         uintptr_t stream) {
+        if (!out.has_value()) bad("out is required here (flash.attention allocates it)");
+        const flash::AttentionParams p =
+            make_params(q, k, v, out, lse, causal, scale, window_left, window_right, softcap, cu_seqlens_q,
+                        cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_k, block_table, batch, num_splits,
+                        workspace, backend, autotune);
+        flash::Status s;
+        {
+          nb::gil_scoped_release release;
+          s = flash::attention_forward(p, reinterpret_cast<cudaStream_t>(stream));
+        }
+        raise_if_failed(s);
+      },
+      FLASH_ARGS, nb::arg("stream") = 0,
+      "Computes attention into `out` (and `lse`) on `stream` (a cudaStream_t as an int; 0: the legacy default "
+      "stream). Allocates nothing.");
+
+  m.def(
+      "validate",
+      [](AnyArray q, AnyArray k, AnyArray v, std::optional<AnyArray> out, std::optional<AnyArray> lse, bool causal,
+         std::optional<double> scale, int64_t window_left, int64_t window_right, double softcap,
+         std::optional<AnyArray> cu_seqlens_q, std::optional<AnyArray> cu_seqlens_k, int64_t max_seqlen_q,
+         int64_t max_seqlen_k, std::optional<AnyArray> seqused_k, std::optional<AnyArray> block_table, int64_t batch,
+         int32_t num_splits, std::optional<AnyArray> workspace, const std::string& backend, bool autotune) {
+        raise_if_failed(flash::validate(make_params(q, k, v, out, lse, causal, scale, window_left, window_right,
+                                                    softcap, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                                                    seqused_k, block_table, batch, num_splits, workspace, backend,
+                                                    autotune)));
+      },
+      FLASH_ARGS, "Runs the library's argument checks without the GPU; raises ValueError with its message.");
+
+  m.def(
+      "workspace_size",
+      [](AnyArray q, AnyArray k, AnyArray v, std::optional<AnyArray> out, std::optional<AnyArray> lse, bool causal,
+         std::optional<double> scale, int64_t window_left, int64_t window_right, double softcap,
+         std::optional<AnyArray> cu_seqlens_q, std::optional<AnyArray> cu_seqlens_k, int64_t max_seqlen_q,
+         int64_t max_seqlen_k, std::optional<AnyArray> seqused_k, std::optional<AnyArray> block_table, int64_t batch,
+         int32_t num_splits, std::optional<AnyArray> workspace, const std::string& backend, bool autotune) {
+        size_t bytes = 0;
+        raise_if_failed(flash::attention_workspace_size(
+            make_params(q, k, v, out, lse, causal, scale, window_left, window_right, softcap, cu_seqlens_q,
+                        cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_k, block_table, batch, num_splits,
+                        workspace, backend, autotune),
+            &bytes));
+        return bytes;
+      },
+      FLASH_ARGS, "Bytes of workspace the call needs (0: flash would not split the keys).");
+
+  m.def(
+      "kernel_choice",
+      [](AnyArray q, AnyArray k, AnyArray v, std::optional<AnyArray> out, std::optional<AnyArray> lse, bool causal,
+         std::optional<double> scale, int64_t window_left, int64_t window_right, double softcap,
+         std::optional<AnyArray> cu_seqlens_q, std::optional<AnyArray> cu_seqlens_k, int64_t max_seqlen_q,
+         int64_t max_seqlen_k, std::optional<AnyArray> seqused_k, std::optional<AnyArray> block_table, int64_t batch,
+         int32_t num_splits, std::optional<AnyArray> workspace, const std::string& backend, bool autotune) {
+        flash::KernelChoice c;
+        raise_if_failed(flash::query_kernel_choice(
+            make_params(q, k, v, out, lse, causal, scale, window_left, window_right, softcap, cu_seqlens_q,
+                        cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_k, block_table, batch, num_splits,
+                        workspace, backend, autotune),
+            &c));
+        nb::dict d;
+        d["name"] = std::string(c.name);
+        d["backend"] = backend_name(c.backend);
+        d["block_m"] = c.block_m;
+        d["block_n"] = c.block_n;
+        d["warps"] = c.warps;
+        d["stages"] = c.stages;
+        return d;
+      },
+      FLASH_ARGS, "The kernel configuration the call runs (name, backend, block_m, block_n, warps, stages).");
+}
