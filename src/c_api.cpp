@@ -1,6 +1,7 @@
 // The C API of flash/flash.h: each call converts its arguments to the C++
 // AttentionParams and calls the C++ API, so both run the same checks. The
 // message of the last call lives in a thread-local buffer.
+#include <cstddef>
 #include <cstring>
 #include <type_traits>
 
@@ -52,6 +53,77 @@ FLASH_SAME_FIELD_TYPE(workspace_bytes);
 FLASH_SAME_FIELD_TYPE(total_q);
 FLASH_SAME_FIELD_TYPE(total_k);
 #undef FLASH_SAME_FIELD_TYPE
+
+// ---- struct_size: which fields the caller's struct has ----
+//
+// A caller's struct is a prefix of this one: the fields of the flash.h it was
+// compiled with. So that each such prefix ends where its sizeof does, every
+// group of fields added to flash.h must end on a multiple of 8 bytes (pad
+// explicitly if needed). A struct_size that is a multiple of 8 then never
+// cuts a field (none of 8 bytes or less straddles such a boundary), and
+// copying struct_size bytes copies whole fields. The granule is 8, not
+// alignof of the struct, so that it stays 8 should a wider field ever join.
+constexpr size_t kStructSizeGranule = 8;
+// The smallest struct accepted: the fields through autotune, the core call.
+constexpr size_t kMinStructSize = offsetof(flash_attention_params, autotune) + sizeof(flash_attention_params::autotune);
+static_assert(offsetof(flash_attention_params, struct_size) == 0, "struct_size must come first");
+static_assert(kMinStructSize % kStructSizeGranule == 0 &&
+                  offsetof(flash_attention_params, cu_seqlens_q) == kMinStructSize,
+              "the core fields must end on a multiple of 8 bytes, where the next field starts");
+static_assert(sizeof(flash_attention_params) ==
+                  offsetof(flash_attention_params, total_k) + sizeof(flash_attention_params::total_k),
+              "the last field must end the struct: a tail padding would hold a later version's first field");
+static_assert(sizeof(flash_attention_params) % kStructSizeGranule == 0, "the struct must end on a multiple of 8");
+// No version of the struct will come near this size; a struct_size past it
+// is garbage (a struct never passed to flash_attention_params_init), not a
+// newer caller's.
+constexpr size_t kGarbageStructSize = size_t{1} << 16;
+static_assert(sizeof(flash_attention_params) < kGarbageStructSize / 16, "the struct has outgrown kGarbageStructSize");
+
+// Whether this library can read a struct of `size` bytes; the message says
+// why not.
+Status check_struct_size(size_t size) noexcept {
+  if (size == 0) {
+    return flash::detail::make_status(StatusCode::kInvalidArgument,
+                                      "struct_size is 0, which flash_attention_params_init sets to "
+                                      "sizeof(flash_attention_params); start the struct with "
+                                      "flash_attention_params_init");
+  }
+  if (size < kMinStructSize) {
+    return flash::detail::make_status(StatusCode::kInvalidArgument,
+                                      "struct_size %zu is below the smallest flash_attention_params (%zu bytes, "
+                                      "the fields through autotune); start the struct with "
+                                      "flash_attention_params_init",
+                                      size, kMinStructSize);
+  }
+  if (size >= kGarbageStructSize) {
+    return flash::detail::make_status(StatusCode::kInvalidArgument,
+                                      "struct_size %zu is the size of no flash_attention_params (this library's "
+                                      "has %zu bytes); start the struct with flash_attention_params_init",
+                                      size, sizeof(flash_attention_params));
+  }
+  if (size > sizeof(flash_attention_params)) {
+    return flash::detail::make_status(StatusCode::kInvalidArgument,
+                                      "struct_size %zu is larger than this library's flash_attention_params "
+                                      "(%zu bytes, flash %s): the caller was compiled against a newer "
+                                      "flash/flash.h, whose new fields this library cannot honour; link the "
+                                      "library of the headers you compile with",
+                                      size, sizeof(flash_attention_params), FLASH_VERSION_STRING);
+  }
+  if (size % kStructSizeGranule != 0) {
+    return flash::detail::make_status(StatusCode::kInvalidArgument,
+                                      "struct_size %zu is not a multiple of %zu, so not the size of any "
+                                      "flash_attention_params; start the struct with flash_attention_params_init",
+                                      size, kStructSizeGranule);
+  }
+  return Status{};
+}
+
+size_t struct_size_of(const flash_attention_params* params) noexcept {
+  size_t size;
+  std::memcpy(&size, params, sizeof(size));
+  return size;
+}
 
 // This thread's last message; what flash_last_error_message() returns.
 thread_local char last_message[sizeof(Status::message)] = {};
@@ -137,6 +209,7 @@ void copy_same_fields(const Src& src, Dst& dst) noexcept {
 // Converts `c` to *p, or says which bool field holds neither 0 nor 1. The
 // enum fields go through as their integers (DType and Backend are int32_t
 // enums, so every value is representable); validate() rejects unknown ones.
+// `c` is whole: read_caller_params has filled what the caller's struct lacks.
 Status to_cpp(const flash_attention_params& c, AttentionParams* out) noexcept {
   const auto causal = raw_value<unsigned char>(c.causal);
   if (causal > 1) {
@@ -164,9 +237,31 @@ void to_c(const AttentionParams& p, flash_attention_params* c) noexcept {
   c->autotune = p.autotune ? 1 : 0;
 }
 
+// The defaults, padding zeroed: what flash_attention_params_init writes.
+flash_attention_params default_c_params() noexcept {
+  flash_attention_params c;
+  std::memset(&c, 0, sizeof(c));
+  to_c(AttentionParams{}, &c);
+  c.struct_size = sizeof(c);
+  return c;
+}
+
+// The caller's struct converted to C++ parameters: the fields within its
+// struct_size as it set them, every later one at its default.
+Status read_caller_params(const flash_attention_params* caller, AttentionParams* out) noexcept {
+  const size_t size = struct_size_of(caller);
+  const Status accepted = check_struct_size(size);
+  if (!accepted.ok()) return accepted;
+  flash_attention_params c = default_c_params();
+  std::memcpy(&c, caller, size);
+  return to_cpp(c, out);
+}
+
 // Fills the strides of `c` with the C++ helper `fill`, from the sizes alone:
-// every other field, garbage or not, stays as it is.
+// every other field, garbage or not, stays as it is. The sizes and strides
+// are core fields, which every accepted struct has.
 void set_contiguous(flash_attention_params* c, void (AttentionParams::*fill)() noexcept) noexcept {
+  if (!check_struct_size(struct_size_of(c)).ok()) return;
   AttentionParams p;
   copy_sizes(*c, p);
   (p.*fill)();
@@ -197,9 +292,13 @@ flash_status_code null_bytes() noexcept {
 
 extern "C" {
 
-void flash_attention_params_init(flash_attention_params* params) noexcept {
+void flash_attention_params_init_sized(flash_attention_params* params, size_t struct_size) noexcept {
   if (params == nullptr) return;
-  to_c(AttentionParams{}, params);
+  if (check_struct_size(struct_size).ok()) {
+    const flash_attention_params defaults = default_c_params();
+    std::memcpy(params, &defaults, struct_size);
+  }
+  if (struct_size >= sizeof(struct_size)) std::memcpy(params, &struct_size, sizeof(struct_size));
 }
 
 void flash_set_contiguous_bnhd(flash_attention_params* params) noexcept {
@@ -215,14 +314,14 @@ void flash_set_contiguous_bhnd(flash_attention_params* params) noexcept {
 flash_status_code flash_validate(const flash_attention_params* params) noexcept {
   if (params == nullptr) return null_params();
   AttentionParams p;
-  const Status converted = to_cpp(*params, &p);
+  const Status converted = read_caller_params(params, &p);
   return finish(converted.ok() ? flash::validate(p) : converted);
 }
 
 flash_status_code flash_attention_forward(const flash_attention_params* params, void* stream) noexcept {
   if (params == nullptr) return null_params();
   AttentionParams p;
-  const Status converted = to_cpp(*params, &p);
+  const Status converted = read_caller_params(params, &p);
   return finish(converted.ok() ? flash::attention_forward(p, static_cast<CUstream_st*>(stream)) : converted);
 }
 
@@ -232,7 +331,7 @@ flash_status_code flash_attention_workspace_size(const flash_attention_params* p
   if (bytes == nullptr) return null_bytes();
   size_t size = 0;
   AttentionParams p;
-  Status status = to_cpp(*params, &p);
+  Status status = read_caller_params(params, &p);
   if (status.ok()) status = flash::attention_workspace_size(p, &size);
   if (status.ok()) *bytes = size;
   return finish(status);

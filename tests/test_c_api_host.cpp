@@ -8,10 +8,14 @@
 // fields (varlen and its total_q / total_k, paged KV, window, softcap,
 // split-KV workspace): their defaults, that they survive the C/C++
 // conversions, that the C API gives the C++ API's answers for them, and
-// flash_attention_workspace_size.
+// flash_attention_workspace_size; and struct_size: a caller compiled against
+// an older, shorter struct gets the answers of the full struct with defaults
+// for the fields it lacks, while a struct_size that is not set, too small or
+// larger than the library knows is rejected with a message.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -123,6 +127,7 @@ TEST(CApi, InitGivesTheCppDefaults) {
   std::memset(&p, 0x5A, sizeof(p));  // garbage, as an uninitialised struct would hold
   flash_attention_params_init(&p);
   const flash::AttentionParams cpp;
+  EXPECT_EQ(p.struct_size, sizeof(flash_attention_params));
   EXPECT_EQ(p.q, nullptr);
   EXPECT_EQ(p.k, nullptr);
   EXPECT_EQ(p.v, nullptr);
@@ -721,6 +726,321 @@ TEST(CApi, LastErrorMessageIsPerThreadAndStable) {
   (void)flash_version();
   EXPECT_EQ(flash_last_error_message(), message);  // same buffer
   EXPECT_EQ(std::string(message), saved);
+}
+
+// ---- struct_size ----
+
+// flash_attention_params as a caller compiled against a first, shorter
+// flash.h declares it: the fields of the core call, through autotune, and
+// none of the inference-engine fields. Declared here on its own, as that
+// caller's header would have it.
+struct ParamsV1 {
+  size_t struct_size;
+  const void* q;
+  const void* k;
+  const void* v;
+  void* o;
+  float* lse;
+  flash_dtype dtype;
+  int64_t batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim;
+  int64_t q_batch_stride, q_seq_stride, q_head_stride;
+  int64_t k_batch_stride, k_seq_stride, k_head_stride;
+  int64_t v_batch_stride, v_seq_stride, v_head_stride;
+  int64_t o_batch_stride, o_seq_stride, o_head_stride;
+  int64_t q_dim_stride, k_dim_stride, v_dim_stride, o_dim_stride;
+  bool causal;
+  float softmax_scale;
+  flash_backend backend;
+  int autotune;
+};
+// A prefix of today's struct, ending where its first inference-engine field
+// starts.
+static_assert(offsetof(ParamsV1, q) == offsetof(flash_attention_params, q), "ParamsV1 layout");
+static_assert(offsetof(ParamsV1, dtype) == offsetof(flash_attention_params, dtype), "ParamsV1 layout");
+static_assert(offsetof(ParamsV1, o_dim_stride) == offsetof(flash_attention_params, o_dim_stride), "ParamsV1 layout");
+static_assert(offsetof(ParamsV1, causal) == offsetof(flash_attention_params, causal), "ParamsV1 layout");
+static_assert(offsetof(ParamsV1, autotune) == offsetof(flash_attention_params, autotune), "ParamsV1 layout");
+static_assert(sizeof(ParamsV1) == offsetof(flash_attention_params, cu_seqlens_q), "ParamsV1 ends where v2 grows");
+
+// A ParamsV1 followed by 0xFF bytes up to the size of today's struct. Were
+// the library to read past the v1 struct it would see non-null, misaligned
+// cu_seqlens_q/k, seqused_k and block_table, a NaN softcap, num_splits -1
+// and total_q -1, and reject the call or answer differently.
+struct PoisonedV1 {
+  ParamsV1 v1;
+  unsigned char poison[sizeof(flash_attention_params) - sizeof(ParamsV1)];
+
+  PoisonedV1() { std::memset(this, 0xFF, sizeof(*this)); }
+  // The v1 struct as the C API takes it: a C caller's pointer to its own,
+  // shorter struct.
+  flash_attention_params* c() { return reinterpret_cast<flash_attention_params*>(&v1); }
+  bool poison_intact() const {
+    for (unsigned char byte : poison) {
+      if (byte != 0xFF) return false;
+    }
+    return true;
+  }
+};
+static_assert(offsetof(PoisonedV1, poison) == sizeof(ParamsV1), "the poison follows the v1 struct");
+
+// The core fields of `c` in a v1 struct, field by field, as its caller
+// would set them.
+void copy_to_v1(const flash_attention_params& c, ParamsV1* v1) {
+  v1->q = c.q, v1->k = c.k, v1->v = c.v, v1->o = c.o, v1->lse = c.lse;
+  std::memcpy(&v1->dtype, &c.dtype, sizeof(c.dtype));  // the bytes, which may be no enumerator
+  v1->batch = c.batch, v1->seqlen_q = c.seqlen_q, v1->seqlen_k = c.seqlen_k;
+  v1->heads_q = c.heads_q, v1->heads_kv = c.heads_kv, v1->head_dim = c.head_dim;
+  v1->q_batch_stride = c.q_batch_stride, v1->q_seq_stride = c.q_seq_stride, v1->q_head_stride = c.q_head_stride;
+  v1->k_batch_stride = c.k_batch_stride, v1->k_seq_stride = c.k_seq_stride, v1->k_head_stride = c.k_head_stride;
+  v1->v_batch_stride = c.v_batch_stride, v1->v_seq_stride = c.v_seq_stride, v1->v_head_stride = c.v_head_stride;
+  v1->o_batch_stride = c.o_batch_stride, v1->o_seq_stride = c.o_seq_stride, v1->o_head_stride = c.o_head_stride;
+  v1->q_dim_stride = c.q_dim_stride, v1->k_dim_stride = c.k_dim_stride;
+  v1->v_dim_stride = c.v_dim_stride, v1->o_dim_stride = c.o_dim_stride;
+  std::memcpy(&v1->causal, &c.causal, sizeof(c.causal));
+  v1->softmax_scale = c.softmax_scale;
+  std::memcpy(&v1->backend, &c.backend, sizeof(c.backend));
+  v1->autotune = c.autotune;
+}
+
+// What one C entry point answered: its code, message and workspace size.
+struct Answer {
+  int code;
+  std::string message;
+  size_t bytes = 0;
+};
+
+Answer validate_answer(const flash_attention_params* p) {
+  const int code = flash_validate(p);
+  return {code, flash_last_error_message()};
+}
+
+Answer forward_answer(const flash_attention_params* p) {
+  const int code = flash_attention_forward(p, /*stream=*/nullptr);
+  return {code, flash_last_error_message()};
+}
+
+Answer workspace_answer(const flash_attention_params* p) {
+  size_t bytes = 7;
+  const int code = flash_attention_workspace_size(p, &bytes);
+  return {code, flash_last_error_message(), bytes};
+}
+
+void expect_same(const Answer& v1, const Answer& full, const char* entry) {
+  EXPECT_EQ(v1.code, full.code) << entry << ": \"" << v1.message << "\" vs \"" << full.message << "\"";
+  EXPECT_EQ(v1.message, full.message) << entry;
+  EXPECT_EQ(v1.bytes, full.bytes) << entry;
+}
+
+// An older caller's flash_attention_params_init writes its own struct and
+// nothing past it, with the defaults of today's (the same, field by field).
+TEST(CApiStructSize, InitOfAShorterStructWritesOnlyIt) {
+  PoisonedV1 buffer;
+  flash_attention_params_init_sized(buffer.c(), sizeof(ParamsV1));
+  EXPECT_TRUE(buffer.poison_intact());
+  flash_attention_params full;
+  flash_attention_params_init(&full);
+  EXPECT_EQ(buffer.v1.struct_size, sizeof(ParamsV1));
+  EXPECT_EQ(std::memcmp(&buffer.v1.q, &full.q, sizeof(ParamsV1) - sizeof(size_t)), 0)
+      << "the core fields' defaults differ";
+
+  // And today's init zeroes the padding (after causal), so structs compare
+  // equal byte for byte.
+  flash_attention_params garbage;
+  std::memset(&garbage, 0x5A, sizeof(garbage));
+  flash_attention_params_init(&garbage);
+  EXPECT_EQ(std::memcmp(&garbage, &full, sizeof(full)), 0);
+}
+
+// A caller compiled against the v1 struct gets, from every entry point, the
+// answers of today's struct with the inference-engine fields at their
+// defaults: valid calls, each rejection of the C++ API, empty work.
+TEST(CApiStructSize, AnOlderShorterStructGivesTheAnswersOfTheFullOne) {
+  // The v1 caller's own set-up: its init, its fields, the stride helper.
+  PoisonedV1 buffer;
+  flash_attention_params_init_sized(buffer.c(), sizeof(ParamsV1));
+  flash::test::set_valid_gqa_call(buffer.v1);
+  buffer.v1.dtype = FLASH_DTYPE_BFLOAT16;
+  flash_set_contiguous_bnhd(buffer.c());
+  ASSERT_TRUE(buffer.poison_intact());
+  EXPECT_EQ(validate_answer(buffer.c()).code, FLASH_SUCCESS) << flash_last_error_message();
+  // ... the same struct as today's valid_params() builds.
+  ParamsV1 expected;
+  std::memset(&expected, 0, sizeof(expected));
+  copy_to_v1(valid_params(), &expected);
+  expected.struct_size = sizeof(ParamsV1);
+  EXPECT_EQ(std::memcmp(&buffer.v1, &expected, sizeof(ParamsV1)), 0);
+
+  struct Case {
+    std::string what;
+    flash_attention_params full;
+  };
+  std::vector<Case> cases;
+  cases.push_back({"valid", valid_params()});
+  {
+    flash_attention_params p = valid_params();
+    flash_set_contiguous_bhnd(&p);
+    p.causal = true, p.softmax_scale = 0.25f, p.dtype = FLASH_DTYPE_FLOAT16, p.backend = FLASH_BACKEND_SM80;
+    p.autotune = 1;
+    cases.push_back({"valid, every core field changed", p});
+  }
+  {
+    flash_attention_params p = valid_params();
+    p.batch = 0, p.q = p.k = p.v = nullptr, p.o = nullptr, p.lse = nullptr;
+    cases.push_back({"empty work", p});
+  }
+  {
+    flash_attention_params p = valid_params();
+    const unsigned char garbage = 0x5A;
+    std::memcpy(&p.causal, &garbage, 1);
+    cases.push_back({"causal byte 0x5A", p});
+  }
+  for (const Rejection& r : rejections()) {
+    flash_attention_params p = valid_params();
+    r.breaks(p);
+    cases.push_back({r.what, p});
+  }
+
+  int forward_calls = 0;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    PoisonedV1 v1;
+    copy_to_v1(c.full, &v1.v1);
+    v1.v1.struct_size = sizeof(ParamsV1);
+
+    const Answer full_validate = validate_answer(&c.full);
+    expect_same(validate_answer(v1.c()), full_validate, "flash_validate");
+    expect_same(workspace_answer(v1.c()), workspace_answer(&c.full), "flash_attention_workspace_size");
+    // A call validate accepts would reach the GPU with fake pointers: forward
+    // only the rejected ones and empty work, which launch nothing.
+    if (full_validate.code != FLASH_SUCCESS || c.full.batch == 0) {
+      ++forward_calls;
+      expect_same(forward_answer(v1.c()), forward_answer(&c.full), "flash_attention_forward");
+    }
+    EXPECT_TRUE(v1.poison_intact());
+  }
+  EXPECT_GT(forward_calls, 30);
+}
+
+// The library reads the fields within struct_size, every one of them, and
+// none past it: a window_left of -2 (rejected) counts only when struct_size
+// covers it, and a NaN softcap just past it never does.
+TEST(CApiStructSize, ReadsExactlyTheFieldsWithinStructSize) {
+  flash_attention_params p = valid_params();
+  p.window_left = -2;
+  p.softcap = std::numeric_limits<float>::quiet_NaN();
+  p.struct_size = offsetof(flash_attention_params, window_left);
+  EXPECT_EQ(flash_validate(&p), FLASH_SUCCESS) << flash_last_error_message();
+  p.struct_size = offsetof(flash_attention_params, softcap);  // through window_left and window_right
+  EXPECT_TRUE(rejected(p, FLASH_INVALID_ARGUMENT, {"window_left"}));
+  p.window_left = 64;
+  EXPECT_EQ(flash_validate(&p), FLASH_SUCCESS) << flash_last_error_message();
+  p.struct_size = sizeof(p);
+  EXPECT_TRUE(rejected(p, FLASH_INVALID_ARGUMENT, {"softcap"}));
+
+  // The fields past a v1 struct, each set where struct_size ends before it:
+  // ignored, so the call is the valid default one.
+  const flash_attention_params base = valid_params();
+  p = base;
+  p.cu_seqlens_q = static_cast<const int32_t*>(fake_ptr(5, 2));
+  p.cu_seqlens_k = static_cast<const int32_t*>(fake_ptr(6, 2));
+  p.seqused_k = static_cast<const int32_t*>(fake_ptr(7, 2));
+  p.block_table = static_cast<const int32_t*>(fake_ptr(8, 2));
+  p.page_size = -1, p.window_right = -9, p.num_splits = -1, p.total_q = p.total_k = -1;
+  for (size_t size = sizeof(ParamsV1); size < sizeof(p); size += 8) {
+    flash_attention_params cut = base;
+    std::memcpy(&cut, &p, size);  // today's whole struct: p up to `size`, the defaults after it
+    cut.struct_size = sizeof(cut);
+    p.struct_size = size;
+    SCOPED_TRACE(size);
+    expect_same(validate_answer(&p), validate_answer(&cut), "flash_validate");
+    expect_same(workspace_answer(&p), workspace_answer(&cut), "flash_attention_workspace_size");
+  }
+}
+
+// A struct_size the library cannot read is rejected by every entry point,
+// with a message that says what is wrong; stride helpers leave it alone.
+TEST(CApiStructSize, UnreadableStructSizesAreRejected) {
+  const size_t full = sizeof(flash_attention_params);
+  const char* const init_advice = "start the struct with flash_attention_params_init";
+  const char* const newer_advice = "link the library of the headers you compile with";
+  const struct {
+    size_t size;
+    std::vector<const char*> words;
+    const char* advice;  // how the message ends: it fits the buffer whole
+  } cases[] = {
+      {0, {"struct_size is 0"}, init_advice},
+      {8, {"struct_size 8 is below"}, init_advice},
+      {sizeof(ParamsV1) - 8, {"is below", "the fields through autotune"}, init_advice},
+      {sizeof(ParamsV1) + 4, {"not a multiple of 8"}, init_advice},
+      {full - 1, {"not a multiple of 8"}, init_advice},
+      {full + 8, {"is larger than this library's", "newer flash/flash.h"}, newer_advice},
+      {full + 1, {"is larger than this library's"}, newer_advice},
+      {full + 8 * 1000, {"is larger than this library's", FLASH_VERSION_STRING}, newer_advice},
+      // Uninitialised memory: no struct has that size.
+      {0x5A5A5A5A5A5A5A5Aull, {"struct_size 6510615555426900570 is the size of no"}, init_advice},
+      {SIZE_MAX, {"is the size of no", std::to_string(full).c_str()}, init_advice},
+      {size_t{1} << 16, {"is the size of no"}, init_advice},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.size);
+    flash_attention_params p = valid_params();
+    p.struct_size = c.size;
+    EXPECT_TRUE(rejected(p, FLASH_INVALID_ARGUMENT, c.words));
+    const std::string message = flash_last_error_message();
+    const std::string advice = c.advice;
+    EXPECT_TRUE(message.size() >= advice.size() &&
+                message.compare(message.size() - advice.size(), advice.size(), advice) == 0)
+        << message;
+    size_t bytes = 7;
+    EXPECT_EQ(flash_attention_workspace_size(&p, &bytes), FLASH_INVALID_ARGUMENT);
+    EXPECT_EQ(bytes, size_t{0});
+    EXPECT_NE(std::string(flash_last_error_message()).find("struct_size"), std::string::npos);
+
+    const flash_attention_params before = p;
+    flash_set_contiguous_bhnd(&p);
+    flash_set_contiguous_bnhd(&p);
+    EXPECT_EQ(std::memcmp(&p, &before, sizeof(p)), 0) << "a stride helper wrote to an unreadable struct";
+  }
+}
+
+// A program compiled against a newer flash.h (one more field) on this
+// library: refused, since the library cannot honour the new field; init
+// records the size, touching nothing else.
+TEST(CApiStructSize, ANewerLongerStructIsRefused) {
+  struct ParamsNext {
+    flash_attention_params today;
+    int64_t new_field;
+  };
+  ParamsNext next;
+  std::memset(&next, 0xFF, sizeof(next));
+  auto* c = reinterpret_cast<flash_attention_params*>(&next);
+  flash_attention_params_init_sized(c, sizeof(next));
+  EXPECT_EQ(next.today.struct_size, sizeof(next));
+  EXPECT_EQ(next.today.batch, -1) << "init wrote fields of a struct it rejects";
+  EXPECT_EQ(next.new_field, -1);
+
+  next.today = valid_params();
+  next.today.struct_size = sizeof(next);
+  next.new_field = 0;
+  EXPECT_TRUE(rejected(next.today, FLASH_INVALID_ARGUMENT,
+                       {"struct_size", std::to_string(sizeof(next)).c_str(), "newer flash/flash.h"}));
+}
+
+// init with sizes it does not accept writes only struct_size, or nothing when
+// that does not fit; a null struct is ignored.
+TEST(CApiStructSize, InitWithAnUnreadableSizeWritesOnlyTheSize) {
+  for (const size_t size : {size_t{0}, size_t{4}, size_t{8}, sizeof(ParamsV1) - 8, sizeof(ParamsV1) + 4}) {
+    SCOPED_TRACE(size);
+    PoisonedV1 buffer;
+    flash_attention_params_init_sized(buffer.c(), size);
+    const auto* bytes = reinterpret_cast<const unsigned char*>(&buffer);
+    const size_t written = size >= sizeof(size_t) ? sizeof(size_t) : 0;
+    if (written != 0) {
+      EXPECT_EQ(buffer.v1.struct_size, size);
+    }
+    for (size_t i = written; i < sizeof(buffer); ++i) ASSERT_EQ(bytes[i], 0xFF) << "byte " << i;
+  }
+  flash_attention_params_init_sized(nullptr, sizeof(flash_attention_params));  // ignored, no crash
 }
 
 TEST(CApi, StatusStrings) {

@@ -430,6 +430,7 @@ AttentionParams make_garbage(Fuzzer& f) {
 flash_attention_params to_c(const AttentionParams& p) {
   flash_attention_params c;
   std::memset(&c, 0, sizeof(c));
+  c.struct_size = sizeof(c);
   c.q = p.q;
   c.k = p.k;
   c.v = p.v;

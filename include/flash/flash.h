@@ -60,8 +60,25 @@ typedef enum flash_status_code {
  * [B, N, H, D] layout of inference engines and the [B, H, N, D] layout work
  * without copies. Start from flash_attention_params_init(), then call
  * flash_set_contiguous_bnhd() or flash_set_contiguous_bhnd() to fill the
- * strides of densely packed tensors. */
+ * strides of densely packed tensors.
+ *
+ * The struct can grow. Its first field, struct_size, is
+ * sizeof(flash_attention_params) as the caller was compiled:
+ * flash_attention_params_init sets it (it is inline, so the size is the
+ * caller's). Fields are only ever appended, and the library reads only those
+ * within the caller's struct_size bytes, giving the rest their defaults (as
+ * flash_attention_params_init sets them): a program compiled against an
+ * older flash.h works with a newer library. Accepted: a multiple of 8 from
+ * the end of `autotune` (the core call, the smallest struct there is) up to
+ * the library's own sizeof(flash_attention_params). Every call that takes
+ * the struct rejects anything else with FLASH_INVALID_ARGUMENT and a message
+ * saying which: 0, a value below that or a huge one (a struct not started
+ * with flash_attention_params_init), or one larger than the library's (a
+ * program compiled against a newer flash.h than the library it runs with,
+ * which refuses rather than ignore fields it does not know). */
 typedef struct flash_attention_params {
+  size_t struct_size; /* Bytes of this struct as the caller compiled it; set by flash_attention_params_init. */
+
   const void* q; /* Query, [batch, seqlen_q, heads_q, head_dim]. */
   const void* k; /* Key, [batch, seqlen_k, heads_kv, head_dim]. */
   const void* v; /* Value, [batch, seqlen_k, heads_kv, head_dim]. */
@@ -171,41 +188,56 @@ typedef struct flash_attention_params {
   int64_t total_k;
 } flash_attention_params;
 
-/* Sets every field to its default, as the C++ AttentionParams{}: null
+/* Sets struct_size to `struct_size` and every field within the first
+ * struct_size bytes to its default, as the C++ AttentionParams{}: null
  * pointers, zero sizes and strides, dim strides 1, bf16, not causal,
  * softmax_scale 0 (1/sqrt(head_dim)), FLASH_BACKEND_AUTO, autotune 0; the
  * inference-engine fields off (null pointers, zero sizes, window_left and
  * window_right -1, softcap 0, num_splits 0, no workspace, total_q and
- * total_k 0). A null `params` is ignored. */
-void flash_attention_params_init(flash_attention_params* params) FLASH_C_NOEXCEPT;
+ * total_k 0); padding zeroed. Writes nothing past struct_size bytes, and
+ * when struct_size is not one the library accepts (see
+ * flash_attention_params) only struct_size itself (nothing if it is below
+ * sizeof(size_t)), which the other calls then reject. A null `params` is
+ * ignored. C and C++ callers use flash_attention_params_init; this is for
+ * bindings that declare the struct themselves (pass their own sizeof). */
+void flash_attention_params_init_sized(flash_attention_params* params, size_t struct_size) FLASH_C_NOEXCEPT;
+
+/* flash_attention_params_init_sized(params, sizeof(flash_attention_params)),
+ * with the size of the struct this file declares: the caller's. */
+static inline void flash_attention_params_init(flash_attention_params* params) FLASH_C_NOEXCEPT {
+  flash_attention_params_init_sized(params, sizeof(flash_attention_params));
+}
 
 /* Fill all strides for densely packed [batch, seq, heads, head_dim] tensors
- * from the sizes already set. A null `params` is ignored. */
+ * from the sizes already set. A null `params`, or one whose struct_size the
+ * library does not accept, is left alone (flash_validate says why). */
 void flash_set_contiguous_bnhd(flash_attention_params* params) FLASH_C_NOEXCEPT;
 /* Fill all strides for densely packed [batch, heads, seq, head_dim] tensors
- * from the sizes already set. A null `params` is ignored. */
+ * from the sizes already set. A null `params`, or one whose struct_size the
+ * library does not accept, is left alone (flash_validate says why). */
 void flash_set_contiguous_bhnd(flash_attention_params* params) FLASH_C_NOEXCEPT;
 
 /* Checks every argument without touching the GPU. Its answer is the call's:
  * FLASH_SUCCESS means flash_attention_forward will not return
  * FLASH_INVALID_ARGUMENT (it may still report FLASH_UNSUPPORTED or
  * FLASH_CUDA_ERROR for the build and device it runs on); a rejection is
- * flash_attention_forward's own. A null `params` is FLASH_INVALID_ARGUMENT. */
+ * flash_attention_forward's own. A null `params`, or a struct_size the
+ * library does not accept, is FLASH_INVALID_ARGUMENT. */
 flash_status_code flash_validate(const flash_attention_params* params) FLASH_C_NOEXCEPT;
 
 /* Computes attention asynchronously on `stream` (a cudaStream_t; null: the
  * legacy default stream) on the current device. No allocation, no host
  * synchronisation, so a call can be captured in a CUDA graph; thread-safe;
- * deterministic. A rejected call (including a null `params`) launches
- * nothing and writes nothing. */
+ * deterministic. A rejected call (including a null `params` or a struct_size
+ * the library does not accept) launches nothing and writes nothing. */
 flash_status_code flash_attention_forward(const flash_attention_params* params, void* stream) FLASH_C_NOEXCEPT;
 
 /* Bytes of device workspace flash_attention_forward needs for `params` on the
  * current device, written to *bytes: nonzero only when it would split the keys
  * (few query tiles for the GPU, or more than 2^18 keys). Pass a buffer of at
  * least this size as params->workspace. Launches nothing. A null `params` or
- * `bytes` is FLASH_INVALID_ARGUMENT; on any failure *bytes (when not null)
- * is 0. */
+ * `bytes`, or a struct_size the library does not accept, is
+ * FLASH_INVALID_ARGUMENT; on any failure *bytes (when not null) is 0. */
 flash_status_code flash_attention_workspace_size(const flash_attention_params* params,
                                                  size_t* bytes) FLASH_C_NOEXCEPT;
 

@@ -22,7 +22,9 @@ int flash_c_header_check(void* q, void* k, void* v, void* o, float* lse, void* s
   flash_backend backend = FLASH_BACKEND_SM80;
   size_t workspace_bytes = 0;
 
+  flash_attention_params_init_sized(&p, sizeof(p));
   flash_attention_params_init(&p);
+  if (p.struct_size != sizeof(flash_attention_params)) return -1;
   p.q = q;
   p.k = k;
   p.v = v;
