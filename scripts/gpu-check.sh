@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # Build, test and benchmark flash on a GPU machine in one go.
 #
-#   scripts/gpu-check.sh [phases...]     phases: build sass test ctest sanitize stress ncu bench quickbench decode
+#   scripts/gpu-check.sh [phases...]     phases: build sass test ctest sanitize stress python ncu bench quickbench decode
 #                                        (default: build sass test sanitize bench)
 #
 # stress: flash_stress_tests (tests/test_stress_gpu.cpp: millions of keys,
 # 2^32-element caches, batch * heads past 65535, against a float64 GPU
 # reference; a few minutes, ~40 GB of device memory), one line per path.
+#
+# python: the Python package's pytest suite (python/tests) on the package
+# the build assembled under $BUILD_DIR/python (FLASH_BUILD_PYTHON, on when
+# nanobind is installed), with PyTorch's and CuPy's GPU tests.
 #
 # decode: flash_bench --decode --varlen --window (split-KV decode on dense and
 # paged KV caches against a measured read-bandwidth ceiling, varlen prefill
@@ -87,6 +91,16 @@ if has_phase stress; then
   note "stress ($(( $(date +%s) - t0 ))s): $(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ tests?' "$OUT/stress.log" | tr '\n' ' ')"
   grep -E '^stress ' "$OUT/stress.log" | tee -a "$SUMMARY" >/dev/null
   grep -E '^\[  FAILED  \]' "$OUT/stress.log" | head -20 | tee -a "$SUMMARY"
+fi
+
+if has_phase python; then
+  if [[ -d "$BUILD_DIR/python/flash" ]]; then
+    PYTHONPATH="$BUILD_DIR/python" python3 -m pytest -q -p no:cacheprovider -rs python/tests >"$OUT/pytest.log" 2>&1
+    note "pytest: exit $?; $(tail -1 "$OUT/pytest.log")"
+    grep -E "^(FAILED|ERROR)" "$OUT/pytest.log" | head -20 | tee -a "$SUMMARY"
+  else
+    note "pytest: no Python package in $BUILD_DIR (FLASH_BUILD_PYTHON off: nanobind missing?)"
+  fi
 fi
 
 if has_phase ncu; then
