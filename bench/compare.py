@@ -153,27 +153,9 @@ TOLERANCES = {
 # ---------------------------------------------------------------- helpers (no torch)
 
 
-def mt19937(seed):
-    """The outputs of C++'s std::mt19937(seed), one 32-bit integer at a time."""
-    n, m = 624, 397
-    state = [0] * n
-    state[0] = seed & 0xFFFFFFFF
-    for i in range(1, n):
-        state[i] = (1812433253 * (state[i - 1] ^ (state[i - 1] >> 30)) + i) & 0xFFFFFFFF
-    index = n
-    while True:
-        if index >= n:
-            for i in range(n):
-                y = (state[i] & 0x80000000) | (state[(i + 1) % n] & 0x7FFFFFFF)
-                state[i] = state[(i + m) % n] ^ (y >> 1) ^ (0x9908B0DF if y & 1 else 0)
-            index = 0
-        y = state[index]
-        index += 1
-        y ^= y >> 11
-        y ^= (y << 7) & 0x9D2C5680
-        y ^= (y << 15) & 0xEFC60000
-        y ^= y >> 18
-        yield y
+# flash_bench's page order, shared with serving_anchor.py (same directory;
+# it imports nothing heavy at module level).
+from serving_anchor import shuffled_pages as _anchor_shuffled_pages
 
 
 _PAGE_ORDERS = {}
@@ -183,12 +165,7 @@ def shuffled_pages(n, seed=PAGE_SEED):
     """0 .. n-1 in flash_bench's fixed random order (row_setup.h's shuffled_pages)."""
     key = (n, seed)
     if key not in _PAGE_ORDERS:
-        pages = list(range(n))
-        rng = mt19937(seed)
-        for i in range(n - 1, 0, -1):
-            j = next(rng) % (i + 1)
-            pages[i], pages[j] = pages[j], pages[i]
-        _PAGE_ORDERS[key] = pages
+        _PAGE_ORDERS[key] = _anchor_shuffled_pages(n, seed)
     return _PAGE_ORDERS[key]
 
 
