@@ -140,23 +140,23 @@ def attention(
     if lse is None and return_lse:
         lse = _empty(q, _lse_shape(q, opts, int(q.shape[-2])), "float32")
     if workspace is None and opts.get("num_splits", 0) != 1:
-        need = _flash.workspace_size(q, k, v, out=out, lse=lse, **opts)
+        need = _flash.workspace_size(_flash.params(q, k, v, out=out, lse=lse, **opts))
         if need > 0:
             workspace = _empty(q, (need,), "uint8")
-    _flash.forward(q, k, v, out=out, lse=lse, workspace=workspace, stream=_stream_handle(stream, q), **opts)
+    _flash.forward(_flash.params(q, k, v, out=out, lse=lse, workspace=workspace, **opts), _stream_handle(stream, q))
     return (out, lse) if return_lse else out
 
 
 def workspace_size(q: Any, k: Any, v: Any, **kwargs: Any) -> int:
     """Bytes of workspace attention() needs for this call (0: flash would not split the keys)."""
-    return int(_flash.workspace_size(q, k, v, **_options(kwargs)))
+    return int(_flash.workspace_size(_flash.params(q, k, v, **_options(kwargs))))
 
 
 def kernel_choice(q: Any, k: Any, v: Any, **kwargs: Any) -> dict:
     """The kernel configuration the call runs: name, backend, block_m, block_n, warps, stages."""
-    return dict(_flash.kernel_choice(q, k, v, **_options(kwargs)))
+    return dict(_flash.kernel_choice(_flash.params(q, k, v, **_options(kwargs))))
 
 
 def validate(q: Any, k: Any, v: Any, *, out: Any = None, lse: Any = None, **kwargs: Any) -> None:
     """The library's argument checks, without the GPU: raises ValueError, or returns None."""
-    _flash.validate(q, k, v, out=out, lse=lse, **_options(kwargs))
+    _flash.validate(_flash.params(q, k, v, out=out, lse=lse, **_options(kwargs)))

@@ -30,8 +30,11 @@ namespace nb = nanobind;
 
 namespace {
 
-using Array = nb::ndarray<nb::device::cuda>;
 using AnyArray = nb::ndarray<>;
+
+// O of a call built without `out` (planning: workspace_size, kernel_choice,
+// validate): an address no device allocation has, never written.
+void* const kStandInO = reinterpret_cast<void*>(uintptr_t{1} << 60);
 
 // The library's errors as Python exceptions: a rejected argument is a
 // ValueError; what this build or GPU cannot run, and a CUDA failure, a
@@ -193,7 +196,7 @@ flash::AttentionParams make_params(AnyArray q, AnyArray k, AnyArray v, std::opti
     // Planning calls (workspace_size, kernel_choice, validate) without an
     // output: a stand-in O, densely packed like q, at an address no device
     // allocation has (never written: only forward writes, and it needs out).
-    p.o = reinterpret_cast<void*>(uintptr_t{1} << 60);
+    p.o = kStandInO;
     p.o_dim_stride = 1;
     p.o_head_stride = p.head_dim;
     p.o_seq_stride = p.heads_q * p.head_dim;
@@ -269,19 +272,27 @@ NB_MODULE(_flash, m) {
   m.def("library_version", []() { return std::string(flash::version()); },
         "The linked library's version string.");
 
+  // The call's parameters, built once from the tensors and options; the
+  // entry points below take them. They hold the tensors' addresses, not
+  // the tensors: build them right before the call (flash/__init__.py does).
+  nb::class_<flash::AttentionParams>(m, "Params");
   m.def(
-      "forward",
+      "params",
       [](AnyArray q, AnyArray k, AnyArray v, std::optional<AnyArray> out, std::optional<AnyArray> lse, bool causal,
          std::optional<double> scale, int64_t window_left, int64_t window_right, double softcap,
          std::optional<AnyArray> cu_seqlens_q, std::optional<AnyArray> cu_seqlens_k, int64_t max_seqlen_q,
          int64_t max_seqlen_k, std::optional<AnyArray> seqused_k, std::optional<AnyArray> block_table, int64_t batch,
-         int32_t num_splits, std::optional<AnyArray> workspace, const std::string& backend, bool autotune,
-         uintptr_t stream) {
-        if (!out.has_value()) bad("out is required here (flash.attention allocates it)");
-        const flash::AttentionParams p =
-            make_params(q, k, v, out, lse, causal, scale, window_left, window_right, softcap, cu_seqlens_q,
-                        cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_k, block_table, batch, num_splits,
-                        workspace, backend, autotune);
+         int32_t num_splits, std::optional<AnyArray> workspace, const std::string& backend, bool autotune) {
+        return make_params(q, k, v, out, lse, causal, scale, window_left, window_right, softcap, cu_seqlens_q,
+                           cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_k, block_table, batch, num_splits,
+                           workspace, backend, autotune);
+      },
+      FLASH_ARGS, "The call's parameters from DLPack tensors (shapes, strides, dtypes checked here).");
+
+  m.def(
+      "forward",
+      [](const flash::AttentionParams& p, uintptr_t stream) {
+        if (p.o == kStandInO) bad("out is required here (flash.attention allocates it)");
         flash::Status s;
         {
           nb::gil_scoped_release release;
@@ -289,54 +300,28 @@ NB_MODULE(_flash, m) {
         }
         raise_if_failed(s);
       },
-      FLASH_ARGS, nb::arg("stream") = 0,
+      nb::arg("params"), nb::arg("stream") = 0,
       "Computes attention into `out` (and `lse`) on `stream` (a cudaStream_t as an int; 0: the legacy default "
       "stream). Allocates nothing.");
 
   m.def(
-      "validate",
-      [](AnyArray q, AnyArray k, AnyArray v, std::optional<AnyArray> out, std::optional<AnyArray> lse, bool causal,
-         std::optional<double> scale, int64_t window_left, int64_t window_right, double softcap,
-         std::optional<AnyArray> cu_seqlens_q, std::optional<AnyArray> cu_seqlens_k, int64_t max_seqlen_q,
-         int64_t max_seqlen_k, std::optional<AnyArray> seqused_k, std::optional<AnyArray> block_table, int64_t batch,
-         int32_t num_splits, std::optional<AnyArray> workspace, const std::string& backend, bool autotune) {
-        raise_if_failed(flash::validate(make_params(q, k, v, out, lse, causal, scale, window_left, window_right,
-                                                    softcap, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                                                    seqused_k, block_table, batch, num_splits, workspace, backend,
-                                                    autotune)));
-      },
-      FLASH_ARGS, "Runs the library's argument checks without the GPU; raises ValueError with its message.");
+      "validate", [](const flash::AttentionParams& p) { raise_if_failed(flash::validate(p)); }, nb::arg("params"),
+      "Runs the library's argument checks without the GPU; raises ValueError with its message.");
 
   m.def(
       "workspace_size",
-      [](AnyArray q, AnyArray k, AnyArray v, std::optional<AnyArray> out, std::optional<AnyArray> lse, bool causal,
-         std::optional<double> scale, int64_t window_left, int64_t window_right, double softcap,
-         std::optional<AnyArray> cu_seqlens_q, std::optional<AnyArray> cu_seqlens_k, int64_t max_seqlen_q,
-         int64_t max_seqlen_k, std::optional<AnyArray> seqused_k, std::optional<AnyArray> block_table, int64_t batch,
-         int32_t num_splits, std::optional<AnyArray> workspace, const std::string& backend, bool autotune) {
+      [](const flash::AttentionParams& p) {
         size_t bytes = 0;
-        raise_if_failed(flash::attention_workspace_size(
-            make_params(q, k, v, out, lse, causal, scale, window_left, window_right, softcap, cu_seqlens_q,
-                        cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_k, block_table, batch, num_splits,
-                        workspace, backend, autotune),
-            &bytes));
+        raise_if_failed(flash::attention_workspace_size(p, &bytes));
         return bytes;
       },
-      FLASH_ARGS, "Bytes of workspace the call needs (0: flash would not split the keys).");
+      nb::arg("params"), "Bytes of workspace the call needs (0: flash would not split the keys).");
 
   m.def(
       "kernel_choice",
-      [](AnyArray q, AnyArray k, AnyArray v, std::optional<AnyArray> out, std::optional<AnyArray> lse, bool causal,
-         std::optional<double> scale, int64_t window_left, int64_t window_right, double softcap,
-         std::optional<AnyArray> cu_seqlens_q, std::optional<AnyArray> cu_seqlens_k, int64_t max_seqlen_q,
-         int64_t max_seqlen_k, std::optional<AnyArray> seqused_k, std::optional<AnyArray> block_table, int64_t batch,
-         int32_t num_splits, std::optional<AnyArray> workspace, const std::string& backend, bool autotune) {
+      [](const flash::AttentionParams& p) {
         flash::KernelChoice c;
-        raise_if_failed(flash::query_kernel_choice(
-            make_params(q, k, v, out, lse, causal, scale, window_left, window_right, softcap, cu_seqlens_q,
-                        cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_k, block_table, batch, num_splits,
-                        workspace, backend, autotune),
-            &c));
+        raise_if_failed(flash::query_kernel_choice(p, &c));
         nb::dict d;
         d["name"] = std::string(c.name);
         d["backend"] = backend_name(c.backend);
@@ -346,5 +331,5 @@ NB_MODULE(_flash, m) {
         d["stages"] = c.stages;
         return d;
       },
-      FLASH_ARGS, "The kernel configuration the call runs (name, backend, block_m, block_n, warps, stages).");
+      nb::arg("params"), "The kernel configuration the call runs (name, backend, block_m, block_n, warps, stages).");
 }
