@@ -21,10 +21,10 @@
 
 #include <climits>
 #include <cmath>
-#include <cstdarg>
 #include <cstdio>
 
 #include "element.cuh"
+#include "make_error.h"
 #include "reference.h"
 
 namespace flash::ref {
@@ -36,18 +36,6 @@ constexpr int kSoftmaxThreads = 256;
 constexpr int kCopyThreads = 256;
 constexpr int64_t kMaxCopyBlocks = 4096;  // grid-stride beyond this
 
-#if defined(__GNUC__)
-__attribute__((format(printf, 2, 3)))
-#endif
-Status make_error(StatusCode code, const char* format, ...) {
-  Status status;
-  status.code = code;
-  va_list args;
-  va_start(args, format);
-  std::vsnprintf(status.message, sizeof(status.message), format, args);
-  va_end(args);
-  return status;
-}
 
 Status cuda_error(cudaError_t err, const char* what) {
   return make_error(StatusCode::kCudaError, "standard_attention: %s failed: %s", what, cudaGetErrorString(err));

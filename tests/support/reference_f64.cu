@@ -19,10 +19,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdarg>
 #include <cstdio>
 #include <limits>
 
+#include "make_error.h"
 #include "reference.h"
 
 namespace flash::ref {
@@ -32,18 +32,6 @@ constexpr int64_t kMaxRowsPerBlock = 4096;
 constexpr int64_t kChunkElements = int64_t{1} << 26;  // R x c doubles of S: 512 MiB
 constexpr int kThreads = 256;
 
-#if defined(__GNUC__)
-__attribute__((format(printf, 2, 3)))
-#endif
-Status error(StatusCode code, const char* format, ...) {
-  Status status;
-  status.code = code;
-  va_list args;
-  va_start(args, format);
-  std::vsnprintf(status.message, sizeof(status.message), format, args);
-  va_end(args);
-  return status;
-}
 
 template <typename T>
 __device__ __forceinline__ double load(const T* p);
@@ -213,10 +201,10 @@ Status run(const AttentionParams& p, const std::vector<int64_t>& batches, cublas
   alloc(&w.m_chunk, rows_block);
   alloc(&w.l_chunk, rows_block);
   alloc(&w.lse, rows_block);
-  if (err != cudaSuccess) return error(StatusCode::kCudaError, "double_attention: cudaMalloc: %s", cudaGetErrorString(err));
+  if (err != cudaSuccess) return make_error(StatusCode::kCudaError, "double_attention: cudaMalloc: %s", cudaGetErrorString(err));
   if (cublasSetStream(handle, stream) != CUBLAS_STATUS_SUCCESS ||
       cublasSetPointerMode(handle, CUBLAS_POINTER_MODE_HOST) != CUBLAS_STATUS_SUCCESS) {
-    return error(StatusCode::kCudaError, "double_attention: cublasSetStream/PointerMode failed");
+    return make_error(StatusCode::kCudaError, "double_attention: cublasSetStream/PointerMode failed");
   }
 
   const size_t o_elems = static_cast<size_t>(p.batch * p.seqlen_q * p.heads_q * hd);
@@ -230,7 +218,7 @@ Status run(const AttentionParams& p, const std::vector<int64_t>& batches, cublas
   }
   const double one = 1.0, zero = 0.0;
   for (const int64_t b : todo) {
-    if (b < 0 || b >= p.batch) return error(StatusCode::kInvalidArgument, "double_attention: batch %lld out of range", static_cast<long long>(b));
+    if (b < 0 || b >= p.batch) return make_error(StatusCode::kInvalidArgument, "double_attention: batch %lld out of range", static_cast<long long>(b));
     for (int64_t hk = 0; hk < p.heads_kv; ++hk) {
       for (int64_t row0 = 0; row0 < rows_all; row0 += rows_block) {
         const int64_t rows = std::min(rows_block, rows_all - row0);
@@ -252,7 +240,7 @@ Status run(const AttentionParams& p, const std::vector<int64_t>& batches, cublas
           if (cublasDgemm(handle, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(c), static_cast<int>(rows),
                           static_cast<int>(hd), &one, w.kv, static_cast<int>(hd), w.q, static_cast<int>(hd), &zero,
                           w.s, static_cast<int>(c)) != CUBLAS_STATUS_SUCCESS) {
-            return error(StatusCode::kCudaError, "double_attention: cublasDgemm(S) failed");
+            return make_error(StatusCode::kCudaError, "double_attention: cublasDgemm(S) failed");
           }
           softmax_chunk_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(
               w.s, c, group, row0, key0, p.seqlen_q, p.seqlen_k, p.causal, p.window_left, p.window_right, scale,
@@ -262,7 +250,7 @@ Status run(const AttentionParams& p, const std::vector<int64_t>& batches, cublas
           if (cublasDgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(hd), static_cast<int>(rows),
                           static_cast<int>(c), &one, w.kv, static_cast<int>(hd), w.s, static_cast<int>(c), &zero,
                           w.o_chunk, static_cast<int>(hd)) != CUBLAS_STATUS_SUCCESS) {
-            return error(StatusCode::kCudaError, "double_attention: cublasDgemm(O) failed");
+            return make_error(StatusCode::kCudaError, "double_attention: cublasDgemm(O) failed");
           }
           merge_kernel<<<static_cast<unsigned>(rows), 128, 0, stream>>>(rows, hd, w.m_chunk, w.l_chunk, w.o_chunk,
                                                                        w.m, w.l, w.o);
@@ -276,7 +264,7 @@ Status run(const AttentionParams& p, const std::vector<int64_t>& batches, cublas
         }
         if (err == cudaSuccess) err = cudaStreamSynchronize(stream);
         if (err != cudaSuccess) {
-          return error(StatusCode::kCudaError, "double_attention: %s", cudaGetErrorString(err));
+          return make_error(StatusCode::kCudaError, "double_attention: %s", cudaGetErrorString(err));
         }
         for (int64_t r = 0; r < rows; ++r) {
           const int64_t i = (row0 + r) / group, h = hk * group + (row0 + r) % group;
@@ -295,14 +283,14 @@ Status run(const AttentionParams& p, const std::vector<int64_t>& batches, cublas
 Status double_attention(const AttentionParams& p, const std::vector<int64_t>& batches, cublasHandle_t handle,
                         cudaStream_t stream, std::vector<double>* o, std::vector<double>* lse) {
   if (uses_varlen_or_paging(p)) {
-    return error(StatusCode::kInvalidArgument, "double_attention: dense calls only (no varlen, seqused_k or paging)");
+    return make_error(StatusCode::kInvalidArgument, "double_attention: dense calls only (no varlen, seqused_k or paging)");
   }
   if (p.head_dim > INT32_MAX || p.heads_kv <= 0 || p.heads_q % p.heads_kv != 0) {
-    return error(StatusCode::kInvalidArgument, "double_attention: bad heads or head_dim");
+    return make_error(StatusCode::kInvalidArgument, "double_attention: bad heads or head_dim");
   }
   if (p.dtype == DType::kFloat16) return run<__half>(p, batches, handle, stream, o, lse);
   if (p.dtype == DType::kBFloat16) return run<__nv_bfloat16>(p, batches, handle, stream, o, lse);
-  return error(StatusCode::kInvalidArgument, "double_attention: fp16 and bf16 only");
+  return make_error(StatusCode::kInvalidArgument, "double_attention: fp16 and bf16 only");
 }
 
 }  // namespace flash::ref
