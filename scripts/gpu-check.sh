@@ -43,7 +43,7 @@ note "== $(date -u +%Y-%m-%dT%H:%MZ) $(nvidia-smi --query-gpu=name,driver_versio
 if has_phase build; then
   t0=$(date +%s)
   cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$CUDA_ARCHS" \
-    -DFLASH_HEAD_DIMS="$HEAD_DIMS" >"$OUT/configure.log" 2>&1 || { note "configure FAILED"; tail -30 "$OUT/configure.log"; exit 1; }
+    -DFLASH_HEAD_DIMS="$HEAD_DIMS" -DPython_EXECUTABLE="$(command -v python3)" >"$OUT/configure.log" 2>&1 || { note "configure FAILED"; tail -30 "$OUT/configure.log"; exit 1; }
   cmake --build "$BUILD_DIR" -j "$(nproc)" >"$OUT/build.log" 2>&1 || { note "build FAILED"; grep -E "error|Error" -A3 "$OUT/build.log" | head -60; exit 1; }
   note "build: ok in $(( $(date +%s) - t0 ))s; spill warnings: $(grep -c 'spill' "$OUT/build.log"); wgmma serialised (ptxas C751x/C7520): $(grep -c 'wgmma.mma_async instructions are serialized' "$OUT/build.log")"
 fi

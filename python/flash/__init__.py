@@ -35,6 +35,7 @@ a call this build or GPU cannot run, or a CUDA failure, ``RuntimeError``.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any, Optional, Tuple, Union
 
 from . import _flash
@@ -76,6 +77,23 @@ def _stream_handle(stream: Any, q: Any) -> int:
         if hasattr(stream, attr):
             return int(getattr(stream, attr))
     raise ValueError("stream must be an int (a cudaStream_t) or have a cuda_stream attribute")
+
+
+def _on_device(q: Any, stream: Any) -> contextlib.ExitStack:
+    """The context of a call: q's device current, and for PyTorch the call's
+    stream current, so that what is allocated belongs to that stream (the
+    caching allocator reuses a block only in that stream's order)."""
+    ctx = contextlib.ExitStack()
+    fw = _framework(q)
+    if fw == "torch":
+        import torch
+
+        ctx.enter_context(torch.cuda.device(q.device))
+        if stream is not None:
+            ctx.enter_context(torch.cuda.stream(torch.cuda.ExternalStream(_stream_handle(stream, q), device=q.device)))
+    elif fw == "cupy":
+        ctx.enter_context(q.device)
+    return ctx
 
 
 def _empty(like: Any, shape: Tuple[int, ...], dtype: str) -> Any:
@@ -135,15 +153,16 @@ def attention(
     given), backend='auto' ('sm80', 'sm90', 'decode'), autotune=False.
     """
     opts = _options(kwargs)
-    if out is None:
-        out = _empty(q, tuple(int(d) for d in q.shape), "same")
-    if lse is None and return_lse:
-        lse = _empty(q, _lse_shape(q, opts, int(q.shape[-2])), "float32")
-    if workspace is None and opts.get("num_splits", 0) != 1:
-        need = _flash.workspace_size(_flash.params(q, k, v, out=out, lse=lse, **opts))
-        if need > 0:
-            workspace = _empty(q, (need,), "uint8")
-    _flash.forward(_flash.params(q, k, v, out=out, lse=lse, workspace=workspace, **opts), _stream_handle(stream, q))
+    with _on_device(q, stream):
+        if out is None:
+            out = _empty(q, tuple(int(d) for d in q.shape), "same")
+        if lse is None and return_lse:
+            lse = _empty(q, _lse_shape(q, opts, int(q.shape[-2])), "float32")
+        if workspace is None and opts.get("num_splits", 0) != 1:
+            need = _flash.workspace_size(_flash.params(q, k, v, out=out, lse=lse, **opts))
+            if need > 0:
+                workspace = _empty(q, (need,), "uint8")
+        _flash.forward(_flash.params(q, k, v, out=out, lse=lse, workspace=workspace, **opts), _stream_handle(stream, q))
     return (out, lse) if return_lse else out
 
 

@@ -74,13 +74,22 @@ void expect_ndim(const AnyArray& a, size_t ndim, const char* name, const char* l
   }
 }
 
+// Dimension `dim`'s stride in elements. A size-1 dimension's stride is never
+// used, and producers set it to anything (PyTorch before 2.10 exported 1):
+// it is given the densely packed value, which the library's checks accept.
+int64_t stride(const AnyArray& a, size_t dim) {
+  if (a.shape(dim) > 1) return static_cast<int64_t>(a.stride(dim));
+  int64_t dense = 1;
+  for (size_t d = dim + 1; d < a.ndim(); ++d) dense *= static_cast<int64_t>(a.shape(d));
+  return dense;
+}
+
 void expect_int32_vector(const AnyArray& a, const char* name) {
   expect_cuda(a, name);
   if (!is_dtype(a, nb::dlpack::dtype_code::Int, 32)) bad(std::string(name) + " must be int32");
-  if (a.ndim() != 1 || (a.shape(0) > 1 && a.stride(0) != 1)) bad(std::string(name) + " must be a contiguous 1-D tensor");
+  if (a.ndim() != 1 || stride(a, 0) != 1) bad(std::string(name) + " must be a contiguous 1-D tensor");
 }
 
-int64_t stride(const AnyArray& a, size_t dim) { return static_cast<int64_t>(a.stride(dim)); }
 
 // Everything attention(), workspace_size() and kernel_choice() share: the
 // params of the call, from the tensors and options.
@@ -147,7 +156,7 @@ flash::AttentionParams make_params(AnyArray q, AnyArray k, AnyArray v, std::opti
   if (paged) {
     const AnyArray& t = *block_table;
     expect_cuda(t, "block_table");
-    if (!is_dtype(t, nb::dlpack::dtype_code::Int, 32) || t.ndim() != 2 || (t.shape(1) > 1 && t.stride(1) != 1)) {
+    if (!is_dtype(t, nb::dlpack::dtype_code::Int, 32) || t.ndim() != 2 || stride(t, 1) != 1) {
       bad("block_table must be int32 [batch, max_pages_per_seq] with contiguous rows");
     }
     if (static_cast<int64_t>(t.shape(0)) != p.batch) bad("block_table must have one row per sequence");
@@ -207,16 +216,18 @@ flash::AttentionParams make_params(AnyArray q, AnyArray k, AnyArray v, std::opti
     expect_cuda(l, "lse");
     if (!is_dtype(l, nb::dlpack::dtype_code::Float, 32)) bad("lse must be float32");
     const bool shape_ok = varlen_q ? (l.ndim() == 2 && static_cast<int64_t>(l.shape(0)) == p.heads_q &&
-                                      static_cast<int64_t>(l.shape(1)) == p.total_q && l.stride(1) == 1 &&
+                                      static_cast<int64_t>(l.shape(1)) == p.total_q && stride(l, 1) == 1 &&
                                       stride(l, 0) == p.total_q)
                                    : (l.ndim() == 3 && static_cast<int64_t>(l.shape(0)) == p.batch &&
                                       static_cast<int64_t>(l.shape(1)) == p.heads_q &&
                                       static_cast<int64_t>(l.shape(2)) == p.seqlen_q);
+    // (stride() gives size-1 dimensions their dense value, so only real
+    // strides are compared.)
     if (!shape_ok) {
       bad(varlen_q ? "lse must be a contiguous float32 [heads_q, total_q]"
                    : "lse must be a contiguous float32 [batch, heads_q, seqlen_q]");
     }
-    if (!varlen_q && !(l.stride(2) == 1 && stride(l, 1) == p.seqlen_q && stride(l, 0) == p.heads_q * p.seqlen_q)) {
+    if (!varlen_q && !(stride(l, 2) == 1 && stride(l, 1) == p.seqlen_q && stride(l, 0) == p.heads_q * p.seqlen_q)) {
       bad("lse must be a contiguous float32 [batch, heads_q, seqlen_q]");
     }
     p.lse = static_cast<float*>(l.data());

@@ -217,14 +217,24 @@ def test_errors_carry_the_library_message():
 
 
 @gpu
-def test_runs_on_the_current_stream():
+@pytest.mark.parametrize("explicit", [False, True])
+def test_runs_on_the_callers_stream(explicit):
+    # The side stream first sleeps, then writes new queries: a call that
+    # ran on any other stream would read the old ones.
     q, k, v = rand(1, 512, 4, 128), rand(1, 512, 4, 128), rand(1, 512, 4, 128)
+    new_q = rand(1, 512, 4, 128)
+    torch.cuda.synchronize()
     side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
-        out = flash.attention(q, k, v)
-    side.synchronize()
-    ref, _ = reference(q, k, v)
+        assert flash._stream_handle(None, q) == side.cuda_stream
+        torch.cuda._sleep(50_000_000)
+        q.copy_(new_q)
+        if not explicit:
+            out = flash.attention(q, k, v)
+    if explicit:
+        out = flash.attention(q, k, v, stream=side)  # from the default stream, onto the side one
+    torch.cuda.current_stream().wait_stream(side)
+    ref, _ = reference(new_q, k, v)
     assert_close(out, ref, torch.bfloat16)
 
 
