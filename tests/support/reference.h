@@ -32,7 +32,13 @@ struct KeyRange {
   int64_t first;
   int64_t last;
 };
-inline KeyRange visible_keys(int64_t i, int64_t seqlen_q, int64_t seqlen_k, bool causal, int64_t window_left,
+// Host and device (the float64 reference's kernels use it too).
+#if defined(__CUDACC__)
+#define FLASH_REF_HOST_DEVICE __host__ __device__
+#else
+#define FLASH_REF_HOST_DEVICE
+#endif
+FLASH_REF_HOST_DEVICE inline KeyRange visible_keys(int64_t i, int64_t seqlen_q, int64_t seqlen_k, bool causal, int64_t window_left,
                              int64_t window_right) {
   const int64_t diagonal = i + seqlen_k - seqlen_q;
   const int64_t right = causal ? 0 : window_right;

@@ -56,17 +56,6 @@ __global__ void gather_kernel(const T* src, int64_t rows, int64_t inner, int64_t
   }
 }
 
-// visible_keys() of reference.h, on the device.
-__device__ KeyRange device_visible_keys(int64_t i, int64_t seqlen_q, int64_t seqlen_k, bool causal, int64_t window_left,
-                                        int64_t window_right) {
-  const int64_t diagonal = i + seqlen_k - seqlen_q;
-  const int64_t right = causal ? 0 : window_right;
-  KeyRange r{0, seqlen_k - 1};
-  if (window_left >= 0 && window_left < diagonal - r.first) r.first = diagonal - window_left;
-  if (right >= 0 && right < r.last - diagonal) r.last = diagonal + right;
-  return r;
-}
-
 // One block per row of the chunk: masks, scales and caps S[r, :], replaces
 // it by exp(s - m_chunk) and writes the chunk's max and sum.
 __global__ void softmax_chunk_kernel(double* s, int64_t cols, int64_t group, int64_t row0, int64_t key0,
@@ -75,7 +64,7 @@ __global__ void softmax_chunk_kernel(double* s, int64_t cols, int64_t group, int
                                      double* l_chunk) {
   const int64_t r = blockIdx.x;
   const int64_t i = (row0 + r) / group;
-  const KeyRange range = device_visible_keys(i, seqlen_q, seqlen_k, causal, window_left, window_right);
+  const KeyRange range = visible_keys(i, seqlen_q, seqlen_k, causal, window_left, window_right);
   double* row = s + r * cols;
   __shared__ double red[kThreads];
   double m = -INFINITY;
