@@ -38,10 +38,11 @@ struct FwdParams {
   float softmax_scale;       // Scale applied to Q K^T (natural-log domain, for the LSE).
   float softmax_scale_log2;  // softmax_scale * log2(e): folds the scale into the exp2 FFMA.
 
-  // Inference-engine features. The sm80 kernel takes all but the split,
-  // the decode kernel all; the sm90 kernel takes varlen (with total_q /
-  // total_k), the window, the softcap and the split, not seqused_k or
-  // paging. See AttentionParams for the semantics.
+  // Inference-engine features; every kernel takes all of them, with these
+  // limits on the sm90 kernel: varlen only with total_q / total_k, paged
+  // caches only with page_size a multiple of 8, and a call with seqused_k
+  // or a paged cache is not split (src/plan.cpp). See AttentionParams for
+  // the semantics.
   const int* cu_seqlens_q;  // varlen Q/O: [batch + 1] row offsets, or null
   const int* cu_seqlens_k;  // varlen K/V: [batch + 1] row offsets, or null
   const int* seqused_k;     // keys used per sequence, or null
@@ -49,6 +50,7 @@ struct FwdParams {
   int64_t total_k;          // varlen: rows of packed K/V (sm90 tensor maps; 0 if not given)
   const int* block_table;   // paged K/V: [batch, block_table_batch_stride], or null
   int64_t block_table_batch_stride;
+  int64_t num_pages;     // paged: pages in K and V (the sm90 kernel's tensor maps)
   int page_size;         // keys per page (any positive size)
   int page_shift;        // log2(page_size) when it is a power of two (shift and mask instead of / and %), else -1
   int max_seqlen_k_alloc;  // keys the K/V allocation holds per sequence (dense seqlen_k, paged pages*page_size)

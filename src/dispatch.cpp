@@ -33,6 +33,12 @@ cudaError_t launch_decode(DType dtype, const FwdParams& f, cudaStream_t stream) 
 #if FLASH_HAS_SM90
 template <int kHeadDim>
 cudaError_t launch_sm90(DType dtype, const FwdParams& f, MaskVariant mask, int index, cudaStream_t stream) {
+  // KV-cache calls have one configuration (the plan offers only candidate 0).
+  if (f.seqused_k != nullptr || f.block_table != nullptr) {
+    if (index != 0) return cudaErrorInvalidValue;
+    return dtype == DType::kFloat16 ? sm90::run_fwd_cache<DType::kFloat16, kHeadDim>(f, mask, stream)
+                                    : sm90::run_fwd_cache<DType::kBFloat16, kHeadDim>(f, mask, stream);
+  }
   return dtype == DType::kFloat16 ? sm90::run_fwd<DType::kFloat16, kHeadDim>(f, mask, index, stream)
                                   : sm90::run_fwd<DType::kBFloat16, kHeadDim>(f, mask, index, stream);
 }
@@ -144,6 +150,7 @@ FwdParams make_fwd_params(const AttentionParams& p, const DeviceCaps& caps) noex
   f.total_k = p.total_k;
   f.block_table = p.block_table;
   f.block_table_batch_stride = p.block_table_batch_stride;
+  f.num_pages = p.num_pages;
   f.page_size = static_cast<int>(p.page_size);
   f.page_shift = -1;
   for (int shift = 0; shift < 31; ++shift) {

@@ -154,8 +154,16 @@ const char* sm90_problem(const AttentionParams& p, const DeviceCaps& caps, const
                   static_cast<long long>(p.head_dim));
     return buf;
   }
-  if (p.block_table != nullptr || p.seqused_k != nullptr) {
-    return "Backend::kSm90 has no seqused_k or paged KV; use Backend::kAuto, kSm80 or kDecode";
+  if (p.block_table != nullptr) {
+    if (const char* why = sm90::paged_problem(p.page_size, p.num_pages)) {
+      std::snprintf(buf, len, "Backend::kSm90 cannot load this paged cache: %s; use Backend::kAuto, kSm80 or kDecode",
+                    why);
+      return buf;
+    }
+  }
+  if ((p.block_table != nullptr || p.seqused_k != nullptr) && p.num_splits > 1) {
+    return "Backend::kSm90 does not split calls with seqused_k or a paged cache; use num_splits 0 or 1, or "
+           "Backend::kSm80 or kDecode";
   }
   if ((p.cu_seqlens_q != nullptr && p.total_q <= 0) || (p.cu_seqlens_k != nullptr && p.total_k <= 0)) {
     return "Backend::kSm90 runs varlen calls only with total_q / total_k given; use Backend::kAuto or kSm80";
@@ -264,12 +272,18 @@ Status make_plan(const AttentionParams& p, const DeviceCaps& caps, Plan* plan) n
   }
 
   if (b == Backend::kAuto || b == Backend::kSm90) {
+    // KV-cache calls (seqused_k, pages) run the Hopper kernel unsplit, in
+    // one configuration: flash's own choice takes the sm80 kernel where it
+    // would split them (long key ranges, too few tiles to fill the GPU).
+    const bool cache = p.block_table != nullptr || p.seqused_k != nullptr;
+    if (sm90_why == nullptr && cache && b == Backend::kAuto && prefill_splits_wanted(p, caps) > 1) {
+      sm90_why = "KV-cache calls that flash splits run on the sm80 kernel";
+    }
     if (sm90_why == nullptr) {
 #if FLASH_HAS_SM90
-      for (int i = 0; i < sm90::num_candidates(p.head_dim, plan->mask != MaskVariant::kTail); ++i) {
-        add(plan, Backend::kSm90, i);
-      }
-      plan_splits(p, prefill_splits_wanted(p, caps), plan);
+      const int candidates = cache ? 1 : sm90::num_candidates(p.head_dim, plan->mask != MaskVariant::kTail);
+      for (int i = 0; i < candidates; ++i) add(plan, Backend::kSm90, i);
+      plan_splits(p, cache ? 1 : prefill_splits_wanted(p, caps), plan);
 #endif
     } else if (b == Backend::kSm90) {
       return make_status(StatusCode::kUnsupported, "%s", sm90_why);

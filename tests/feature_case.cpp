@@ -121,7 +121,8 @@ cudaError_t DeviceBuffer::allocate(size_t n) {
 }
 
 bool uses_sm90_unsupported_feature(const AttentionParams& p) {
-  return p.block_table != nullptr || p.seqused_k != nullptr ||
+  const bool cache = p.block_table != nullptr || p.seqused_k != nullptr;
+  return (p.block_table != nullptr && p.page_size % 8 != 0) || (cache && p.num_splits > 1) ||
          (p.cu_seqlens_q != nullptr && p.total_q <= 0) ||
          (p.cu_seqlens_k != nullptr && p.total_k <= 0);
 }
@@ -134,9 +135,12 @@ bool sm90_runs(const AttentionParams& p) {
   if (std::find(backends.begin(), backends.end(), Backend::kSm90) == backends.end()) return false;
   // What the Hopper kernel's tensor maps describe: packed tensors as one
   // batch of total rows, dense ones as [batch, seqlen, heads].
+  // A paged cache is num_pages "batches" of page_size rows.
   const bool varlen_q = p.cu_seqlens_q != nullptr, varlen_k = p.cu_seqlens_k != nullptr;
+  const bool paged = p.block_table != nullptr;
   const int64_t q_rows = varlen_q ? p.total_q : p.seqlen_q, q_batch = varlen_q ? 1 : p.batch;
-  const int64_t k_rows = varlen_k ? p.total_k : p.seqlen_k, k_batch = varlen_k ? 1 : p.batch;
+  const int64_t k_rows = paged ? p.page_size : varlen_k ? p.total_k : p.seqlen_k;
+  const int64_t k_batch = paged ? p.num_pages : varlen_k ? 1 : p.batch;
   for (int64_t size : {q_batch, q_rows, k_batch, k_rows, p.heads_q, p.heads_kv}) {
     if (size <= 0) return false;
   }

@@ -56,6 +56,28 @@ std::vector<FeatureRow> paged_rows() {
       }
     }
   }
+  // Chunked prefill as the Hopper kernel's KV-cache path sees it: lengths
+  // around its 64- to 192-row tiles and 64- and 128-key blocks, pages of 8
+  // (eight boxes a block) and 128 keys, every head dim, with masks.
+  for (int64_t page_size : {8, 128}) {
+    for (int64_t hd : {64, 128, 256}) {
+      if (!head_dim_compiled(hd)) continue;
+      ++variant;
+      FeatureConfig cfg = make_config(variant % 2 ? DType::kBFloat16 : DType::kFloat16, hd, 8, 2, seed++);
+      cfg.varlen_q = true;
+      cfg.seqlens_q = tile_rotated(variant);
+      cfg.seqlens_k = tile_rotated(variant + 3);
+      for (size_t i = 0; i < cfg.seqlens_k.size(); ++i) cfg.seqlens_k[i] += cfg.seqlens_q[i];
+      cfg.kv = KvLayout::kPaged;
+      cfg.use_seqused_k = true;
+      cfg.page_size = page_size;
+      cfg.causal = variant % 3 != 0;
+      if (variant % 3 == 2) cfg.window_left = 100;
+      if (hd == 128) cfg.softcap = 20.f;
+      cfg.with_lse = variant % 2 == 0;
+      t.add("chunked_tiles_pages" + std::to_string(page_size), cfg);
+    }
+  }
   // Without seqused_k every sequence has seqlen_k keys (not a multiple of the
   // page size here); pages in order, and shuffled.
   for (int64_t page_size : {16, 48, 64, 256}) {
@@ -221,15 +243,16 @@ INSTANTIATE_TEST_SUITE_P(Features, Combined, ::testing::ValuesIn(combined_rows()
 
 // ---------------------------------------------------------------- Sm90RefusesWhatItLacks
 
-// What Backend::kSm90 lacks: a paged cache, seqused_k, and varlen Q or K
-// without total_q / total_k. Each alone gets kUnsupported and nothing is
-// written (on any GPU: elsewhere kSm90 is unsupported anyway), and kAuto
-// never picks it for them. A row's runs are unused; its name says which
-// totals are taken away.
+// What Backend::kSm90 lacks: pages of a size that is not a multiple of 8,
+// and varlen Q or K without total_q / total_k. Each alone gets
+// kUnsupported and nothing is written (on any GPU: elsewhere kSm90 is
+// unsupported anyway), and kAuto never picks it for them. A row's runs are
+// unused; its name says which totals are taken away.
 struct Refused {
   const char* name;
   bool varlen_q, varlen_k, paged, seqused_k;
   bool drop_total_q, drop_total_k;
+  int64_t page_size = 64;
 };
 constexpr Refused kRefused[] = {
     {"varlen_q_without_total_q", true, false, false, false, true, false},
@@ -237,8 +260,9 @@ constexpr Refused kRefused[] = {
     {"varlen_without_totals", true, true, false, false, true, true},
     {"varlen_with_total_q_alone", true, true, false, false, false, true},
     {"varlen_with_total_k_alone", true, true, false, false, true, false},
-    {"paged", false, false, true, false, false, false},
-    {"paged_seqused_k", false, false, true, true, false, false},
+    {"paged12", false, false, true, false, false, false, 12},
+    {"paged1_seqused_k", false, false, true, true, false, false, 1},
+    {"paged20_seqused_k", false, false, true, true, false, false, 20},
 };
 
 void PrintTo(const Refused& r, std::ostream* os) { *os << r.name; }
@@ -255,7 +279,7 @@ TEST_P(Sm90RefusesWhatItLacks, WritesNothing) {
   cfg.seqlens_k = repeat(256, 2);
   cfg.varlen_q = r.varlen_q;
   cfg.kv = r.varlen_k ? KvLayout::kVarlen : r.paged ? KvLayout::kPaged : KvLayout::kDense;
-  if (r.paged) cfg.page_size = 64;
+  if (r.paged) cfg.page_size = r.page_size;
   cfg.use_seqused_k = r.seqused_k;
   SCOPED_TRACE(cfg.name() + (r.drop_total_q ? ", total_q not given" : "") +
                (r.drop_total_k ? ", total_k not given" : ""));

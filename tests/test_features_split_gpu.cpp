@@ -350,7 +350,8 @@ TEST_F(SplitKv, Sm80WithSplitsIsRightOrUnsupported) {
 // sm_90 kSm90 runs the Hopper kernel's softcap variant), and a left window
 // without softcap (on sm_90 kAuto and kSm90 run the Hopper kernel's
 // left-window variant: visible blocks past block 0; split three ways, its
-// split-KV epilogue and the combine kernel after it).
+// split-KV epilogue and the combine kernel after it), and the Hopper
+// kernel's KV-cache path.
 std::vector<FeatureRow> sanitizer_rows() {
   FeatureTable t;
   if (!head_dim_compiled(64) || !head_dim_compiled(128)) return t.rows();
@@ -385,6 +386,28 @@ std::vector<FeatureRow> sanitizer_rows() {
   window.window_left = 200;
   window.window_right = 30;
   t.add("window", window, {{Backend::kAuto, 0}, {Backend::kAuto, 3, true}});
+
+  // The Hopper kernel's KV-cache path: a causal chunked prefill on a
+  // shuffled 16-key paged cache (the producer warp's page boxes, V's rows
+  // past each sequence's keys zeroed by every consumer warpgroup), and a
+  // dense cache with seqused_k at head_dim 64 (three consumer warpgroups).
+  FeatureConfig chunked = make_config(DType::kBFloat16, 128, 8, 2, 9005);
+  chunked.varlen_q = true;
+  chunked.seqlens_q = {0, 70, 130};
+  chunked.seqlens_k = {17, 200, 450};
+  chunked.kv = KvLayout::kPaged;
+  chunked.page_size = 16;
+  chunked.use_seqused_k = true;
+  chunked.causal = true;
+  t.add("paged_chunked_prefill", chunked, {{Backend::kAuto, 0}});
+
+  FeatureConfig used = make_config(DType::kFloat16, 64, 4, 1, 9006);
+  used.seqlens_q = repeat(200, 2);
+  used.seqlens_k = {150, 333};
+  used.kv = KvLayout::kDense;
+  used.use_seqused_k = true;
+  used.k_capacity = 400;
+  t.add("seqused_k_prefill", used, {{Backend::kAuto, 0}});
   return t.rows();
 }
 

@@ -58,6 +58,18 @@ AttentionParams dense(int64_t head_dim, int64_t seqlen_q, int64_t seqlen_k, bool
   return p;
 }
 
+// Turns a dense call into one on a paged cache of `page_size`-key pages
+// (seqused_k given, every sequence's pages in the table).
+void make_paged(AttentionParams& p, int64_t page_size) {
+  p.max_pages_per_seq = (p.seqlen_k + page_size - 1) / page_size;
+  p.num_pages = p.batch * p.max_pages_per_seq;
+  p.page_size = page_size;
+  p.block_table = static_cast<const int32_t*>(fake(6));
+  p.block_table_batch_stride = p.max_pages_per_seq;
+  p.seqused_k = static_cast<const int32_t*>(fake(5));
+  p.k_batch_stride = p.v_batch_stride = page_size * p.k_seq_stride;
+}
+
 using test::head_dim_compiled;
 constexpr bool kHasSm90 = FLASH_TEST_HAS_SM90 != 0;
 
@@ -161,15 +173,49 @@ const PlanCase kPlanCases[] = {
        p.workspace_bytes = size_t{1} << 30;
      },
      Expect::kSm80},
-    // Engine features the sm90 kernel lacks go to sm80, or are refused when forced.
-    {"SequsedKSm80", 128, kH200, [](AttentionParams& p) { p.seqused_k = static_cast<const int32_t*>(fake(5)); },
-     Expect::kSm80},
+    // KV caches: seqused_k and pages of a multiple of 8 keys run on the
+    // Hopper kernel, unsplit; other page sizes and split requests go to
+    // sm80, or are refused when forced.
+    {"SequsedKSm90", 128, kH200, [](AttentionParams& p) { p.seqused_k = static_cast<const int32_t*>(fake(5)); },
+     Expect::kSm90},
     {"ForcedSm90SequsedK", 128, kH200,
      [](AttentionParams& p) {
        p.seqused_k = static_cast<const int32_t*>(fake(5));
        p.backend = Backend::kSm90;
      },
-     Expect::kUnsupported, "seqused_k"},
+     Expect::kSm90},
+    {"Paged16Sm90", 64, kH200, [](AttentionParams& p) { make_paged(p, 16); }, Expect::kSm90},
+    {"Paged256CausalSm90", 256, kH200,
+     [](AttentionParams& p) {
+       make_paged(p, 256);
+       p.causal = true;
+     },
+     Expect::kSm90},
+    {"Paged12Sm80", 128, kH200, [](AttentionParams& p) { make_paged(p, 12); }, Expect::kSm80},
+    {"Paged1Sm80", 128, kH200, [](AttentionParams& p) { make_paged(p, 1); }, Expect::kSm80},
+    {"ForcedSm90Paged12", 128, kH200,
+     [](AttentionParams& p) {
+       make_paged(p, 12);
+       p.backend = Backend::kSm90;
+     },
+     Expect::kUnsupported, "multiple of 8"},
+    {"SequsedKSplitSm80", 128, kH200,
+     [](AttentionParams& p) {
+       p.seqused_k = static_cast<const int32_t*>(fake(5));
+       p.num_splits = 2;
+       p.workspace = const_cast<void*>(fake(4));
+       p.workspace_bytes = size_t{1} << 30;
+     },
+     Expect::kSm80},
+    {"ForcedSm90PagedSplit", 128, kH200,
+     [](AttentionParams& p) {
+       make_paged(p, 64);
+       p.num_splits = 2;
+       p.workspace = const_cast<void*>(fake(4));
+       p.workspace_bytes = size_t{1} << 30;
+       p.backend = Backend::kSm90;
+     },
+     Expect::kUnsupported, "does not split"},
     // TMA: a broadcast K goes to sm80 (forced sm90: says so); an unused
     // stride of a size-1 dimension does not matter.
     {"BroadcastKSm80", 128, kH200, [](AttentionParams& p) { p.k_batch_stride = 0; }, Expect::kSm80},
@@ -417,6 +463,18 @@ TEST(Plan, HopperSplitsLongKeysAndFewTiles) {
   plan = plan_of(asked);
   EXPECT_EQ(plan.candidates[0].backend, Backend::kSm80);
   EXPECT_EQ(plan.num_splits, 3);
+  // A KV-cache call flash would split (here for accuracy) runs on the sm80
+  // kernel; forced onto the Hopper kernel it runs there unsplit.
+  AttentionParams cache = with_workspace(longk);
+  cache.seqused_k = static_cast<const int32_t*>(fake(5));
+  plan = plan_of(cache);
+  EXPECT_EQ(plan.candidates[0].backend, Backend::kSm80);
+  EXPECT_GT(plan.num_splits, 1);
+  cache.backend = Backend::kSm90;
+  plan = plan_of(cache);
+  EXPECT_EQ(plan.candidates[0].backend, Backend::kSm90);
+  EXPECT_EQ(plan.num_candidates, 1);
+  EXPECT_EQ(plan.num_splits, 1);
   // Ampere: the sm80 kernel, split the same way (108 SMs: 3 per tile for occupancy, 16 for accuracy).
   Plan a100;
   ASSERT_TRUE(detail::make_plan(with_workspace(longk), kA100, &a100).ok());

@@ -21,6 +21,12 @@ using detail::MaskVariant;
 template <DType kDType, int kHeadDim>
 cudaError_t run_fwd(const detail::FwdParams& params, MaskVariant mask, int candidate, cudaStream_t stream);
 
+// The same for a call with seqused_k or a paged cache (page_size a
+// multiple of 8, unsplit): candidate 0's tiles, with the KV-cache producer.
+// Defined in instantiations/fwd_cache_*.cu.
+template <DType kDType, int kHeadDim>
+cudaError_t run_fwd_cache(const detail::FwdParams& params, MaskVariant mask, cudaStream_t stream);
+
 // Number of compiled configurations for (head_dim, masked) (0 if none).
 int num_candidates(int64_t head_dim, bool masked);
 // Describes configuration `index` (source left as is). False if none.

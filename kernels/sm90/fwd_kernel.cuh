@@ -33,14 +33,26 @@ namespace flash::sm90 {
 // kSoftcap: scores pass through the logit softcap (Softcap, mask.cuh) before
 // the mask and the softmax. kSplit: split-KV (p.num_splits > 1; the
 // unsplit kernels carry none of its code): each tile covers its part of
-// the keys and stores a partial result for the combine kernel.
-template <typename Traits, bool kMasked, bool kLeft, bool kSoftcap, bool kSplit>
+// the keys and stores a partial result for the combine kernel. kCache: a
+// KV cache (seqused_k, or pages loaded through the block table; see
+// CacheProducer and Mainloop::zero_v_tail); never split.
+template <typename Traits, bool kMasked, bool kLeft, bool kSoftcap, bool kSplit, bool kCache = false>
 __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_constant__ FwdParams params) {
   using Element = typename Traits::Element;
   using Scheduler =
       TileScheduler<kMasked, kLeft, Traits::kBlockM, Traits::kBlockN, Traits::kSchedSeqs, Traits::kNThreads, kSplit>;
-  using Loop = Mainloop<Traits, kMasked, kLeft, kSoftcap>;
+  static_assert(!(kSplit && kCache), "KV-cache calls are not split");
+  using Loop = Mainloop<Traits, kMasked, kLeft, kSoftcap, kCache>;
   const detail::FwdParams& p = params.common;
+
+  // The KV-cache producer (a warp looking up pages) needs more registers
+  // than the dense one's single thread: with two consumer warpgroups it
+  // takes 40 and they 232 (128 * 40 + 256 * 232 <= 65536).
+  constexpr bool kWideProducer = kCache && Traits::kConsumerWarpgroups == 2;
+  constexpr int kProducerRegs = kWideProducer ? 40 : Traits::kProducerRegs;
+  constexpr int kConsumerRegs = kWideProducer ? 232 : Traits::kConsumerRegs;
+  static_assert(128 * kProducerRegs + 128 * Traits::kConsumerWarpgroups * kConsumerRegs <= 65536,
+                "register split exceeds the register file");
 
   extern __shared__ unsigned char smem_raw[];
   const SmemLayout<Traits> smem(smem_raw);
@@ -62,12 +74,16 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
   __syncthreads();
 
   if (warpgroup == 0) {
-    setmaxnreg_dec<Traits::kProducerRegs>();
-    if (threadIdx.x == 0) Producer<Traits>::run(params, scheduler, smem, num_units);
+    setmaxnreg_dec<kProducerRegs>();
+    if constexpr (kCache) {
+      if (threadIdx.x < 32) CacheProducer<Traits>::run(params, scheduler, smem);
+    } else {
+      if (threadIdx.x == 0) Producer<Traits>::run(params, scheduler, smem, num_units);
+    }
     return;
   }
 
-  setmaxnreg_inc<Traits::kConsumerRegs>();
+  setmaxnreg_inc<kConsumerRegs>();
   const int wg = warpgroup - 1;
   const Loop loop(smem, p, wg);
   const Epilogue<Traits, kSplit> epilogue(params, smem, wg);
@@ -89,7 +105,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
         mbarrier_wait(smem.bar(Barrier::kQFull), q_count & 1);
         ++q_count;
         turns.open_once();
-        const bool last_of_cta = Loop::kPingpong && !scheduler.has_work_after(u, k, num_units, p);
+        const bool last_of_cta = Loop::kPingpong && !scheduler.template has_work_after<kCache>(u, k, num_units, p);
         loop.run_tile(tile, ranges, kv_count, o, softmax, turns, last_of_cta);
         kv_count += tile.n_blocks;
       }

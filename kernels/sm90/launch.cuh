@@ -17,9 +17,9 @@
 
 namespace flash::sm90 {
 
-template <typename Traits, bool kMasked, bool kLeft, bool kSoftcap, bool kSplit>
+template <typename Traits, bool kMasked, bool kLeft, bool kSoftcap, bool kSplit, bool kCache = false>
 cudaError_t launch_fwd(const FwdParams& params, cudaStream_t stream) {
-  auto* kernel = &fwd_kernel<Traits, kMasked, kLeft, kSoftcap, kSplit>;
+  auto* kernel = &fwd_kernel<Traits, kMasked, kLeft, kSoftcap, kSplit, kCache>;
   constexpr int kSmemBytes = Traits::kSmemBytes;
   const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
   if (err != cudaSuccess) return err;
@@ -51,19 +51,22 @@ cudaError_t launch_fwd(const FwdParams& params, cudaStream_t stream) {
 
 // Builds the four tensor maps for Traits' boxes and launches; returns
 // cudaErrorNotSupported, having launched nothing, if the driver refuses one.
-template <typename Traits, bool kMasked, bool kLeft, bool kSoftcap>
+// kCache: the KV-cache kernel (seqused_k or a paged cache), unsplit.
+template <typename Traits, bool kMasked, bool kLeft, bool kSoftcap, bool kCache = false>
 cudaError_t run_with_traits(const detail::FwdParams& p, cudaStream_t stream);
 
 // Tail-only and causal calls: a kernel without the softmax's float32 row
 // sums where the call wants no log-sum-exp and Traits can do without them
 // (kRowSumInO); window and softcap calls keep one variant, with the sums.
-template <typename Traits, bool kMasked>
+template <typename Traits, bool kMasked, bool kCache = false>
 cudaError_t run_lse_variant(const detail::FwdParams& p, cudaStream_t stream) {
   if constexpr (Traits::kRowSumInO) {
     // Split-KV needs the sums too: every split stores its LSE.
-    if (p.lse == nullptr && p.num_splits <= 1) return run_with_traits<typename Traits::WithoutLseSums, kMasked, false, false>(p, stream);
+    if (p.lse == nullptr && p.num_splits <= 1) {
+      return run_with_traits<typename Traits::WithoutLseSums, kMasked, false, false, kCache>(p, stream);
+    }
   }
-  return run_with_traits<Traits, kMasked, false, false>(p, stream);
+  return run_with_traits<Traits, kMasked, false, false, kCache>(p, stream);
 }
 
 // Candidate kIndex of the tail-only (kMasked false) or masked configurations.
@@ -107,7 +110,22 @@ cudaError_t run_fwd(const detail::FwdParams& p, MaskVariant mask, int candidate,
                              : run_masking<kDType, kHeadDim, true>(p, mask, candidate, stream);
 }
 
-template <typename Traits, bool kMasked, bool kLeft, bool kSoftcap>
+// KV-cache calls: candidate 0's tiles only, every mask variant.
+template <DType kDType, int kHeadDim>
+cudaError_t run_fwd_cache(const detail::FwdParams& p, MaskVariant mask, cudaStream_t stream) {
+  using Element = typename ElementOf<kDType>::type;
+  using Tail = CandidateTraits<kHeadDim, false, 0, Element>;
+  using Masked = CandidateTraits<kHeadDim, true, 0, Element>;
+  switch (mask) {
+    case MaskVariant::kTail: return run_lse_variant<Tail, false, true>(p, stream);
+    case MaskVariant::kCausal: return run_lse_variant<Masked, true, true>(p, stream);
+    case MaskVariant::kWindow: return run_with_traits<Masked, true, true, false, true>(p, stream);
+    case MaskVariant::kSoftcap: return run_with_traits<Masked, true, true, true, true>(p, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+template <typename Traits, bool kMasked, bool kLeft, bool kSoftcap, bool kCache>
 cudaError_t run_with_traits(const detail::FwdParams& p, cudaStream_t stream) {
   constexpr bool kIsBf16 = std::is_same_v<typename Traits::Element, __nv_bfloat16>;
   // A kernel without float32 row sums would write an LSE from the rounded
@@ -115,20 +133,29 @@ cudaError_t run_with_traits(const detail::FwdParams& p, cudaStream_t stream) {
   if constexpr (!Traits::kLseSums) {
     if (p.lse != nullptr || p.num_splits > 1) return cudaErrorInvalidValue;
   }
+  // Only the KV-cache kernel reads seqused_k and block tables; it never splits.
+  const bool cache = p.seqused_k != nullptr || p.block_table != nullptr;
+  if (cache != kCache || (kCache && p.num_splits > 1)) return cudaErrorInvalidValue;
+  if (p.block_table != nullptr && paged_problem(p.page_size, p.num_pages) != nullptr) return cudaErrorInvalidValue;
   FwdParams params;
   params.common = p;
+  params.kv_box_rows = p.block_table != nullptr ? paged_box_rows(p.page_size, Traits::kBlockN) : Traits::kBlockN;
   const TmaTensors t = tma_tensors(p, Traits::kHeadDim);
   const bool ok = make_tensor_map(&params.tma_q, t.q, kIsBf16, 64) &&
-                  make_tensor_map(&params.tma_k, t.k, kIsBf16, Traits::kBlockN) &&
-                  make_tensor_map(&params.tma_v, t.v, kIsBf16, Traits::kBlockN) &&
+                  make_tensor_map(&params.tma_k, t.k, kIsBf16, params.kv_box_rows) &&
+                  make_tensor_map(&params.tma_v, t.v, kIsBf16, params.kv_box_rows) &&
                   make_tensor_map(&params.tma_o, t.o, kIsBf16, 64);
   if (!ok) return cudaErrorNotSupported;
-  // The split-KV variant only for split calls: the others run kernels without its code.
-  if (p.num_splits > 1) {
-    if constexpr (Traits::kLseSums) return launch_fwd<Traits, kMasked, kLeft, kSoftcap, true>(params, stream);
-    return cudaErrorInvalidValue;
+  if constexpr (kCache) {
+    return launch_fwd<Traits, kMasked, kLeft, kSoftcap, false, true>(params, stream);
+  } else {
+    // The split-KV variant only for split calls: the others run kernels without its code.
+    if (p.num_splits > 1) {
+      if constexpr (Traits::kLseSums) return launch_fwd<Traits, kMasked, kLeft, kSoftcap, true>(params, stream);
+      return cudaErrorInvalidValue;
+    }
+    return launch_fwd<Traits, kMasked, kLeft, kSoftcap, false>(params, stream);
   }
-  return launch_fwd<Traits, kMasked, kLeft, kSoftcap, false>(params, stream);
 }
 
 }  // namespace flash::sm90

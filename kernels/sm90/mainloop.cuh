@@ -48,7 +48,11 @@ struct Turns {
   }
 };
 
-template <typename Traits, bool kMasked, bool kLeft, bool kSoftcap>
+// kCache: K/V come from a KV cache (seqused_k or pages), whose rows past a
+// sequence's keys may hold anything, NaN included: the tile's last block
+// has those V rows zeroed before P V reads them (zero_v_tail); their keys
+// are masked like any ragged tail.
+template <typename Traits, bool kMasked, bool kLeft, bool kSoftcap, bool kCache = false>
 struct Mainloop {
   using Element = typename Traits::Element;
   using Smem = SmemLayout<Traits>;
@@ -160,6 +164,31 @@ struct Mainloop {
 
   __device__ __forceinline__ void release_q() const { consumer_release(smem, Barrier::kQEmpty, 0, lane); }
 
+  // KV caches: zeroes the rows of V past the sequence's last key in the
+  // tile's last block (the first one visited, the CTA's kv_count-th), so
+  // that P's zeros there never meet a NaN. Every consumer warpgroup writes
+  // the same zeros before its own P V on the block; whole 128-byte rows, so
+  // the swizzle does not matter.
+  __device__ __forceinline__ void zero_v_tail(const Tile& tile, int kv_count) const {
+    const int block = tile.n_first + tile.n_blocks - 1;
+    const int valid = tile.len_k - block * kBlockN;
+    if (valid >= kBlockN) return;
+    const int stage = Smem::stage_of(kv_count);
+    mbarrier_wait(smem.bar(Barrier::kVFull, stage), Smem::parity_of(kv_count));
+    constexpr int kChunksPerRow = Traits::kColBlocks * (kSwizzleBytes / 16);
+    unsigned char* const v = smem.ptr + (smem.v(stage) - smem.base);
+    const int chunks = (kBlockN - valid) * kChunksPerRow;
+    for (int c = threadIdx.x % kWarpgroupThreads; c < chunks; c += kWarpgroupThreads) {
+      const int r = valid + c / kChunksPerRow;
+      const int cb = c % kChunksPerRow / (kSwizzleBytes / 16);
+      const int chunk = c % (kSwizzleBytes / 16);
+      *reinterpret_cast<uint4*>(v + cb * kBlockN * kSwizzleBytes + r * kSwizzleBytes + chunk * 16) =
+          make_uint4(0u, 0u, 0u, 0u);
+    }
+    fence_proxy_async_smem();  // generic-proxy stores, read by wgmma
+    named_barrier_sync(named_barrier_id(NamedBarrier::kEpilogue, wg), kWarpgroupThreads);
+  }
+
   // One tile with at least one visible block: O (unnormalised) and the
   // softmax statistics over its blocks, visited from the last down. `ranges`
   // is row_ranges(tile); the tile's K/V blocks are the CTA's kv_count-th onwards. `last_of_cta`: no
@@ -185,6 +214,7 @@ struct Mainloop {
     if (kEarlyQ && n == 1) release_q();
     bool rescale_o = softmax_step(tile, ranges, s, tile.n_first + n - 1, softmax, correction);
     convert_p(s, pa);
+    if constexpr (kCache) zero_v_tail(tile, kv_count);
 
     // Steady state: issue S_i = Q K_i^T and O += P_{i-1} V_{i-1} together,
     // then run S_i's softmax while P V is still on the tensor cores.

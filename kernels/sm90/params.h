@@ -13,6 +13,10 @@ struct FwdParams {
   CUtensorMap tma_k;  // K as (head_dim, seqlen_k, heads_kv, batch), box (64, kBlockN).
   CUtensorMap tma_v;  // V as (head_dim, seqlen_k, heads_kv, batch), box (64, kBlockN).
   CUtensorMap tma_o;  // O as (head_dim, seqlen_q, heads_q, batch), box (64, 64): one consumer warpgroup's rows.
+  // A paged cache's K and V are (head_dim, page_size, heads_kv, num_pages)
+  // instead, with boxes of kv_box_rows rows (paged_box_rows, tma_limits.h);
+  // otherwise kv_box_rows is kBlockN.
+  int kv_box_rows;
   detail::FwdParams common;
 };
 

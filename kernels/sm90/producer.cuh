@@ -3,6 +3,11 @@
 // through the kStages-deep rings with TMA, each load completing on its
 // stage's "full" mbarrier. The rings run on across tiles, so the next
 // tile's first blocks load while this one finishes.
+//
+// KV-cache calls (seqused_k or a paged cache; run_cache) use the whole of
+// warp 0: under a paged cache lane i looks up and loads box i of each
+// block (paged_box_rows(page_size, kBlockN) rows inside one page), so a
+// block's page lookups are one warp-wide load, not a chain of them.
 #pragma once
 
 #include "../common/constants.h"
@@ -80,6 +85,85 @@ struct Producer {
                   empty_parity, row, head_kv, tile.k_batch);
           load_kv(&params.tma_v, smem.v(stage), smem.bar(Barrier::kVFull, stage), smem.bar(Barrier::kVEmpty, stage),
                   empty_parity, row, head_kv, tile.k_batch);
+        }
+      }
+    }
+  }
+};
+
+// The KV-cache producer: every lane of warp 0 runs it (the leader, lane 0,
+// waits for Q and the stages and posts the byte counts). A dense cache with
+// seqused_k loads as a dense call does: the rows past a sequence's keys are
+// in the allocation. A paged cache's block is kBlockN / box boxes, box i
+// from lane i; a box past the sequence's last key loads that key's page
+// again (any page the table names will do): the consumers mask those keys
+// and zero those V rows (Mainloop::zero_v_tail).
+template <typename Traits>
+struct CacheProducer {
+  static constexpr int kBlockN = Traits::kBlockN;
+  using Smem = SmemLayout<Traits>;
+  static_assert(kBlockN / 8 <= 32, "a paged block's boxes (8 rows at least) must fit one per lane");
+
+  __device__ __forceinline__ static void load_kv(const FwdParams& params, const CUtensorMap* map, uint32_t dst,
+                                                 uint32_t full, uint32_t empty, uint32_t empty_parity, int row,
+                                                 int head_kv, int batch, bool issue) {
+    mbarrier_wait(empty, empty_parity);
+    if (threadIdx.x % 32 == 0) mbarrier_arrive_expect_tx(full, Traits::kKVBytes);
+    __syncwarp();
+    if (!issue) return;
+#pragma unroll
+    for (int cb = 0; cb < Traits::kColBlocks; ++cb) {
+      // Box i (lane i) of a paged block lands at row i * kv_box_rows.
+      tma_load_4d(dst + (cb * kBlockN + threadIdx.x % 32 * params.kv_box_rows) * kSwizzleBytes, map, full,
+                  cb * kSwizzleColumns, row, head_kv, batch);
+    }
+  }
+
+  // The unit count is read again where needed, not kept in a register.
+  template <typename Scheduler>
+  __device__ __forceinline__ static void run(const FwdParams& params, const Scheduler& scheduler, const Smem& smem) {
+    const detail::FwdParams& p = params.common;
+    const int lane = threadIdx.x % 32;
+    if (lane == 0) {
+      prefetch_tensormap(&params.tma_q);
+      prefetch_tensormap(&params.tma_k);
+      prefetch_tensormap(&params.tma_v);
+    }
+    // Read from the parameters where used (constant memory): the producer
+    // warp runs on few registers.
+    int kv_count = 0;
+    int q_count = 0;
+    for (int u = blockIdx.x; u < scheduler.num_units(p); u += gridDim.x) {
+      for (int k = 0; k < scheduler.tiles_in_unit(u, p); ++k) {
+        const Tile tile = scheduler.tile(u, k, p);
+        if (tile.n_blocks == 0) continue;
+        const int head_kv = tile.head / p.q_per_kv;
+        if (lane == 0) {
+          mbarrier_wait(smem.bar(Barrier::kQEmpty), (q_count & 1) ^ 1);
+          Producer<Traits>::load_q(params, smem, tile);
+        }
+        ++q_count;
+        for (int i = 0; i < tile.n_blocks; ++i, ++kv_count) {
+          const int block = tile.n_first + tile.n_blocks - 1 - i;
+          int row = tile.k_row + block * kBlockN;
+          int batch = tile.k_batch;
+          bool issue = lane == 0;
+          if (p.block_table != nullptr) {
+            // The lookup comes before the stage's wait, so it runs under it.
+            const int key = block * kBlockN + lane * params.kv_box_rows;
+            const int known = min(key, tile.len_k - 1);
+            issue = lane * params.kv_box_rows < kBlockN;
+            batch = issue ? __ldg(p.block_table + static_cast<int64_t>(tile.batch) * p.block_table_batch_stride +
+                                  known / p.page_size)
+                          : 0;
+            row = key < tile.len_k ? known % p.page_size : 0;
+          }
+          const int stage = Smem::stage_of(kv_count);
+          const uint32_t empty_parity = Smem::parity_of(kv_count) ^ 1;
+          load_kv(params, &params.tma_k, smem.k(stage), smem.bar(Barrier::kKFull, stage),
+                  smem.bar(Barrier::kKEmpty, stage), empty_parity, row, head_kv, batch, issue);
+          load_kv(params, &params.tma_v, smem.v(stage), smem.bar(Barrier::kVFull, stage),
+                  smem.bar(Barrier::kVEmpty, stage), empty_parity, row, head_kv, batch, issue);
         }
       }
     }

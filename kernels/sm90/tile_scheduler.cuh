@@ -257,13 +257,15 @@ struct TileScheduler {
     return m_block * kBlockM - padding;
   }
 
-  // Whether any tile after (u, k) in this CTA's walk has work.
+  // Whether any tile after (u, k) in this CTA's walk has work. kCache: a
+  // KV-cache call, whose seqused_k may leave a sequence without keys.
+  template <bool kCache = false>
   __device__ __forceinline__ bool has_work_after(int u, int k, int num_units, const detail::FwdParams& p) const {
     // Dense, with no left window edge and no more queries than keys: every
     // row sees a key (this tile's do, so seqlen_k > 0), so every tile has
     // work and only the walk's length matters (an unmasked unit is one tile).
     // (A split may be empty, so not with splits.)
-    if (!kLeft && !kSplit && p.cu_seqlens_q == nullptr && p.cu_seqlens_k == nullptr &&
+    if (!kLeft && !kSplit && !kCache && p.cu_seqlens_q == nullptr && p.cu_seqlens_k == nullptr &&
         (!kMasked || p.seqlen_k >= p.seqlen_q)) {
       return k + 1 < tiles_in_unit(u, p) || u + static_cast<int>(gridDim.x) < num_units;
     }

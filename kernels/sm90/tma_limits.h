@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <climits>
 
 #include "../params.h"
 
@@ -49,22 +50,46 @@ inline const char* tma_problem(const TmaTensor& t) noexcept {
 
 // Q, K, V and O of a call as the Hopper kernel's tensor maps see them:
 // packed (varlen) tensors are one "batch" of total rows, and the kernel adds
-// each sequence's first row to the row coordinate.
+// each sequence's first row to the row coordinate. A paged cache is a
+// "batch" of num_pages pages of page_size rows, the page coming from the
+// block table.
 struct TmaTensors {
   TmaTensor q, k, v, o;
 };
 inline TmaTensors tma_tensors(const detail::FwdParams& p, int64_t head_dim) noexcept {
   const bool varlen_q = p.cu_seqlens_q != nullptr;
   const bool varlen_k = p.cu_seqlens_k != nullptr;
+  const bool paged = p.block_table != nullptr;
   const int64_t q_rows = varlen_q ? p.total_q : p.seqlen_q;
   const int64_t q_batch = varlen_q ? 1 : p.batch;
-  const int64_t k_rows = varlen_k ? p.total_k : p.seqlen_k;
-  const int64_t k_batch = varlen_k ? 1 : p.batch;
+  const int64_t k_rows = paged ? p.page_size : varlen_k ? p.total_k : p.seqlen_k;
+  const int64_t k_batch = paged ? p.num_pages : varlen_k ? 1 : p.batch;
   return TmaTensors{
       {p.q, head_dim, q_rows, p.heads_q, q_batch, p.q_seq_stride, p.q_head_stride, p.q_batch_stride},
       {p.k, head_dim, k_rows, p.heads_kv, k_batch, p.k_seq_stride, p.k_head_stride, p.k_batch_stride},
       {p.v, head_dim, k_rows, p.heads_kv, k_batch, p.v_seq_stride, p.v_head_stride, p.v_batch_stride},
       {p.o, head_dim, q_rows, p.heads_q, q_batch, p.o_seq_stride, p.o_head_stride, p.o_batch_stride}};
+}
+
+// Paged caches: the kernel loads a kBlockN-key block as boxes of
+// paged_box_rows(page_size, kBlockN) rows, each inside one page. A box
+// must start on an 8-row boundary of the 128-byte swizzle (1024 bytes) and
+// its page coordinate is a signed 32-bit TMA coordinate.
+inline constexpr int64_t kPagedRowMultiple = 8;
+inline int paged_box_rows(int64_t page_size, int block_n) noexcept {
+  int64_t a = page_size, b = block_n;
+  while (b != 0) {
+    const int64_t r = a % b;
+    a = b;
+    b = r;
+  }
+  return static_cast<int>(a);
+}
+// Null when the Hopper kernel can load a paged cache of these pages, else why not.
+inline const char* paged_problem(int64_t page_size, int64_t num_pages) noexcept {
+  if (page_size % kPagedRowMultiple != 0) return "its page_size is not a multiple of 8";
+  if (num_pages > INT32_MAX) return "it has 2^31 pages or more (TMA coordinates are 32-bit)";
+  return nullptr;
 }
 
 }  // namespace flash::sm90
