@@ -143,20 +143,28 @@ struct CacheProducer {
           Producer<Traits>::load_q(params, smem, tile);
         }
         ++q_count;
+        // Paged: lane i's box of block i of the walk (last block first);
+        // its page is looked up a block ahead, under the waits of the one before.
+        const bool paged = p.block_table != nullptr;
+        const bool box_lane = lane * params.kv_box_rows < kBlockN;
+        auto key_of = [&](int i) { return (tile.n_first + tile.n_blocks - 1 - i) * kBlockN + lane * params.kv_box_rows; };
+        auto page_of = [&](int i) {
+          const int known = min(key_of(i), tile.len_k - 1);
+          return __ldg(p.block_table + static_cast<int64_t>(tile.batch) * p.block_table_batch_stride +
+                       known / p.page_size);
+        };
+        int next_page = paged && box_lane ? page_of(0) : 0;
         for (int i = 0; i < tile.n_blocks; ++i, ++kv_count) {
           const int block = tile.n_first + tile.n_blocks - 1 - i;
           int row = tile.k_row + block * kBlockN;
           int batch = tile.k_batch;
           bool issue = lane == 0;
-          if (p.block_table != nullptr) {
-            // The lookup comes before the stage's wait, so it runs under it.
-            const int key = block * kBlockN + lane * params.kv_box_rows;
-            const int known = min(key, tile.len_k - 1);
-            issue = lane * params.kv_box_rows < kBlockN;
-            batch = issue ? __ldg(p.block_table + static_cast<int64_t>(tile.batch) * p.block_table_batch_stride +
-                                  known / p.page_size)
-                          : 0;
-            row = key < tile.len_k ? known % p.page_size : 0;
+          if (paged) {
+            batch = next_page;
+            if (box_lane && i + 1 < tile.n_blocks) next_page = page_of(i + 1);
+            const int key = key_of(i);
+            issue = box_lane;
+            row = key < tile.len_k ? key % p.page_size : 0;
           }
           const int stage = Smem::stage_of(kv_count);
           const uint32_t empty_parity = Smem::parity_of(kv_count) ^ 1;
