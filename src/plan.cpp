@@ -275,9 +275,13 @@ Status make_plan(const AttentionParams& p, const DeviceCaps& caps, Plan* plan) n
     // KV-cache calls (seqused_k, pages) run the Hopper kernel unsplit, in
     // one configuration: flash's own choice takes the sm80 kernel where it
     // would split them (long key ranges, too few tiles to fill the GPU).
+    // "Would split" counts the workspace: without one nothing splits, and
+    // the Hopper kernel takes the call.
     const bool cache = p.block_table != nullptr || p.seqused_k != nullptr;
-    if (sm90_why == nullptr && cache && b == Backend::kAuto && prefill_splits_wanted(p, caps) > 1) {
-      sm90_why = "KV-cache calls that flash splits run on the sm80 kernel";
+    if (sm90_why == nullptr && cache && b == Backend::kAuto) {
+      Plan split;
+      plan_splits(p, prefill_splits_wanted(p, caps), &split);
+      if (split.num_splits > 1) sm90_why = "KV-cache calls that flash splits run on the sm80 kernel";
     }
     if (sm90_why == nullptr) {
 #if FLASH_HAS_SM90

@@ -475,6 +475,12 @@ TEST(Plan, HopperSplitsLongKeysAndFewTiles) {
   EXPECT_EQ(plan.candidates[0].backend, Backend::kSm90);
   EXPECT_EQ(plan.num_candidates, 1);
   EXPECT_EQ(plan.num_splits, 1);
+  // Without a workspace nothing splits: kAuto keeps it on the Hopper kernel.
+  AttentionParams no_workspace = longk;
+  no_workspace.seqused_k = static_cast<const int32_t*>(fake(5));
+  plan = plan_of(no_workspace);
+  EXPECT_EQ(plan.candidates[0].backend, Backend::kSm90);
+  EXPECT_EQ(plan.num_splits, 1);
   // Ampere: the sm80 kernel, split the same way (108 SMs: 3 per tile for occupancy, 16 for accuracy).
   Plan a100;
   ASSERT_TRUE(detail::make_plan(with_workspace(longk), kA100, &a100).ok());

@@ -182,7 +182,10 @@ struct AttentionParams {
   // validate() checks it: n * batch * heads_q * seqlen_q * (head_dim + 1) *
   // 4 bytes). With num_splits = 0 the workspace never makes a call fail:
   // flash takes the most splits, up to its choice, that the workspace holds
-  // (none without one).
+  // (none without one). One exception: the Hopper kernel does not split
+  // calls with seqused_k or a paged cache. Under kAuto flash runs the ones
+  // it would split on the sm80 kernel; forced onto it (Backend::kSm90)
+  // they run unsplit with num_splits 0 or 1, and n > 1 is kUnsupported.
   int32_t num_splits = 0;
   void* workspace = nullptr;   // device memory, 256-byte aligned
   size_t workspace_bytes = 0;  // size of workspace
