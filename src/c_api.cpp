@@ -1,6 +1,6 @@
 // The C API of flash/flash.h: each call converts its arguments to the C++
-// AttentionParams and calls the C++ API, so both run the same checks. The
-// message of the last call lives in a thread-local buffer.
+// AttentionParams or MergeParams and calls the C++ API, so both run the same
+// checks. The message of the last call lives in a thread-local buffer.
 #include <cstddef>
 #include <cstring>
 #include <type_traits>
@@ -14,6 +14,7 @@ namespace {
 using flash::AttentionParams;
 using flash::Backend;
 using flash::DType;
+using flash::MergeParams;
 using flash::Status;
 using flash::StatusCode;
 
@@ -31,95 +32,152 @@ static_assert(static_cast<int>(FLASH_SUCCESS) == static_cast<int>(StatusCode::kS
                   static_cast<int>(FLASH_CUDA_ERROR) == static_cast<int>(StatusCode::kCudaError),
               "flash_status_code must match flash::StatusCode");
 static_assert(std::is_standard_layout<flash_attention_params>::value, "flash_attention_params must be plain C");
-// The inference-engine fields carry the C++ types unchanged, so to_cpp and
+static_assert(std::is_standard_layout<flash_merge_params>::value, "flash_merge_params must be plain C");
+// The inference-engine fields of flash_attention_params, and every field of
+// flash_merge_params but dtype, carry the C++ types unchanged, so to_cpp and
 // to_c copy them without conversion.
-#define FLASH_SAME_FIELD_TYPE(field)                                                                            \
-  static_assert(std::is_same<decltype(flash_attention_params::field), decltype(AttentionParams::field)>::value, \
-                "flash_attention_params::" #field " must have the type of AttentionParams::" #field)
-FLASH_SAME_FIELD_TYPE(cu_seqlens_q);
-FLASH_SAME_FIELD_TYPE(cu_seqlens_k);
-FLASH_SAME_FIELD_TYPE(seqused_k);
-FLASH_SAME_FIELD_TYPE(block_table);
-FLASH_SAME_FIELD_TYPE(block_table_batch_stride);
-FLASH_SAME_FIELD_TYPE(max_pages_per_seq);
-FLASH_SAME_FIELD_TYPE(page_size);
-FLASH_SAME_FIELD_TYPE(num_pages);
-FLASH_SAME_FIELD_TYPE(window_left);
-FLASH_SAME_FIELD_TYPE(window_right);
-FLASH_SAME_FIELD_TYPE(softcap);
-FLASH_SAME_FIELD_TYPE(num_splits);
-FLASH_SAME_FIELD_TYPE(workspace);
-FLASH_SAME_FIELD_TYPE(workspace_bytes);
-FLASH_SAME_FIELD_TYPE(total_q);
-FLASH_SAME_FIELD_TYPE(total_k);
+#define FLASH_SAME_FIELD_TYPE(C, Cpp, field)                                   \
+  static_assert(std::is_same<decltype(C::field), decltype(Cpp::field)>::value, \
+                #C "::" #field " must have the type of " #Cpp "::" #field)
+FLASH_SAME_FIELD_TYPE(flash_attention_params, AttentionParams, cu_seqlens_q);
+FLASH_SAME_FIELD_TYPE(flash_attention_params, AttentionParams, cu_seqlens_k);
+FLASH_SAME_FIELD_TYPE(flash_attention_params, AttentionParams, seqused_k);
+FLASH_SAME_FIELD_TYPE(flash_attention_params, AttentionParams, block_table);
+FLASH_SAME_FIELD_TYPE(flash_attention_params, AttentionParams, block_table_batch_stride);
+FLASH_SAME_FIELD_TYPE(flash_attention_params, AttentionParams, max_pages_per_seq);
+FLASH_SAME_FIELD_TYPE(flash_attention_params, AttentionParams, page_size);
+FLASH_SAME_FIELD_TYPE(flash_attention_params, AttentionParams, num_pages);
+FLASH_SAME_FIELD_TYPE(flash_attention_params, AttentionParams, window_left);
+FLASH_SAME_FIELD_TYPE(flash_attention_params, AttentionParams, window_right);
+FLASH_SAME_FIELD_TYPE(flash_attention_params, AttentionParams, softcap);
+FLASH_SAME_FIELD_TYPE(flash_attention_params, AttentionParams, num_splits);
+FLASH_SAME_FIELD_TYPE(flash_attention_params, AttentionParams, workspace);
+FLASH_SAME_FIELD_TYPE(flash_attention_params, AttentionParams, workspace_bytes);
+FLASH_SAME_FIELD_TYPE(flash_attention_params, AttentionParams, total_q);
+FLASH_SAME_FIELD_TYPE(flash_attention_params, AttentionParams, total_k);
+FLASH_SAME_FIELD_TYPE(flash_merge_params, MergeParams, num_states);
+FLASH_SAME_FIELD_TYPE(flash_merge_params, MergeParams, batch);
+FLASH_SAME_FIELD_TYPE(flash_merge_params, MergeParams, seqlen_q);
+FLASH_SAME_FIELD_TYPE(flash_merge_params, MergeParams, heads);
+FLASH_SAME_FIELD_TYPE(flash_merge_params, MergeParams, head_dim);
+FLASH_SAME_FIELD_TYPE(flash_merge_params, MergeParams, o_states);
+FLASH_SAME_FIELD_TYPE(flash_merge_params, MergeParams, o_state_stride);
+FLASH_SAME_FIELD_TYPE(flash_merge_params, MergeParams, o_states_batch_stride);
+FLASH_SAME_FIELD_TYPE(flash_merge_params, MergeParams, o_states_seq_stride);
+FLASH_SAME_FIELD_TYPE(flash_merge_params, MergeParams, o_states_head_stride);
+FLASH_SAME_FIELD_TYPE(flash_merge_params, MergeParams, lse_states);
+FLASH_SAME_FIELD_TYPE(flash_merge_params, MergeParams, lse_state_stride);
+FLASH_SAME_FIELD_TYPE(flash_merge_params, MergeParams, o);
+FLASH_SAME_FIELD_TYPE(flash_merge_params, MergeParams, o_batch_stride);
+FLASH_SAME_FIELD_TYPE(flash_merge_params, MergeParams, o_seq_stride);
+FLASH_SAME_FIELD_TYPE(flash_merge_params, MergeParams, o_head_stride);
+FLASH_SAME_FIELD_TYPE(flash_merge_params, MergeParams, lse);
 #undef FLASH_SAME_FIELD_TYPE
 
 // ---- struct_size: which fields the caller's struct has ----
 //
-// A caller's struct is a prefix of this one: the fields of the flash.h it was
-// compiled with. So that each such prefix ends where its sizeof does, every
-// group of fields added to flash.h must end on a multiple of 8 bytes (pad
-// explicitly if needed). A struct_size that is a multiple of 8 then never
-// cuts a field (none of 8 bytes or less straddles such a boundary), and
-// copying struct_size bytes copies whole fields. The granule is 8, not
-// alignof of the struct, so that it stays 8 should a wider field ever join.
+// The same rules for each growable struct, flash_attention_params and
+// flash_merge_params (StructInfo below says what differs). A caller's struct
+// is a prefix of the library's: the fields of the flash.h it was compiled
+// with. So that each such prefix ends where its sizeof does, every group of
+// fields added to flash.h must end on a multiple of 8 bytes (pad explicitly
+// if needed). A struct_size that is a multiple of 8 then never cuts a field
+// (none of 8 bytes or less straddles such a boundary), and copying
+// struct_size bytes copies whole fields. The granule is 8, not alignof of
+// the struct, so that it stays 8 should a wider field ever join.
 constexpr size_t kStructSizeGranule = 8;
-// The smallest struct accepted: the fields through autotune, the core call.
-constexpr size_t kMinStructSize = offsetof(flash_attention_params, autotune) + sizeof(flash_attention_params::autotune);
+
+// What the struct_size checks and messages need of each growable struct: its
+// C++ counterpart, its name, the function that starts it, and the smallest
+// struct accepted (every field through kLastCoreField).
+template <typename C>
+struct StructInfo;
+
+template <>
+struct StructInfo<flash_attention_params> {
+  using Cpp = AttentionParams;
+  static constexpr const char* kName = "flash_attention_params";
+  static constexpr const char* kInit = "flash_attention_params_init";
+  // The core call, the smallest struct there is.
+  static constexpr const char* kLastCoreField = "autotune";
+  static constexpr size_t kMinSize =
+      offsetof(flash_attention_params, autotune) + sizeof(flash_attention_params::autotune);
+};
+
+template <>
+struct StructInfo<flash_merge_params> {
+  using Cpp = MergeParams;
+  static constexpr const char* kName = "flash_merge_params";
+  static constexpr const char* kInit = "flash_merge_params_init";
+  // The required fields: all but the optional lse.
+  static constexpr const char* kLastCoreField = "o_head_stride";
+  static constexpr size_t kMinSize =
+      offsetof(flash_merge_params, o_head_stride) + sizeof(flash_merge_params::o_head_stride);
+};
+
 static_assert(offsetof(flash_attention_params, struct_size) == 0, "struct_size must come first");
-static_assert(kMinStructSize % kStructSizeGranule == 0 &&
-                  offsetof(flash_attention_params, cu_seqlens_q) == kMinStructSize,
+static_assert(StructInfo<flash_attention_params>::kMinSize % kStructSizeGranule == 0 &&
+                  offsetof(flash_attention_params, cu_seqlens_q) == StructInfo<flash_attention_params>::kMinSize,
               "the core fields must end on a multiple of 8 bytes, where the next field starts");
 static_assert(sizeof(flash_attention_params) ==
                   offsetof(flash_attention_params, total_k) + sizeof(flash_attention_params::total_k),
               "the last field must end the struct: a tail padding would hold a later version's first field");
 static_assert(sizeof(flash_attention_params) % kStructSizeGranule == 0, "the struct must end on a multiple of 8");
-// No version of the struct will come near this size; a struct_size past it
-// is garbage (a struct never passed to flash_attention_params_init), not a
-// newer caller's.
+
+static_assert(offsetof(flash_merge_params, struct_size) == 0, "struct_size must come first");
+static_assert(StructInfo<flash_merge_params>::kMinSize % kStructSizeGranule == 0 &&
+                  offsetof(flash_merge_params, lse) == StructInfo<flash_merge_params>::kMinSize,
+              "the required fields must end on a multiple of 8 bytes, where lse starts");
+static_assert(sizeof(flash_merge_params) == offsetof(flash_merge_params, lse) + sizeof(flash_merge_params::lse),
+              "the last field must end the struct: a tail padding would hold a later version's first field");
+static_assert(sizeof(flash_merge_params) % kStructSizeGranule == 0, "the struct must end on a multiple of 8");
+
+// No version of either struct will come near this size; a struct_size past
+// it is garbage (a struct never passed to its init), not a newer caller's.
 constexpr size_t kGarbageStructSize = size_t{1} << 16;
 static_assert(sizeof(flash_attention_params) < kGarbageStructSize / 16, "the struct has outgrown kGarbageStructSize");
+static_assert(sizeof(flash_merge_params) < kGarbageStructSize / 16, "the struct has outgrown kGarbageStructSize");
 
-// Whether this library can read a struct of `size` bytes; the message says
-// why not.
+// Whether this library can read a C struct of `size` bytes; the message
+// says why not.
+template <typename C>
 Status check_struct_size(size_t size) noexcept {
+  using Info = StructInfo<C>;
   if (size == 0) {
     return flash::detail::make_status(StatusCode::kInvalidArgument,
-                                      "struct_size is 0, which flash_attention_params_init sets to "
-                                      "sizeof(flash_attention_params); start the struct with "
-                                      "flash_attention_params_init");
+                                      "struct_size is 0, which %s sets to sizeof(%s); start the struct with %s",
+                                      Info::kInit, Info::kName, Info::kInit);
   }
-  if (size < kMinStructSize) {
+  if (size < Info::kMinSize) {
     return flash::detail::make_status(StatusCode::kInvalidArgument,
-                                      "struct_size %zu is below the smallest flash_attention_params (%zu bytes, "
-                                      "the fields through autotune); start the struct with "
-                                      "flash_attention_params_init",
-                                      size, kMinStructSize);
+                                      "struct_size %zu is below the smallest %s (%zu bytes, the fields through "
+                                      "%s); start the struct with %s",
+                                      size, Info::kName, Info::kMinSize, Info::kLastCoreField, Info::kInit);
   }
   if (size >= kGarbageStructSize) {
     return flash::detail::make_status(StatusCode::kInvalidArgument,
-                                      "struct_size %zu is the size of no flash_attention_params (this library's "
-                                      "has %zu bytes); start the struct with flash_attention_params_init",
-                                      size, sizeof(flash_attention_params));
+                                      "struct_size %zu is the size of no %s (this library's has %zu bytes); start "
+                                      "the struct with %s",
+                                      size, Info::kName, sizeof(C), Info::kInit);
   }
-  if (size > sizeof(flash_attention_params)) {
+  if (size > sizeof(C)) {
     return flash::detail::make_status(StatusCode::kInvalidArgument,
-                                      "struct_size %zu is larger than this library's flash_attention_params "
-                                      "(%zu bytes, flash %s): the caller was compiled against a newer "
-                                      "flash/flash.h, whose new fields this library cannot honour; link the "
-                                      "library of the headers you compile with",
-                                      size, sizeof(flash_attention_params), FLASH_VERSION_STRING);
+                                      "struct_size %zu is larger than this library's %s (%zu bytes, flash %s): the "
+                                      "caller was compiled against a newer flash/flash.h, whose new fields this "
+                                      "library cannot honour; link the library of the headers you compile with",
+                                      size, Info::kName, sizeof(C), FLASH_VERSION_STRING);
   }
   if (size % kStructSizeGranule != 0) {
     return flash::detail::make_status(StatusCode::kInvalidArgument,
-                                      "struct_size %zu is not a multiple of %zu, so not the size of any "
-                                      "flash_attention_params; start the struct with flash_attention_params_init",
-                                      size, kStructSizeGranule);
+                                      "struct_size %zu is not a multiple of %zu, so not the size of any %s; start "
+                                      "the struct with %s",
+                                      size, kStructSizeGranule, Info::kName, Info::kInit);
   }
   return Status{};
 }
 
-size_t struct_size_of(const flash_attention_params* params) noexcept {
+template <typename C>
+size_t struct_size_of(const C* params) noexcept {
   size_t size;
   std::memcpy(&size, params, sizeof(size));
   return size;
@@ -135,6 +193,11 @@ thread_local char last_message[sizeof(Status::message)] = {};
 static_assert(sizeof(flash_dtype) == sizeof(int32_t) && sizeof(flash_backend) == sizeof(int32_t),
               "the C enums must be 32-bit");
 static_assert(sizeof(bool) == sizeof(unsigned char), "bool must be one byte");
+// So that every int32_t a C caller leaves in an enum field converts to the
+// C++ enum (validate() then rejects the unknown ones).
+static_assert(std::is_same<std::underlying_type<DType>::type, int32_t>::value &&
+                  std::is_same<std::underlying_type<Backend>::type, int32_t>::value,
+              "DType and Backend must be int32_t enums");
 template <typename Int, typename Field>
 Int raw_value(const Field& field) noexcept {
   static_assert(sizeof(Int) == sizeof(Field), "raw_value reads the whole field");
@@ -237,35 +300,115 @@ void to_c(const AttentionParams& p, flash_attention_params* c) noexcept {
   c->autotune = p.autotune ? 1 : 0;
 }
 
-// The defaults, padding zeroed: what flash_attention_params_init writes.
-flash_attention_params default_c_params() noexcept {
-  flash_attention_params c;
+// The same for flash_merge_params and MergeParams: every field but dtype.
+template <typename Src, typename Dst>
+void copy_merge_sizes(const Src& src, Dst& dst) noexcept {
+  dst.num_states = src.num_states;
+  dst.batch = src.batch;
+  dst.seqlen_q = src.seqlen_q;
+  dst.heads = src.heads;
+  dst.head_dim = src.head_dim;
+}
+
+template <typename Src, typename Dst>
+void copy_merge_strides(const Src& src, Dst& dst) noexcept {
+  dst.o_state_stride = src.o_state_stride;
+  dst.o_states_batch_stride = src.o_states_batch_stride;
+  dst.o_states_seq_stride = src.o_states_seq_stride;
+  dst.o_states_head_stride = src.o_states_head_stride;
+  dst.lse_state_stride = src.lse_state_stride;
+  dst.o_batch_stride = src.o_batch_stride;
+  dst.o_seq_stride = src.o_seq_stride;
+  dst.o_head_stride = src.o_head_stride;
+}
+
+template <typename Src, typename Dst>
+void copy_merge_same_fields(const Src& src, Dst& dst) noexcept {
+  copy_merge_sizes(src, dst);
+  copy_merge_strides(src, dst);
+  dst.o_states = src.o_states;
+  dst.lse_states = src.lse_states;
+  dst.o = src.o;
+  dst.lse = src.lse;
+}
+
+// Converts `c` to *p. dtype goes through as its integer, as in the attention
+// to_cpp; validate() rejects unknown values before anything uses them.
+Status to_cpp(const flash_merge_params& c, MergeParams* out) noexcept {
+  MergeParams& p = *out;
+  p = MergeParams{};
+  copy_merge_same_fields(c, p);
+  p.dtype = static_cast<DType>(raw_value<int32_t>(c.dtype));
+  return Status{};
+}
+
+void to_c(const MergeParams& p, flash_merge_params* c) noexcept {
+  copy_merge_same_fields(p, *c);
+  const auto dtype = static_cast<int32_t>(p.dtype);
+  std::memcpy(&c->dtype, &dtype, sizeof(dtype));
+}
+
+// What set_contiguous moves, per struct: the sizes of `c` into `p`, the
+// strides of `p` back into `c`.
+void sizes_to_cpp(const flash_attention_params& c, AttentionParams& p) noexcept {
+  copy_sizes(c, p);
+}
+void sizes_to_cpp(const flash_merge_params& c, MergeParams& p) noexcept {
+  copy_merge_sizes(c, p);
+}
+void strides_to_c(const AttentionParams& p, flash_attention_params& c) noexcept {
+  copy_strides(p, c);
+}
+void strides_to_c(const MergeParams& p, flash_merge_params& c) noexcept {
+  copy_merge_strides(p, c);
+}
+
+// ---- Shared by both structs ----
+
+// The defaults, padding zeroed: what the struct's init writes.
+template <typename C>
+C default_c_params() noexcept {
+  C c;
   std::memset(&c, 0, sizeof(c));
-  to_c(AttentionParams{}, &c);
+  to_c(typename StructInfo<C>::Cpp{}, &c);
   c.struct_size = sizeof(c);
   return c;
 }
 
 // The caller's struct converted to C++ parameters: the fields within its
 // struct_size as it set them, every later one at its default.
-Status read_caller_params(const flash_attention_params* caller, AttentionParams* out) noexcept {
+template <typename C>
+Status read_caller_params(const C* caller, typename StructInfo<C>::Cpp* out) noexcept {
   const size_t size = struct_size_of(caller);
-  const Status accepted = check_struct_size(size);
+  const Status accepted = check_struct_size<C>(size);
   if (!accepted.ok()) return accepted;
-  flash_attention_params c = default_c_params();
+  C c = default_c_params<C>();
   std::memcpy(&c, caller, size);
   return to_cpp(c, out);
+}
+
+// The struct's init: the defaults within struct_size bytes when the library
+// accepts that size, and struct_size itself when it fits.
+template <typename C>
+void init_sized(C* params, size_t struct_size) noexcept {
+  if (params == nullptr) return;
+  if (check_struct_size<C>(struct_size).ok()) {
+    const C defaults = default_c_params<C>();
+    std::memcpy(params, &defaults, struct_size);
+  }
+  if (struct_size >= sizeof(struct_size)) std::memcpy(params, &struct_size, sizeof(struct_size));
 }
 
 // Fills the strides of `c` with the C++ helper `fill`, from the sizes alone:
 // every other field, garbage or not, stays as it is. The sizes and strides
 // are core fields, which every accepted struct has.
-void set_contiguous(flash_attention_params* c, void (AttentionParams::*fill)() noexcept) noexcept {
-  if (!check_struct_size(struct_size_of(c)).ok()) return;
-  AttentionParams p;
-  copy_sizes(*c, p);
+template <typename C>
+void set_contiguous(C* c, void (StructInfo<C>::Cpp::*fill)() noexcept) noexcept {
+  if (!check_struct_size<C>(struct_size_of(c)).ok()) return;
+  typename StructInfo<C>::Cpp p;
+  sizes_to_cpp(*c, p);
   (p.*fill)();
-  copy_strides(p, *c);
+  strides_to_c(p, *c);
 }
 
 // Records `status` as this thread's last message and returns its code.
@@ -276,10 +419,10 @@ flash_status_code finish(const Status& status) noexcept {
   return static_cast<flash_status_code>(status.code);
 }
 
+template <typename C>
 flash_status_code null_params() noexcept {
-  return finish(flash::detail::make_status(StatusCode::kInvalidArgument,
-                                           "params is null; pass a flash_attention_params filled in after "
-                                           "flash_attention_params_init"));
+  return finish(flash::detail::make_status(StatusCode::kInvalidArgument, "params is null; pass a %s filled in after %s",
+                                           StructInfo<C>::kName, StructInfo<C>::kInit));
 }
 
 flash_status_code null_bytes() noexcept {
@@ -293,12 +436,7 @@ flash_status_code null_bytes() noexcept {
 extern "C" {
 
 void flash_attention_params_init_sized(flash_attention_params* params, size_t struct_size) noexcept {
-  if (params == nullptr) return;
-  if (check_struct_size(struct_size).ok()) {
-    const flash_attention_params defaults = default_c_params();
-    std::memcpy(params, &defaults, struct_size);
-  }
-  if (struct_size >= sizeof(struct_size)) std::memcpy(params, &struct_size, sizeof(struct_size));
+  init_sized(params, struct_size);
 }
 
 void flash_set_contiguous_bnhd(flash_attention_params* params) noexcept {
@@ -312,14 +450,14 @@ void flash_set_contiguous_bhnd(flash_attention_params* params) noexcept {
 }
 
 flash_status_code flash_validate(const flash_attention_params* params) noexcept {
-  if (params == nullptr) return null_params();
+  if (params == nullptr) return null_params<flash_attention_params>();
   AttentionParams p;
   const Status converted = read_caller_params(params, &p);
   return finish(converted.ok() ? flash::validate(p) : converted);
 }
 
 flash_status_code flash_attention_forward(const flash_attention_params* params, void* stream) noexcept {
-  if (params == nullptr) return null_params();
+  if (params == nullptr) return null_params<flash_attention_params>();
   AttentionParams p;
   const Status converted = read_caller_params(params, &p);
   return finish(converted.ok() ? flash::attention_forward(p, static_cast<CUstream_st*>(stream)) : converted);
@@ -327,7 +465,7 @@ flash_status_code flash_attention_forward(const flash_attention_params* params, 
 
 flash_status_code flash_attention_workspace_size(const flash_attention_params* params, size_t* bytes) noexcept {
   if (bytes != nullptr) *bytes = 0;
-  if (params == nullptr) return null_params();
+  if (params == nullptr) return null_params<flash_attention_params>();
   if (bytes == nullptr) return null_bytes();
   size_t size = 0;
   AttentionParams p;
@@ -335,6 +473,29 @@ flash_status_code flash_attention_workspace_size(const flash_attention_params* p
   if (status.ok()) status = flash::attention_workspace_size(p, &size);
   if (status.ok()) *bytes = size;
   return finish(status);
+}
+
+void flash_merge_params_init_sized(flash_merge_params* params, size_t struct_size) noexcept {
+  init_sized(params, struct_size);
+}
+
+void flash_merge_set_contiguous(flash_merge_params* params) noexcept {
+  if (params == nullptr) return;
+  set_contiguous(params, &MergeParams::set_contiguous);
+}
+
+flash_status_code flash_validate_merge(const flash_merge_params* params) noexcept {
+  if (params == nullptr) return null_params<flash_merge_params>();
+  MergeParams p;
+  const Status converted = read_caller_params(params, &p);
+  return finish(converted.ok() ? flash::validate(p) : converted);
+}
+
+flash_status_code flash_merge_states(const flash_merge_params* params, void* stream) noexcept {
+  if (params == nullptr) return null_params<flash_merge_params>();
+  MergeParams p;
+  const Status converted = read_caller_params(params, &p);
+  return finish(converted.ok() ? flash::merge_states(p, static_cast<CUstream_st*>(stream)) : converted);
 }
 
 const char* flash_last_error_message(void) noexcept {

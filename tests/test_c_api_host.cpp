@@ -11,7 +11,10 @@
 // flash_attention_workspace_size; and struct_size: a caller compiled against
 // an older, shorter struct gets the answers of the full struct with defaults
 // for the fields it lacks, while a struct_size that is not set, too small or
-// larger than the library knows is rejected with a message.
+// larger than the library knows is rejected with a message. And the same for
+// flash_merge_params (flash::merge_states): defaults, the stride helper,
+// flash_validate_merge and flash_merge_states giving flash::validate's code
+// and message, null params, a struct without lse and unreadable struct_sizes.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -1041,6 +1044,330 @@ TEST(CApiStructSize, InitWithAnUnreadableSizeWritesOnlyTheSize) {
     for (size_t i = written; i < sizeof(buffer); ++i) ASSERT_EQ(bytes[i], 0xFF) << "byte " << i;
   }
   flash_attention_params_init_sized(nullptr, sizeof(flash_attention_params));  // ignored, no crash
+}
+
+// ---- flash_merge_params: the C API of flash::merge_states ----
+
+// A valid merge on fake pointers: 3 states of 2 sequences, 5 queries and 4
+// heads at head_dim 128, contiguous, the states' O and LSE and the outputs
+// each in their own region (0 to 3).
+flash_merge_params valid_merge_params() {
+  flash_merge_params p;
+  flash_merge_params_init(&p);
+  p.dtype = FLASH_DTYPE_BFLOAT16;
+  p.num_states = 3, p.batch = 2, p.seqlen_q = 5, p.heads = 4, p.head_dim = 128;
+  flash_merge_set_contiguous(&p);
+  p.o_states = fake_ptr(0);
+  p.lse_states = static_cast<const float*>(fake_ptr(1));
+  p.o = fake_ptr(2);
+  p.lse = static_cast<float*>(fake_ptr(3));
+  return p;
+}
+
+// The C++ parameters a C caller means by `c`, converted field by field here
+// (independently of src/c_api.cpp's own conversion). dtype goes through as
+// its bytes, which may be no enumerator.
+flash::MergeParams as_cpp(const flash_merge_params& c) {
+  flash::MergeParams p;
+  int32_t dtype;
+  std::memcpy(&dtype, &c.dtype, sizeof(dtype));
+  p.dtype = static_cast<flash::DType>(dtype);
+  p.num_states = c.num_states, p.batch = c.batch, p.seqlen_q = c.seqlen_q, p.heads = c.heads;
+  p.head_dim = c.head_dim;
+  p.o_states = c.o_states, p.o_state_stride = c.o_state_stride;
+  p.o_states_batch_stride = c.o_states_batch_stride, p.o_states_seq_stride = c.o_states_seq_stride;
+  p.o_states_head_stride = c.o_states_head_stride;
+  p.lse_states = c.lse_states, p.lse_state_stride = c.lse_state_stride;
+  p.o = c.o, p.o_batch_stride = c.o_batch_stride, p.o_seq_stride = c.o_seq_stride;
+  p.o_head_stride = c.o_head_stride;
+  p.lse = c.lse;
+  return p;
+}
+
+bool same_merge_params(const flash::MergeParams& a, const flash::MergeParams& b) {
+  return a.dtype == b.dtype && a.num_states == b.num_states && a.batch == b.batch && a.seqlen_q == b.seqlen_q &&
+         a.heads == b.heads && a.head_dim == b.head_dim && a.o_states == b.o_states &&
+         a.o_state_stride == b.o_state_stride && a.o_states_batch_stride == b.o_states_batch_stride &&
+         a.o_states_seq_stride == b.o_states_seq_stride && a.o_states_head_stride == b.o_states_head_stride &&
+         a.lse_states == b.lse_states && a.lse_state_stride == b.lse_state_stride && a.o == b.o &&
+         a.o_batch_stride == b.o_batch_stride && a.o_seq_stride == b.o_seq_stride &&
+         a.o_head_stride == b.o_head_stride && a.lse == b.lse;
+}
+
+Answer validate_merge_answer(const flash_merge_params* p) {
+  const int code = flash_validate_merge(p);
+  return {code, flash_last_error_message()};
+}
+
+Answer merge_answer(const flash_merge_params* p) {
+  const int code = flash_merge_states(p, /*stream=*/nullptr);
+  return {code, flash_last_error_message()};
+}
+
+// flash_validate_merge answers `c` as flash::validate answers `cpp`: the
+// same code and message; and when that is a rejection (or empty work, which
+// launches nothing), so does flash_merge_states, without touching the GPU.
+void expect_merge_answers(const flash_merge_params& c, const flash::MergeParams& cpp) {
+  const flash::Status expected = flash::validate(cpp);
+  const Answer want{static_cast<int>(expected.code), expected.message};
+  expect_same(validate_merge_answer(&c), want, "flash_validate_merge");
+  if (!expected.ok() || cpp.batch == 0 || cpp.seqlen_q == 0 || cpp.heads == 0) {
+    expect_same(merge_answer(&c), want, "flash_merge_states");
+  }
+}
+
+TEST(CApiMerge, InitGivesTheCppDefaults) {
+  flash_merge_params p;
+  std::memset(&p, 0x5A, sizeof(p));  // garbage, as an uninitialised struct would hold
+  flash_merge_params_init(&p);
+  const flash::MergeParams cpp;
+  EXPECT_EQ(p.struct_size, sizeof(flash_merge_params));
+  EXPECT_EQ(p.dtype, FLASH_DTYPE_BFLOAT16);
+  EXPECT_EQ(static_cast<int>(p.dtype), static_cast<int>(cpp.dtype));
+  for (int64_t value : {p.num_states, p.batch, p.seqlen_q, p.heads, p.head_dim, p.o_state_stride,
+                        p.o_states_batch_stride, p.o_states_seq_stride, p.o_states_head_stride, p.lse_state_stride,
+                        p.o_batch_stride, p.o_seq_stride, p.o_head_stride}) {
+    EXPECT_EQ(value, 0);
+  }
+  EXPECT_EQ(p.o_states, nullptr);
+  EXPECT_EQ(p.lse_states, nullptr);
+  EXPECT_EQ(p.o, nullptr);
+  EXPECT_EQ(p.lse, nullptr);
+  // ... the C++ defaults, field by field.
+  EXPECT_TRUE(same_merge_params(as_cpp(p), cpp));
+
+  // The padding (after dtype) is zeroed: inits of different garbage agree
+  // byte for byte.
+  flash_merge_params other;
+  std::memset(&other, 0xA5, sizeof(other));
+  flash_merge_params_init(&other);
+  EXPECT_EQ(std::memcmp(&p, &other, sizeof(p)), 0);
+
+  flash_merge_params_init(nullptr);  // ignored, no crash
+}
+
+TEST(CApiMerge, SetContiguousMatchesTheCppHelper) {
+  flash_merge_params p;
+  flash_merge_params_init(&p);
+  p.dtype = FLASH_DTYPE_FLOAT16;
+  p.num_states = 3, p.batch = 2, p.seqlen_q = 5, p.heads = 4, p.head_dim = 64;
+  p.o_states = fake_ptr(0);
+  p.lse_states = static_cast<const float*>(fake_ptr(1));
+  p.o = fake_ptr(2);
+  p.lse = static_cast<float*>(fake_ptr(3));
+  p.o_state_stride = p.o_states_batch_stride = p.o_states_seq_stride = p.o_states_head_stride = 9;
+  p.lse_state_stride = p.o_batch_stride = p.o_seq_stride = p.o_head_stride = 9;
+  flash_merge_set_contiguous(&p);
+
+  flash::MergeParams cpp;
+  cpp.num_states = 3, cpp.batch = 2, cpp.seqlen_q = 5, cpp.heads = 4, cpp.head_dim = 64;
+  cpp.set_contiguous();
+  EXPECT_EQ(p.o_state_stride, cpp.o_state_stride);
+  EXPECT_EQ(p.o_states_batch_stride, cpp.o_states_batch_stride);
+  EXPECT_EQ(p.o_states_seq_stride, cpp.o_states_seq_stride);
+  EXPECT_EQ(p.o_states_head_stride, cpp.o_states_head_stride);
+  EXPECT_EQ(p.lse_state_stride, cpp.lse_state_stride);
+  EXPECT_EQ(p.o_batch_stride, cpp.o_batch_stride);
+  EXPECT_EQ(p.o_seq_stride, cpp.o_seq_stride);
+  EXPECT_EQ(p.o_head_stride, cpp.o_head_stride);
+  // The values spelled out once.
+  EXPECT_EQ(p.o_head_stride, 64);
+  EXPECT_EQ(p.o_seq_stride, 4 * 64);
+  EXPECT_EQ(p.o_batch_stride, 5 * 4 * 64);
+  EXPECT_EQ(p.o_states_batch_stride, 5 * 4 * 64);
+  EXPECT_EQ(p.o_state_stride, 2 * 5 * 4 * 64);
+  EXPECT_EQ(p.lse_state_stride, 2 * 4 * 5);
+  // Everything else is left alone.
+  EXPECT_EQ(p.dtype, FLASH_DTYPE_FLOAT16);
+  EXPECT_EQ(p.num_states, 3);
+  EXPECT_EQ(p.head_dim, 64);
+  EXPECT_EQ(p.o_states, fake_ptr(0));
+  EXPECT_EQ(p.lse_states, fake_ptr(1));
+  EXPECT_EQ(p.o, fake_ptr(2));
+  EXPECT_EQ(p.lse, fake_ptr(3));
+  EXPECT_EQ(flash_validate_merge(&p), FLASH_SUCCESS) << flash_last_error_message();
+
+  flash_merge_set_contiguous(nullptr);  // ignored, no crash
+}
+
+// flash_validate_merge and flash_merge_states give flash::validate's answer,
+// code and message, for valid calls and for each kind of rejection.
+TEST(CApiMerge, ValidateAgreesWithTheCppValidate) {
+  flash_merge_params p = valid_merge_params();
+  p.head_dim = 80;  // leave a message behind first
+  ASSERT_EQ(flash_validate_merge(&p), FLASH_INVALID_ARGUMENT);
+  ASSERT_STRNE(flash_last_error_message(), "");
+  p = valid_merge_params();
+  EXPECT_EQ(flash_validate_merge(&p), FLASH_SUCCESS) << flash_last_error_message();
+  EXPECT_STREQ(flash_last_error_message(), "");
+
+  struct Case {
+    const char* what;
+    std::function<void(flash_merge_params&)> change;
+    bool valid;
+  };
+  const int64_t state_bytes = valid_merge_params().o_state_stride * 2;
+  const int64_t lse_state_bytes = valid_merge_params().lse_state_stride * 4;
+  const Case cases[] = {
+      {"valid", [](flash_merge_params&) {}, true},
+      {"no lse", [](flash_merge_params& m) { m.lse = nullptr; }, true},
+      {"fp16, one state",
+       [](flash_merge_params& m) {
+         m.dtype = FLASH_DTYPE_FLOAT16;
+         m.num_states = 1;
+       },
+       true},
+      {"in place into state 1",
+       [&](flash_merge_params& m) {
+         m.o = fake_ptr(0, state_bytes);
+         m.lse = static_cast<float*>(fake_ptr(1, lse_state_bytes));
+       },
+       true},
+      {"empty work, no pointers",
+       [](flash_merge_params& m) {
+         m.batch = 0;
+         m.o_states = m.lse_states = nullptr;
+         m.o = m.lse = nullptr;
+       },
+       true},
+      {"num_states 0", [](flash_merge_params& m) { m.num_states = 0; }, false},
+      {"num_states 129", [](flash_merge_params& m) { m.num_states = 129; }, false},
+      {"head_dim 80", [](flash_merge_params& m) { m.head_dim = 80; }, false},
+      {"dtype 7", [](flash_merge_params& m) { m.dtype = static_cast<flash_dtype>(7); }, false},
+      {"dtype bytes 0x5A5A5A5A", [](flash_merge_params& m) { std::memset(&m.dtype, 0x5A, sizeof(m.dtype)); }, false},
+      {"heads -1", [](flash_merge_params& m) { m.heads = -1; }, false},
+      {"rows over 2^31", [](flash_merge_params& m) { m.batch = 1 << 20, m.seqlen_q = 1 << 12; }, false},
+      {"null o_states", [](flash_merge_params& m) { m.o_states = nullptr; }, false},
+      {"null o", [](flash_merge_params& m) { m.o = nullptr; }, false},
+      {"misaligned o", [](flash_merge_params& m) { m.o = fake_ptr(2, 1); }, false},
+      {"misaligned lse", [](flash_merge_params& m) { m.lse = static_cast<float*>(fake_ptr(3, 2)); }, false},
+      {"negative stride", [](flash_merge_params& m) { m.o_seq_stride = -1; }, false},
+      {"overlapping output rows", [](flash_merge_params& m) { m.o_head_stride = 64; }, false},
+      {"o overlaps a state", [](flash_merge_params& m) { m.o = fake_ptr(0, 2); }, false},
+      {"lse overlaps a state's LSE", [](flash_merge_params& m) { m.lse = static_cast<float*>(fake_ptr(1, 4)); }, false},
+      {"o overlaps the LSE states", [](flash_merge_params& m) { m.o = fake_ptr(1); }, false},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    flash_merge_params m = valid_merge_params();
+    c.change(m);
+    const flash::Status cpp = flash::validate(as_cpp(m));
+    EXPECT_EQ(cpp.ok(), c.valid) << cpp.message;
+    EXPECT_EQ(cpp.message[0] == '\0', c.valid) << cpp.message;
+    expect_merge_answers(m, as_cpp(m));
+  }
+}
+
+TEST(CApiMerge, NullParamsIsInvalidArgument) {
+  for (const Answer& answer : {validate_merge_answer(nullptr), merge_answer(nullptr)}) {
+    EXPECT_EQ(answer.code, FLASH_INVALID_ARGUMENT);
+    EXPECT_NE(answer.message.find("params is null"), std::string::npos) << answer.message;
+    EXPECT_NE(answer.message.find("flash_merge_params_init"), std::string::npos) << answer.message;
+  }
+}
+
+// A caller compiled against a flash_merge_params without lse (struct_size
+// at its offset) gets the answers of the full struct with lse null; the
+// library reads nothing past its struct.
+TEST(CApiMerge, AShorterStructTakesLseAsNull) {
+  constexpr size_t kShort = offsetof(flash_merge_params, lse);
+  // The short struct, with 0xFF bytes where today's lse would be: read, they
+  // would be a misaligned lse and a rejection.
+  flash_merge_params buffer;
+  std::memset(&buffer, 0xFF, sizeof(buffer));
+  flash_merge_params_init_sized(&buffer, kShort);
+  EXPECT_EQ(buffer.struct_size, kShort);
+  const auto* lse_bytes = reinterpret_cast<const unsigned char*>(&buffer) + kShort;
+  for (size_t i = 0; i < sizeof(buffer) - kShort; ++i) ASSERT_EQ(lse_bytes[i], 0xFF) << "init wrote past struct_size";
+  flash_merge_params full;
+  flash_merge_params_init(&full);
+  EXPECT_EQ(std::memcmp(&buffer.dtype, &full.dtype, kShort - sizeof(size_t)), 0) << "the defaults differ";
+
+  const flash_merge_params valid = valid_merge_params();
+  std::memcpy(&buffer.dtype, &valid.dtype, kShort - sizeof(size_t));  // the caller's own fields
+  flash_merge_set_contiguous(&buffer);
+  for (size_t i = 0; i < sizeof(buffer) - kShort; ++i) ASSERT_EQ(lse_bytes[i], 0xFF) << "set_contiguous wrote lse";
+  EXPECT_EQ(validate_merge_answer(&buffer).code, FLASH_SUCCESS) << flash_last_error_message();
+  EXPECT_STREQ(flash_last_error_message(), "");
+
+  // Valid and rejected calls alike: the answers of today's struct, lse null.
+  const std::function<void(flash_merge_params&)> changes[] = {
+      [](flash_merge_params&) {},
+      [](flash_merge_params& m) { m.o_states = nullptr; },
+      [](flash_merge_params& m) { m.num_states = 0; },
+      [](flash_merge_params& m) { m.o = fake_ptr(0, 2); },
+      [](flash_merge_params& m) { m.batch = 0; },
+  };
+  for (const auto& change : changes) {
+    flash_merge_params m = valid_merge_params();
+    change(m);
+    m.lse = nullptr;
+    flash::MergeParams cpp = as_cpp(m);
+    std::memcpy(&buffer, &m, kShort);
+    buffer.struct_size = kShort;
+    expect_merge_answers(buffer, cpp);
+    flash_merge_params whole = m;
+    expect_same(validate_merge_answer(&buffer), validate_merge_answer(&whole), "flash_validate_merge");
+  }
+  for (size_t i = 0; i < sizeof(buffer) - kShort; ++i) ASSERT_EQ(lse_bytes[i], 0xFF);
+}
+
+// A struct_size the library cannot read is rejected by both entry points
+// with a message saying what is wrong; set_contiguous leaves the struct
+// alone and init writes only the size.
+TEST(CApiMerge, UnreadableStructSizesAreRejected) {
+  const size_t full = sizeof(flash_merge_params);
+  const size_t smallest = offsetof(flash_merge_params, lse);
+  const char* const init_advice = "start the struct with flash_merge_params_init";
+  const char* const newer_advice = "link the library of the headers you compile with";
+  const struct {
+    size_t size;
+    std::vector<std::string> words;
+    const char* advice;
+  } cases[] = {
+      {0, {"struct_size is 0", "sizeof(flash_merge_params)"}, init_advice},
+      {8, {"struct_size 8 is below the smallest flash_merge_params"}, init_advice},
+      {smallest - 8, {"is below", "the fields through o_head_stride", std::to_string(smallest)}, init_advice},
+      {smallest + 4, {"not a multiple of 8"}, init_advice},
+      {full - 1, {"not a multiple of 8"}, init_advice},
+      {full + 8, {"is larger than this library's flash_merge_params", "newer flash/flash.h"}, newer_advice},
+      {full + 1, {"is larger than this library's", FLASH_VERSION_STRING}, newer_advice},
+      {0x5A5A5A5A5A5A5A5Aull, {"is the size of no flash_merge_params", std::to_string(full)}, init_advice},
+      {SIZE_MAX, {"is the size of no"}, init_advice},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.size);
+    flash_merge_params p = valid_merge_params();
+    p.struct_size = c.size;
+    for (const Answer& answer : {validate_merge_answer(&p), merge_answer(&p)}) {
+      EXPECT_EQ(answer.code, FLASH_INVALID_ARGUMENT) << answer.message;
+      for (const std::string& word : c.words) {
+        EXPECT_NE(answer.message.find(word), std::string::npos) << answer.message << " lacks " << word;
+      }
+      const std::string advice = c.advice;
+      EXPECT_TRUE(answer.message.size() >= advice.size() &&
+                  answer.message.compare(answer.message.size() - advice.size(), advice.size(), advice) == 0)
+          << answer.message;
+    }
+    const flash_merge_params before = p;
+    flash_merge_set_contiguous(&p);
+    EXPECT_EQ(std::memcmp(&p, &before, sizeof(p)), 0) << "set_contiguous wrote to an unreadable struct";
+
+    // init of a struct of that size (as much of it as fits here): the size only.
+    if (c.size <= full + 8) {
+      unsigned char bytes[sizeof(flash_merge_params) + 8];
+      std::memset(bytes, 0xFF, sizeof(bytes));
+      flash_merge_params_init_sized(reinterpret_cast<flash_merge_params*>(bytes), c.size);
+      const size_t written = c.size >= sizeof(size_t) ? sizeof(size_t) : 0;
+      if (written != 0) {
+        size_t size;
+        std::memcpy(&size, bytes, sizeof(size));
+        EXPECT_EQ(size, c.size);
+      }
+      for (size_t i = written; i < sizeof(bytes); ++i) ASSERT_EQ(bytes[i], 0xFF) << "byte " << i;
+    }
+  }
+  flash_merge_params_init_sized(nullptr, sizeof(flash_merge_params));  // ignored, no crash
 }
 
 TEST(CApi, StatusStrings) {

@@ -241,11 +241,103 @@ flash_status_code flash_attention_forward(const flash_attention_params* params, 
 flash_status_code flash_attention_workspace_size(const flash_attention_params* params,
                                                  size_t* bytes) FLASH_C_NOEXCEPT;
 
-/* The message of this thread's last flash_validate, flash_attention_forward
- * or flash_attention_workspace_size: what was wrong and what would be
- * accepted, or "" after a success. Never null. The string belongs to the
- * library and stays valid and unchanged until the next flash call on the
- * same thread; other threads have their own. */
+/* Arguments of one merge: n partial results of attention for the same
+ * queries over disjoint key sets (a shared prefix and a suffix in cascade
+ * attention; one K/V slice each in context parallelism), each an O and its
+ * LSE as flash_attention_forward writes them, merge into the result over all
+ * the keys:
+ *   LSE = log sum_s exp(LSE_s),  O = sum_s exp(LSE_s - LSE) O_s.
+ * Shapes, in elements:
+ *   O_s, O : [batch, seqlen_q, heads, head_dim], own strides (last dim contiguous)
+ *   LSE_s  : [batch, heads, seqlen_q], float32, contiguous (flash_attention_forward's layout)
+ *   LSE    : the same layout; optional
+ * State s's O starts at o_states + s * o_state_stride elements, its LSE at
+ * lse_states + s * lse_state_stride floats. A row whose every LSE_s is -inf
+ * (no key in any state) gets O = 0 and LSE = -inf. The states are summed in
+ * a fixed order: the result is deterministic. In place: O (and LSE) may be
+ * one of the states (the same address and strides); otherwise the output
+ * must not overlap any state. The sums run in float32; O is rounded once.
+ * Start from flash_merge_params_init(), then call flash_merge_set_contiguous()
+ * to fill the strides of densely packed tensors and states.
+ *
+ * The struct grows as flash_attention_params does (see there), with its own
+ * struct_size, set by flash_merge_params_init: the library reads only the
+ * fields within the caller's struct_size bytes and gives the rest their
+ * defaults. Accepted: a multiple of 8 from the end of o_head_stride (the
+ * required fields; the optional lse may be left out) up to the library's own
+ * sizeof(flash_merge_params); every call that takes the struct rejects
+ * anything else with FLASH_INVALID_ARGUMENT and a message saying which. */
+typedef struct flash_merge_params {
+  size_t struct_size; /* Bytes of this struct as the caller compiled it; set by flash_merge_params_init. */
+
+  flash_dtype dtype;  /* Element type of the O_s and of O. */
+  int64_t num_states; /* n, 1 to 128. */
+  int64_t batch;      /* Number of independent sequences. */
+  int64_t seqlen_q;   /* Query rows per sequence. */
+  int64_t heads;      /* Query heads. */
+  int64_t head_dim;   /* A head dim compiled into this build (32, 64, 96, 128 or 256). */
+
+  const void* o_states;          /* State 0's O, [batch, seqlen_q, heads, head_dim]. */
+  int64_t o_state_stride;        /* Elements from state s's O to state s + 1's. */
+  int64_t o_states_batch_stride; /* Elements between O_s[b, i, h, :] and O_s[b + 1, i, h, :]. */
+  int64_t o_states_seq_stride;   /* Elements between O_s[b, i, h, :] and O_s[b, i + 1, h, :]. */
+  int64_t o_states_head_stride;  /* Elements between O_s[b, i, h, :] and O_s[b, i, h + 1, :]. */
+  const float* lse_states;       /* State 0's LSE, [batch, heads, seqlen_q]. */
+  int64_t lse_state_stride;      /* Floats from state s's LSE to state s + 1's. */
+
+  void* o;                /* The merged O, [batch, seqlen_q, heads, head_dim]. */
+  int64_t o_batch_stride; /* Elements between O[b, i, h, :] and O[b + 1, i, h, :]. */
+  int64_t o_seq_stride;   /* Elements between O[b, i, h, :] and O[b, i + 1, h, :]. */
+  int64_t o_head_stride;  /* Elements between O[b, i, h, :] and O[b, i, h + 1, :]. */
+
+  float* lse; /* The merged LSE, [batch, heads, seqlen_q]; optional (may be null). */
+} flash_merge_params;
+
+/* Sets struct_size to `struct_size` and every field within the first
+ * struct_size bytes to its default, as the C++ MergeParams{}: null
+ * pointers, zero sizes and strides, bf16; padding zeroed. Writes nothing
+ * past struct_size bytes, and when struct_size is not one the library
+ * accepts (see flash_merge_params) only struct_size itself (nothing if it is
+ * below sizeof(size_t)), which the other calls then reject. A null `params`
+ * is ignored. C and C++ callers use flash_merge_params_init; this is for
+ * bindings that declare the struct themselves (pass their own sizeof). */
+void flash_merge_params_init_sized(flash_merge_params* params, size_t struct_size) FLASH_C_NOEXCEPT;
+
+/* flash_merge_params_init_sized(params, sizeof(flash_merge_params)), with
+ * the size of the struct this file declares: the caller's. */
+static inline void flash_merge_params_init(flash_merge_params* params) FLASH_C_NOEXCEPT {
+  flash_merge_params_init_sized(params, sizeof(flash_merge_params));
+}
+
+/* Fill all strides from the sizes already set: densely packed
+ * [batch, seqlen_q, heads, head_dim] tensors for O and every state, and the
+ * states packed one after the other (O_s and LSE_s alike). A null `params`,
+ * or one whose struct_size the library does not accept, is left alone
+ * (flash_validate_merge says why). */
+void flash_merge_set_contiguous(flash_merge_params* params) FLASH_C_NOEXCEPT;
+
+/* Checks every argument without touching the GPU. Its answer is the call's:
+ * FLASH_SUCCESS means flash_merge_states will not return
+ * FLASH_INVALID_ARGUMENT (it may still report FLASH_UNSUPPORTED or
+ * FLASH_CUDA_ERROR for the build and device it runs on); a rejection is
+ * flash_merge_states's own. A null `params`, or a struct_size the library
+ * does not accept, is FLASH_INVALID_ARGUMENT. */
+flash_status_code flash_validate_merge(const flash_merge_params* params) FLASH_C_NOEXCEPT;
+
+/* Merges asynchronously on `stream` (a cudaStream_t; null: the legacy
+ * default stream) on the current device: one kernel, no allocation, no host
+ * synchronisation, so a call can be captured in a CUDA graph; thread-safe;
+ * deterministic. A rejected call (including a null `params` or a struct_size
+ * the library does not accept) launches nothing and writes nothing. The
+ * split-KV combine inside flash_attention_forward is the same merge. */
+flash_status_code flash_merge_states(const flash_merge_params* params, void* stream) FLASH_C_NOEXCEPT;
+
+/* The message of this thread's last flash_validate, flash_attention_forward,
+ * flash_attention_workspace_size, flash_validate_merge or flash_merge_states:
+ * what was wrong and what would be accepted, or "" after a success. Never
+ * null. The string belongs to the library and stays valid and unchanged
+ * until the next flash call on the same thread; other threads have their
+ * own. */
 const char* flash_last_error_message(void) FLASH_C_NOEXCEPT;
 
 /* A static name for a status code: "success", "invalid argument",

@@ -238,6 +238,57 @@ Status query_kernel_choice(const AttentionParams& params, KernelChoice* choice) 
 // as params.workspace. Launches nothing.
 Status attention_workspace_size(const AttentionParams& params, size_t* bytes) noexcept;
 
+// ---- Merging partial attention results ----------------------------------
+//
+// n partial results of attention for the same queries over disjoint key
+// sets (a shared prefix and a suffix in cascade attention; one K/V slice
+// each in context parallelism), each an O and its LSE as attention_forward
+// writes them, merge into the result over all the keys:
+//   LSE = log sum_s exp(LSE_s),  O = sum_s exp(LSE_s - LSE) O_s.
+// Shapes, in elements:
+//   O_s, O : [batch, seqlen_q, heads, head_dim], own strides (last dim contiguous)
+//   LSE_s  : [batch, heads, seqlen_q], float32, contiguous (attention_forward's layout)
+//   LSE    : the same layout; optional
+// State s's O starts at o_states + s * o_state_stride elements, its LSE at
+// lse_states + s * lse_state_stride floats. A row whose every LSE_s is -inf
+// (no key in any state) gets O = 0 and LSE = -inf. The states are summed in
+// a fixed order: the result is deterministic. In place: O (and LSE) may be
+// one of the states (the same address and strides); otherwise the output
+// must not overlap any state. The sums run in float32; O is rounded once.
+struct MergeParams {
+  DType dtype = DType::kBFloat16;  // of the O_s and of O
+  int64_t num_states = 0;          // n, 1 .. 128
+  int64_t batch = 0;
+  int64_t seqlen_q = 0;
+  int64_t heads = 0;
+  int64_t head_dim = 0;            // a head dim compiled into this build
+
+  const void* o_states = nullptr;  // state 0's O
+  int64_t o_state_stride = 0;      // elements from state s's O to state s + 1's
+  int64_t o_states_batch_stride = 0, o_states_seq_stride = 0, o_states_head_stride = 0;
+  const float* lse_states = nullptr;  // state 0's LSE
+  int64_t lse_state_stride = 0;       // floats from state s's LSE to state s + 1's
+
+  void* o = nullptr;  // the merged O
+  int64_t o_batch_stride = 0, o_seq_stride = 0, o_head_stride = 0;
+  float* lse = nullptr;  // the merged LSE, or null
+
+  // Strides of densely packed [batch, seqlen_q, heads, head_dim] tensors for
+  // O and every state, and states packed one after the other (O_s and
+  // LSE_s alike).
+  void set_contiguous() noexcept;
+};
+
+// Checks every argument without touching the GPU; kSuccess means
+// merge_states will not return kInvalidArgument.
+Status validate(const MergeParams& params) noexcept;
+
+// Merges asynchronously on `stream` (null: the legacy default stream) on the
+// current device: one kernel, no allocation, no host synchronisation
+// (graph-capturable). A rejected call launches nothing and writes nothing.
+// The split-KV combine inside attention_forward is the same merge.
+Status merge_states(const MergeParams& params, CUstream_st* stream) noexcept;
+
 // Version of the linked library, "major.minor.patch" (FLASH_VERSION_STRING
 // of the headers it was built with).
 const char* version() noexcept;

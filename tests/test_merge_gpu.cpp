@@ -1,0 +1,269 @@
+// flash::merge_states on the device: random states against a float64 merge
+// on the host (rows with every LSE -inf included), three attention calls
+// over disjoint key slices merged against one call over all the keys,
+// bitwise determinism, in place against out of place, and no LSE.
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "device_tensor.h"
+#include "feature_case.h"
+#include "gpu_case.h"
+
+namespace flash::test {
+namespace {
+
+int64_t first_compiled(std::initializer_list<int64_t> wanted) {
+  for (int64_t hd : wanted) {
+    if (head_dim_compiled(hd)) return hd;
+  }
+  for (int64_t hd : {32, 64, 96, 128, 256}) {
+    if (head_dim_compiled(hd)) return hd;
+  }
+  return 0;
+}
+
+::testing::AssertionResult download(std::vector<uint16_t>* host, const void* src, size_t count, cudaStream_t s) {
+  host->resize(count);
+  if (cudaStreamSynchronize(s) != cudaSuccess ||
+      cudaMemcpy(host->data(), src, count * 2, cudaMemcpyDeviceToHost) != cudaSuccess) {
+    return ::testing::AssertionFailure() << "download failed";
+  }
+  return ::testing::AssertionSuccess();
+}
+::testing::AssertionResult download(std::vector<float>* host, const float* src, size_t count, cudaStream_t s) {
+  host->resize(count);
+  if (cudaStreamSynchronize(s) != cudaSuccess ||
+      cudaMemcpy(host->data(), src, count * 4, cudaMemcpyDeviceToHost) != cudaSuccess) {
+    return ::testing::AssertionFailure() << "download failed";
+  }
+  return ::testing::AssertionSuccess();
+}
+
+class MergeStates : public GpuTest {};
+
+// n states of uniform O in [-1, 1) and LSEs in [-6, 6): in every batch,
+// row (token 0, head 0) has every state -inf (O = 0, LSE -inf expected) and
+// row (token 1, head 0) all but state 0.
+TEST_F(MergeStates, MatchesAFloat64Merge) {
+  const int64_t hd = first_compiled({128, 64});
+  ASSERT_NE(hd, 0);
+  uint64_t seed = case_seed(7001);
+  for (DType dtype : {DType::kFloat16, DType::kBFloat16}) {
+    for (int64_t n : {1, 2, 3, 7, 128}) {
+      SCOPED_TRACE((dtype == DType::kFloat16 ? std::string("fp16") : std::string("bf16")) + " n " +
+                   std::to_string(n) + " hd " + std::to_string(hd));
+      MergeParams p;
+      p.dtype = dtype;
+      p.num_states = n;
+      p.batch = 2;
+      p.seqlen_q = 9;
+      p.heads = 3;
+      p.head_dim = hd;
+      p.set_contiguous();
+      const int64_t rows = p.batch * p.heads * p.seqlen_q;
+      const size_t o_count = static_cast<size_t>(rows * hd);
+      DeviceBuffer o_states, lse_states, o, lse;
+      ASSERT_EQ(o_states.allocate(o_count * n * 2), cudaSuccess);
+      ASSERT_EQ(lse_states.allocate(static_cast<size_t>(rows * n) * 4), cudaSuccess);
+      ASSERT_EQ(o.allocate(o_count * 2), cudaSuccess);
+      ASSERT_EQ(lse.allocate(static_cast<size_t>(rows) * 4), cudaSuccess);
+      ASSERT_EQ(ref::fill_uniform(o_states.ptr, dtype, o_count * n, ++seed, 1.f, stream_), cudaSuccess);
+      std::vector<float> lse_host(static_cast<size_t>(rows * n));
+      for (size_t i = 0; i < lse_host.size(); ++i) {
+        lse_host[i] = static_cast<float>(splitmix64(seed * 1000003 + i) % 12000) / 1000.f - 6.f;
+      }
+      for (int64_t s = 0; s < n; ++s) {
+        for (int64_t b = 0; b < p.batch; ++b) {
+          const int64_t row0 = b * p.heads * p.seqlen_q;  // head 0, token 0
+          lse_host[static_cast<size_t>(s * rows + row0)] = -INFINITY;
+          if (s > 0) lse_host[static_cast<size_t>(s * rows + row0 + 1)] = -INFINITY;
+        }
+      }
+      ASSERT_EQ(ref::upload_sync(lse_states.ptr, lse_host.data(), lse_host.size() * 4, stream_), cudaSuccess);
+      ASSERT_EQ(ref::poison(o.ptr, o_count * 2, stream_), cudaSuccess);
+      ASSERT_EQ(ref::poison(lse.ptr, static_cast<size_t>(rows) * 4, stream_), cudaSuccess);
+      p.o_states = o_states.ptr;
+      p.lse_states = static_cast<const float*>(lse_states.ptr);
+      p.o = o.ptr;
+      p.lse = static_cast<float*>(lse.ptr);
+      const Status st = merge_states(p, stream_);
+      ASSERT_TRUE(st.ok()) << st.message;
+
+      std::vector<uint16_t> in_host, out_host;
+      std::vector<float> lse_out;
+      ASSERT_TRUE(download(&in_host, o_states.ptr, o_count * n, stream_));
+      ASSERT_TRUE(download(&out_host, o.ptr, o_count, stream_));
+      ASSERT_TRUE(download(&lse_out, static_cast<const float*>(lse.ptr), static_cast<size_t>(rows), stream_));
+      const double tol = dtype == DType::kFloat16 ? 2e-3 : 8e-3;
+      int bad = 0;
+      for (int64_t b = 0; b < p.batch; ++b) {
+        for (int64_t h = 0; h < p.heads; ++h) {
+          for (int64_t t = 0; t < p.seqlen_q; ++t) {
+            const int64_t row = (b * p.heads + h) * p.seqlen_q + t;  // the LSE's order
+            double m = -INFINITY;
+            for (int64_t s = 0; s < n; ++s) m = std::fmax(m, lse_host[static_cast<size_t>(s * rows + row)]);
+            double sum = 0.0;
+            if (m != -INFINITY) {
+              for (int64_t s = 0; s < n; ++s) sum += std::exp(lse_host[static_cast<size_t>(s * rows + row)] - m);
+            }
+            const double ref_lse = m == -INFINITY ? -INFINITY : m + std::log(sum);
+            const float got_lse = lse_out[static_cast<size_t>(row)];
+            if (ref_lse == -INFINITY ? got_lse != -INFINITY : !(std::fabs(got_lse - ref_lse) <= 1e-4)) {
+              if (++bad <= 5) ADD_FAILURE() << "lse row " << row << ": " << got_lse << " vs " << ref_lse;
+            }
+            const int64_t o_row = ((b * p.seqlen_q + t) * p.heads + h) * hd;  // [B, N, H, D]
+            for (int64_t c = 0; c < hd; ++c) {
+              double ref_o = 0.0;
+              if (ref_lse != -INFINITY) {
+                for (int64_t s = 0; s < n; ++s) {
+                  const double w = std::exp(lse_host[static_cast<size_t>(s * rows + row)] - ref_lse);
+                  ref_o += w * ref::to_float(in_host[static_cast<size_t>(s * static_cast<int64_t>(o_count) + o_row + c)],
+                                             dtype);
+                }
+              }
+              const float got = ref::to_float(out_host[static_cast<size_t>(o_row + c)], dtype);
+              if (!(std::fabs(got - ref_o) <= tol)) {
+                if (++bad <= 5) ADD_FAILURE() << "o row " << row << " col " << c << ": " << got << " vs " << ref_o;
+              }
+            }
+          }
+        }
+      }
+      EXPECT_EQ(bad, 0);
+    }
+  }
+}
+
+// Attention over keys [0, 1000) against the merge of three calls over
+// [0, 300), [300, 700) and [700, 1000), each writing its O and LSE as one
+// state; then the merge again (bitwise the same), in place into state 1
+// (bitwise the same O and LSE), and without an LSE (the same O).
+TEST_F(MergeStates, ThreeKeySlicesMatchOneCall) {
+  const int64_t hd = first_compiled({128, 64});
+  ASSERT_NE(hd, 0);
+  const DType dtype = DType::kBFloat16;
+  const int64_t batch = 2, seqlen_q = 64, seqlen_k = 1000, heads_q = 8, heads_kv = 2;
+  AttentionParams full;
+  full.dtype = dtype;
+  full.head_dim = hd;
+  full.batch = batch;
+  full.seqlen_q = seqlen_q;
+  full.seqlen_k = seqlen_k;
+  full.heads_q = heads_q;
+  full.heads_kv = heads_kv;
+  full.set_contiguous_bnhd();
+  const size_t q_count = static_cast<size_t>(batch * seqlen_q * heads_q * hd);
+  const size_t kv_count = static_cast<size_t>(batch * seqlen_k * heads_kv * hd);
+  const int64_t rows = batch * heads_q * seqlen_q;
+  DeviceBuffer q, k, v, o_full, lse_full, o_states, lse_states, o, lse, o_again, lse_again;
+  ASSERT_EQ(q.allocate(q_count * 2), cudaSuccess);
+  ASSERT_EQ(k.allocate(kv_count * 2), cudaSuccess);
+  ASSERT_EQ(v.allocate(kv_count * 2), cudaSuccess);
+  ASSERT_EQ(o_full.allocate(q_count * 2), cudaSuccess);
+  ASSERT_EQ(lse_full.allocate(static_cast<size_t>(rows) * 4), cudaSuccess);
+  ASSERT_EQ(o_states.allocate(3 * q_count * 2), cudaSuccess);
+  ASSERT_EQ(lse_states.allocate(3 * static_cast<size_t>(rows) * 4), cudaSuccess);
+  ASSERT_EQ(o.allocate(q_count * 2), cudaSuccess);
+  ASSERT_EQ(lse.allocate(static_cast<size_t>(rows) * 4), cudaSuccess);
+  ASSERT_EQ(o_again.allocate(q_count * 2), cudaSuccess);
+  ASSERT_EQ(lse_again.allocate(static_cast<size_t>(rows) * 4), cudaSuccess);
+  const uint64_t seed = case_seed(7101);
+  ASSERT_EQ(ref::fill_uniform(q.ptr, dtype, q_count, seed, 1.f, stream_), cudaSuccess);
+  ASSERT_EQ(ref::fill_uniform(k.ptr, dtype, kv_count, seed + 1, 1.f, stream_), cudaSuccess);
+  ASSERT_EQ(ref::fill_uniform(v.ptr, dtype, kv_count, seed + 2, 1.f, stream_), cudaSuccess);
+  full.q = q.ptr;
+  full.k = k.ptr;
+  full.v = v.ptr;
+  full.o = o_full.ptr;
+  full.lse = static_cast<float*>(lse_full.ptr);
+  Status st = attention_forward(full, stream_);
+  ASSERT_TRUE(st.ok()) << st.message;
+
+  const int64_t cuts[4] = {0, 300, 700, 1000};
+  for (int s = 0; s < 3; ++s) {
+    AttentionParams part = full;
+    const int64_t offset = cuts[s] * full.k_seq_stride * 2;  // bytes
+    part.k = static_cast<const char*>(k.ptr) + offset;
+    part.v = static_cast<const char*>(v.ptr) + offset;
+    part.seqlen_k = cuts[s + 1] - cuts[s];
+    part.o = static_cast<char*>(o_states.ptr) + s * q_count * 2;
+    part.lse = static_cast<float*>(lse_states.ptr) + s * rows;
+    st = attention_forward(part, stream_);
+    ASSERT_TRUE(st.ok()) << st.message;
+  }
+  MergeParams m;
+  m.dtype = dtype;
+  m.num_states = 3;
+  m.batch = batch;
+  m.seqlen_q = seqlen_q;
+  m.heads = heads_q;
+  m.head_dim = hd;
+  m.set_contiguous();
+  m.o_states = o_states.ptr;
+  m.lse_states = static_cast<const float*>(lse_states.ptr);
+  m.o = o.ptr;
+  m.lse = static_cast<float*>(lse.ptr);
+  st = merge_states(m, stream_);
+  ASSERT_TRUE(st.ok()) << st.message;
+
+  std::vector<uint16_t> ref_o, got_o;
+  std::vector<float> ref_lse, got_lse;
+  ASSERT_TRUE(download(&ref_o, o_full.ptr, q_count, stream_));
+  ASSERT_TRUE(download(&got_o, o.ptr, q_count, stream_));
+  ASSERT_TRUE(download(&ref_lse, static_cast<const float*>(lse_full.ptr), static_cast<size_t>(rows), stream_));
+  ASSERT_TRUE(download(&got_lse, static_cast<const float*>(lse.ptr), static_cast<size_t>(rows), stream_));
+  double err2 = 0.0, ref2 = 0.0, max_abs = 0.0, max_ref = 0.0;
+  for (size_t i = 0; i < q_count; ++i) {
+    const double r = ref::to_float(ref_o[i], dtype), g = ref::to_float(got_o[i], dtype);
+    err2 += (g - r) * (g - r);
+    ref2 += r * r;
+    max_abs = std::fmax(max_abs, std::fabs(g - r));
+    max_ref = std::fmax(max_ref, std::fabs(r));
+  }
+  // Both are bf16 results; the merge adds the states' own rounding (each
+  // state is an average of values in [-1, 1), rounded to bf16 once).
+  EXPECT_LE(std::sqrt(err2 / ref2), 1e-2);
+  EXPECT_LE(max_abs, 4 * 0.0078125 * max_ref);
+  double lse_err = 0.0;
+  for (int64_t i = 0; i < rows; ++i) lse_err = std::fmax(lse_err, std::fabs(got_lse[i] - ref_lse[i]));
+  EXPECT_LE(lse_err, 1e-3);
+
+  // Deterministic: the same merge again, bitwise.
+  MergeParams again = m;
+  again.o = o_again.ptr;
+  again.lse = static_cast<float*>(lse_again.ptr);
+  ASSERT_TRUE(merge_states(again, stream_).ok());
+  std::vector<uint16_t> again_o;
+  std::vector<float> again_lse;
+  ASSERT_TRUE(download(&again_o, o_again.ptr, q_count, stream_));
+  ASSERT_TRUE(download(&again_lse, static_cast<const float*>(lse_again.ptr), static_cast<size_t>(rows), stream_));
+  EXPECT_EQ(std::memcmp(again_o.data(), got_o.data(), q_count * 2), 0);
+  EXPECT_EQ(std::memcmp(again_lse.data(), got_lse.data(), static_cast<size_t>(rows) * 4), 0);
+
+  // Without an LSE: the same O.
+  MergeParams no_lse = m;
+  no_lse.o = o_again.ptr;
+  no_lse.lse = nullptr;
+  ASSERT_EQ(ref::poison(o_again.ptr, q_count * 2, stream_), cudaSuccess);
+  ASSERT_TRUE(merge_states(no_lse, stream_).ok());
+  ASSERT_TRUE(download(&again_o, o_again.ptr, q_count, stream_));
+  EXPECT_EQ(std::memcmp(again_o.data(), got_o.data(), q_count * 2), 0);
+
+  // In place into state 1: the same O and LSE, bitwise.
+  MergeParams in_place = m;
+  in_place.o = static_cast<char*>(o_states.ptr) + q_count * 2;
+  in_place.lse = static_cast<float*>(lse_states.ptr) + rows;
+  ASSERT_TRUE(validate(in_place).ok()) << validate(in_place).message;
+  ASSERT_TRUE(merge_states(in_place, stream_).ok());
+  ASSERT_TRUE(download(&again_o, in_place.o, q_count, stream_));
+  ASSERT_TRUE(download(&again_lse, in_place.lse, static_cast<size_t>(rows), stream_));
+  EXPECT_EQ(std::memcmp(again_o.data(), got_o.data(), q_count * 2), 0);
+  EXPECT_EQ(std::memcmp(again_lse.data(), got_lse.data(), static_cast<size_t>(rows) * 4), 0);
+}
+
+}  // namespace
+}  // namespace flash::test
