@@ -425,6 +425,16 @@ flash_status_code null_params() noexcept {
                                            StructInfo<C>::kName, StructInfo<C>::kInit));
 }
 
+// Reads the caller's struct into its C++ counterpart and returns what `call`
+// makes of it, or why the struct could not be read; records the message.
+template <typename C, typename F>
+flash_status_code call_with_cpp(const C* params, F&& call) noexcept {
+  if (params == nullptr) return null_params<C>();
+  typename StructInfo<C>::Cpp p;
+  const Status converted = read_caller_params(params, &p);
+  return finish(converted.ok() ? call(p) : converted);
+}
+
 flash_status_code null_bytes() noexcept {
   return finish(flash::detail::make_status(StatusCode::kInvalidArgument,
                                            "bytes is null; pass the address of a size_t to receive the "
@@ -450,17 +460,13 @@ void flash_set_contiguous_bhnd(flash_attention_params* params) noexcept {
 }
 
 flash_status_code flash_validate(const flash_attention_params* params) noexcept {
-  if (params == nullptr) return null_params<flash_attention_params>();
-  AttentionParams p;
-  const Status converted = read_caller_params(params, &p);
-  return finish(converted.ok() ? flash::validate(p) : converted);
+  return call_with_cpp(params, [](const AttentionParams& p) { return flash::validate(p); });
 }
 
 flash_status_code flash_attention_forward(const flash_attention_params* params, void* stream) noexcept {
-  if (params == nullptr) return null_params<flash_attention_params>();
-  AttentionParams p;
-  const Status converted = read_caller_params(params, &p);
-  return finish(converted.ok() ? flash::attention_forward(p, static_cast<CUstream_st*>(stream)) : converted);
+  return call_with_cpp(params, [stream](const AttentionParams& p) {
+    return flash::attention_forward(p, static_cast<CUstream_st*>(stream));
+  });
 }
 
 flash_status_code flash_attention_workspace_size(const flash_attention_params* params, size_t* bytes) noexcept {
@@ -485,17 +491,13 @@ void flash_merge_set_contiguous(flash_merge_params* params) noexcept {
 }
 
 flash_status_code flash_validate_merge(const flash_merge_params* params) noexcept {
-  if (params == nullptr) return null_params<flash_merge_params>();
-  MergeParams p;
-  const Status converted = read_caller_params(params, &p);
-  return finish(converted.ok() ? flash::validate(p) : converted);
+  return call_with_cpp(params, [](const MergeParams& p) { return flash::validate(p); });
 }
 
 flash_status_code flash_merge_states(const flash_merge_params* params, void* stream) noexcept {
-  if (params == nullptr) return null_params<flash_merge_params>();
-  MergeParams p;
-  const Status converted = read_caller_params(params, &p);
-  return finish(converted.ok() ? flash::merge_states(p, static_cast<CUstream_st*>(stream)) : converted);
+  return call_with_cpp(params, [stream](const MergeParams& p) {
+    return flash::merge_states(p, static_cast<CUstream_st*>(stream));
+  });
 }
 
 const char* flash_last_error_message(void) noexcept {

@@ -26,18 +26,12 @@ int64_t first_compiled(std::initializer_list<int64_t> wanted) {
   return 0;
 }
 
-::testing::AssertionResult download(std::vector<uint16_t>* host, const void* src, size_t count, cudaStream_t s) {
+// Waits for the stream, then copies `count` elements from the device.
+template <typename T>
+::testing::AssertionResult download(std::vector<T>* host, const void* src, size_t count, cudaStream_t s) {
   host->resize(count);
   if (cudaStreamSynchronize(s) != cudaSuccess ||
-      cudaMemcpy(host->data(), src, count * 2, cudaMemcpyDeviceToHost) != cudaSuccess) {
-    return ::testing::AssertionFailure() << "download failed";
-  }
-  return ::testing::AssertionSuccess();
-}
-::testing::AssertionResult download(std::vector<float>* host, const float* src, size_t count, cudaStream_t s) {
-  host->resize(count);
-  if (cudaStreamSynchronize(s) != cudaSuccess ||
-      cudaMemcpy(host->data(), src, count * 4, cudaMemcpyDeviceToHost) != cudaSuccess) {
+      cudaMemcpy(host->data(), src, count * sizeof(T), cudaMemcpyDeviceToHost) != cudaSuccess) {
     return ::testing::AssertionFailure() << "download failed";
   }
   return ::testing::AssertionSuccess();
