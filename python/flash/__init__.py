@@ -179,3 +179,29 @@ def kernel_choice(q: Any, k: Any, v: Any, **kwargs: Any) -> dict:
 def validate(q: Any, k: Any, v: Any, *, out: Any = None, lse: Any = None, **kwargs: Any) -> None:
     """The library's argument checks, without the GPU: raises ValueError, or returns None."""
     _flash.validate(_flash.params(q, k, v, out=out, lse=lse, **_options(kwargs)))
+
+
+def merge_states(
+    o_states: Any,
+    lse_states: Any,
+    *,
+    out: Any = None,
+    lse: Any = None,
+    return_lse: bool = False,
+    stream: Any = None,
+) -> Union[Any, Tuple[Any, Any]]:
+    """Merges n partial attention results over disjoint key sets; returns out (and lse).
+
+    o_states: [n, batch, seqlen_q, heads, head_dim] (fp16/bf16), lse_states:
+    float32 [n, batch, heads, seqlen_q] (each state's LSE as attention()
+    returns it). LSE = log sum exp(LSE_s), out = sum exp(LSE_s - LSE) O_s,
+    in a fixed order; rows with every LSE -inf get 0 and -inf. out may be
+    one of the states (in place).
+    """
+    with _on_device(o_states, stream):
+        if out is None:
+            out = _empty(o_states, tuple(int(d) for d in o_states.shape[1:]), "same")
+        if lse is None and return_lse:
+            lse = _empty(o_states, tuple(int(d) for d in lse_states.shape[1:]), "float32")
+        _flash.merge_states(o_states, lse_states, out, lse, _stream_handle(stream, o_states))
+    return (out, lse) if return_lse else out

@@ -277,6 +277,67 @@ const char* backend_name(flash::Backend b) {
 
 }  // namespace
 
+// flash::MergeParams from DLPack tensors: o_states [n, batch, seqlen_q,
+// heads, head_dim] (any strides, head_dim contiguous), lse_states float32
+// [n, batch, heads, seqlen_q] with each state's [batch, heads, seqlen_q]
+// contiguous, out [batch, seqlen_q, heads, head_dim], lse float32 [batch,
+// heads, seqlen_q] contiguous or None.
+flash::MergeParams make_merge_params(AnyArray o_states, AnyArray lse_states, AnyArray out, std::optional<AnyArray> lse) {
+  expect_cuda(o_states, "o_states");
+  expect_cuda(lse_states, "lse_states");
+  expect_cuda(out, "out");
+  expect_ndim(o_states, 5, "o_states", "num_states, batch, seqlen_q, heads, head_dim");
+  expect_ndim(lse_states, 4, "lse_states", "num_states, batch, heads, seqlen_q");
+  expect_ndim(out, 4, "out", "batch, seqlen_q, heads, head_dim");
+  flash::MergeParams p;
+  p.dtype = element_type(o_states, "o_states");
+  if (element_type(out, "out") != p.dtype) bad("out must have o_states' dtype");
+  if (!is_dtype(lse_states, nb::dlpack::dtype_code::Float, 32)) bad("lse_states must be float32");
+  p.num_states = static_cast<int64_t>(o_states.shape(0));
+  p.batch = static_cast<int64_t>(o_states.shape(1));
+  p.seqlen_q = static_cast<int64_t>(o_states.shape(2));
+  p.heads = static_cast<int64_t>(o_states.shape(3));
+  p.head_dim = static_cast<int64_t>(o_states.shape(4));
+  const int64_t want_lse[4] = {p.num_states, p.batch, p.heads, p.seqlen_q};
+  const int64_t want_out[4] = {p.batch, p.seqlen_q, p.heads, p.head_dim};
+  for (size_t d = 0; d < 4; ++d) {
+    if (static_cast<int64_t>(lse_states.shape(d)) != want_lse[d]) {
+      bad("lse_states must be [num_states, batch, heads, seqlen_q] of o_states' sizes");
+    }
+    if (static_cast<int64_t>(out.shape(d)) != want_out[d]) bad("out must be [batch, seqlen_q, heads, head_dim] of o_states' sizes");
+  }
+  if (stride(o_states, 4) != 1 || stride(out, 3) != 1) bad("o_states' and out's last dimension must be contiguous");
+  // Each state's LSE is [batch, heads, seqlen_q] contiguous (the library's LSE layout).
+  if (stride(lse_states, 3) != 1 || stride(lse_states, 2) != p.seqlen_q ||
+      stride(lse_states, 1) != p.heads * p.seqlen_q) {
+    bad("each state of lse_states must be a contiguous [batch, heads, seqlen_q] (flash's LSE layout)");
+  }
+  p.o_states = o_states.data();
+  p.o_state_stride = stride(o_states, 0);
+  p.o_states_batch_stride = stride(o_states, 1);
+  p.o_states_seq_stride = stride(o_states, 2);
+  p.o_states_head_stride = stride(o_states, 3);
+  p.lse_states = static_cast<const float*>(lse_states.data());
+  p.lse_state_stride = stride(lse_states, 0);
+  p.o = out.data();
+  p.o_batch_stride = stride(out, 0);
+  p.o_seq_stride = stride(out, 1);
+  p.o_head_stride = stride(out, 2);
+  if (lse) {
+    expect_cuda(*lse, "lse");
+    expect_ndim(*lse, 3, "lse", "batch, heads, seqlen_q");
+    if (!is_dtype(*lse, nb::dlpack::dtype_code::Float, 32)) bad("lse must be float32");
+    for (size_t d = 0; d < 3; ++d) {
+      if (static_cast<int64_t>(lse->shape(d)) != want_lse[d + 1]) bad("lse must be [batch, heads, seqlen_q]");
+    }
+    if (stride(*lse, 2) != 1 || stride(*lse, 1) != p.seqlen_q || stride(*lse, 0) != p.heads * p.seqlen_q) {
+      bad("lse must be a contiguous [batch, heads, seqlen_q]");
+    }
+    p.lse = static_cast<float*>(lse->data());
+  }
+  return p;
+}
+
 NB_MODULE(_flash, m) {
   m.doc() = "flash's extension module; use the flash package (flash.attention) instead.";
   m.attr("__version__") = FLASH_VERSION_STRING;
@@ -314,6 +375,21 @@ NB_MODULE(_flash, m) {
       nb::arg("params"), nb::arg("stream") = 0,
       "Computes attention into `out` (and `lse`) on `stream` (a cudaStream_t as an int; 0: the legacy default "
       "stream). Allocates nothing.");
+
+  m.def(
+      "merge_states",
+      [](AnyArray o_states, AnyArray lse_states, AnyArray out, std::optional<AnyArray> lse, uintptr_t stream) {
+        const flash::MergeParams p = make_merge_params(o_states, lse_states, out, lse);
+        flash::Status s;
+        {
+          nb::gil_scoped_release release;
+          s = flash::merge_states(p, reinterpret_cast<cudaStream_t>(stream));
+        }
+        raise_if_failed(s);
+      },
+      nb::arg("o_states"), nb::arg("lse_states"), nb::arg("out"), nb::arg("lse").none() = nb::none(),
+      nb::arg("stream") = 0,
+      "Merges partial results over disjoint key sets into `out` (and `lse`) on `stream`. Allocates nothing.");
 
   m.def(
       "validate", [](const flash::AttentionParams& p) { raise_if_failed(flash::validate(p)); }, nb::arg("params"),

@@ -82,6 +82,15 @@ def test_stream_argument_forms():
 # ---------------------------------------------------------------- GPU
 
 
+def test_merge_states_rejects_host_arrays():
+    o = np.zeros((2, 1, 4, 2, 64), np.float16)
+    lse = np.zeros((2, 1, 2, 4), np.float32)
+    with pytest.raises(ValueError, match="CUDA tensor"):
+        flash._flash.merge_states(o, lse, o[0])
+    with pytest.raises(ValueError, match="pass out="):
+        flash.merge_states(o, lse)  # NumPy: flash does not allocate for it
+
+
 def reference(q, k, v, causal=False, scale=None, window=(-1, -1), softcap=0.0):
     """float32 attention of [B, S, H, D] tensors, bottom-right masks; returns (O, LSE [B, H, Sq])."""
     b, sq, hq, d = q.shape
@@ -265,3 +274,40 @@ def test_cupy_arrays_when_cupy_is_there():
     tq = torch.from_dlpack(q)
     ref, _ = reference(tq, tq, tq)
     assert_close(torch.from_dlpack(out), ref, torch.float16)
+
+
+@gpu
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_merge_states_of_key_slices_matches_one_call(dtype):
+    dt = getattr(torch, dtype)
+    q = rand(2, 100, 8, 128, dtype=dt)
+    k = rand(2, 900, 2, 128, dtype=dt)
+    v = rand(2, 900, 2, 128, dtype=dt)
+    full, full_lse = flash.attention(q, k, v, return_lse=True)
+    cuts = [0, 200, 650, 900]
+    parts = [flash.attention(q, k[:, a:b], v[:, a:b], return_lse=True) for a, b in zip(cuts, cuts[1:])]
+    o_states = torch.stack([o for o, _ in parts])
+    lse_states = torch.stack([lse for _, lse in parts])
+    out, lse = flash.merge_states(o_states, lse_states, return_lse=True)
+    torch.cuda.synchronize()
+    assert out.shape == q.shape and out.dtype == dt and lse.shape == full_lse.shape
+    assert_close(out, full.float(), dt)
+    assert torch.allclose(lse, full_lse, atol=1e-3, rtol=1e-4)
+    # In place into state 2: the same result, bitwise.
+    flash.merge_states(o_states, lse_states, out=o_states[2], lse=lse_states[2])
+    torch.cuda.synchronize()
+    assert torch.equal(o_states[2], out) and torch.equal(lse_states[2], lse)
+
+
+@gpu
+def test_merge_states_empty_rows_and_errors():
+    o_states = rand(3, 1, 4, 2, 64)
+    lse_states = torch.full((3, 1, 2, 4), float("-inf"), device="cuda")
+    out, lse = flash.merge_states(o_states, lse_states, return_lse=True)
+    torch.cuda.synchronize()
+    assert torch.count_nonzero(out) == 0 and torch.isneginf(lse).all()
+    with pytest.raises(ValueError, match="lse_states"):
+        flash.merge_states(o_states, lse_states[:, :, :1])
+    with pytest.raises(ValueError, match="overlap"):
+        bad_out = o_states[0].as_strided((1, 4, 2, 64), (512, 128, 32, 1))  # heads 32 apart, 64 wide
+        flash.merge_states(o_states, lse_states, out=bad_out)
