@@ -259,5 +259,120 @@ TEST_F(MergeStates, ThreeKeySlicesMatchOneCall) {
   EXPECT_EQ(std::memcmp(again_lse.data(), got_lse.data(), static_cast<size_t>(rows) * 4), 0);
 }
 
+// Context parallelism simulated on one GPU: a causal sequence of 2R chunks
+// sharded zigzag over R ranks (rank r holds chunks r and 2R-1-r of Q, K and
+// V); in ring step t rank r holds the K/V chunks of rank (r - t) mod R and
+// attends its Q chunks to them (an earlier chunk in full, its own chunk
+// causally, a later one not at all), each pair one attention call writing
+// a state; each Q chunk's states are merged and the result compared with
+// the unsharded causal call. R = 2, 4, 8.
+TEST_F(MergeStates, ZigzagShardsMergeToTheUnshardedCall) {
+  const int64_t hd = first_compiled({128, 64});
+  ASSERT_NE(hd, 0);
+  const DType dtype = DType::kBFloat16;
+  const int64_t c = 96, heads_q = 8, heads_kv = 2;
+  for (int64_t ranks : {2, 4, 8}) {
+    SCOPED_TRACE("ranks " + std::to_string(ranks));
+    const int64_t chunks = 2 * ranks, n = chunks * c;
+    AttentionParams full;
+    full.dtype = dtype;
+    full.head_dim = hd;
+    full.batch = 1;
+    full.seqlen_q = full.seqlen_k = n;
+    full.heads_q = heads_q;
+    full.heads_kv = heads_kv;
+    full.causal = true;
+    full.set_contiguous_bnhd();
+    const size_t q_count = static_cast<size_t>(n * heads_q * hd), kv_count = static_cast<size_t>(n * heads_kv * hd);
+    const size_t chunk_o = static_cast<size_t>(c * heads_q * hd), chunk_lse = static_cast<size_t>(heads_q * c);
+    DeviceBuffer q, k, v, o_full, lse_full, o_states, lse_states, o, lse;
+    ASSERT_EQ(q.allocate(q_count * 2), cudaSuccess);
+    ASSERT_EQ(k.allocate(kv_count * 2), cudaSuccess);
+    ASSERT_EQ(v.allocate(kv_count * 2), cudaSuccess);
+    ASSERT_EQ(o_full.allocate(q_count * 2), cudaSuccess);
+    ASSERT_EQ(lse_full.allocate(static_cast<size_t>(heads_q * n) * 4), cudaSuccess);
+    // Q chunk i's states: up to `chunks` of them, one after another.
+    ASSERT_EQ(o_states.allocate(static_cast<size_t>(chunks * chunks) * chunk_o * 2), cudaSuccess);
+    ASSERT_EQ(lse_states.allocate(static_cast<size_t>(chunks * chunks) * chunk_lse * 4), cudaSuccess);
+    ASSERT_EQ(o.allocate(q_count * 2), cudaSuccess);
+    ASSERT_EQ(lse.allocate(static_cast<size_t>(chunks) * chunk_lse * 4), cudaSuccess);
+    const uint64_t seed = case_seed(7201 + static_cast<uint64_t>(ranks));
+    ASSERT_EQ(ref::fill_uniform(q.ptr, dtype, q_count, seed, 1.f, stream_), cudaSuccess);
+    ASSERT_EQ(ref::fill_uniform(k.ptr, dtype, kv_count, seed + 1, 1.f, stream_), cudaSuccess);
+    ASSERT_EQ(ref::fill_uniform(v.ptr, dtype, kv_count, seed + 2, 1.f, stream_), cudaSuccess);
+    full.q = q.ptr;
+    full.k = k.ptr;
+    full.v = v.ptr;
+    full.o = o_full.ptr;
+    full.lse = static_cast<float*>(lse_full.ptr);
+    Status st = attention_forward(full, stream_);
+    ASSERT_TRUE(st.ok()) << st.message;
+
+    std::vector<int64_t> states(static_cast<size_t>(chunks), 0);
+    for (int64_t t = 0; t < ranks; ++t) {
+      for (int64_t r = 0; r < ranks; ++r) {
+        const int64_t src = (r - t + ranks) % ranks;
+        for (int64_t qi : {r, chunks - 1 - r}) {
+          for (int64_t kj : {src, chunks - 1 - src}) {
+            if (kj > qi) continue;
+            AttentionParams part = full;
+            part.seqlen_q = part.seqlen_k = c;
+            part.causal = kj == qi;
+            part.q = static_cast<const char*>(q.ptr) + qi * c * full.q_seq_stride * 2;
+            part.k = static_cast<const char*>(k.ptr) + kj * c * full.k_seq_stride * 2;
+            part.v = static_cast<const char*>(v.ptr) + kj * c * full.v_seq_stride * 2;
+            const int64_t slot = qi * chunks + states[static_cast<size_t>(qi)]++;
+            part.o = static_cast<char*>(o_states.ptr) + static_cast<size_t>(slot) * chunk_o * 2;
+            part.o_batch_stride = c * heads_q * hd;
+            part.lse = static_cast<float*>(lse_states.ptr) + static_cast<size_t>(slot) * chunk_lse;
+            st = attention_forward(part, stream_);
+            ASSERT_TRUE(st.ok()) << st.message;
+          }
+        }
+      }
+    }
+    for (int64_t qi = 0; qi < chunks; ++qi) {
+      ASSERT_EQ(states[static_cast<size_t>(qi)], qi + 1) << "chunk " << qi << " sees every chunk up to itself once";
+      MergeParams m;
+      m.dtype = dtype;
+      m.num_states = qi + 1;
+      m.batch = 1;
+      m.seqlen_q = c;
+      m.heads = heads_q;
+      m.head_dim = hd;
+      m.set_contiguous();
+      m.o_states = static_cast<const char*>(o_states.ptr) + static_cast<size_t>(qi * chunks) * chunk_o * 2;
+      m.lse_states = static_cast<const float*>(lse_states.ptr) + static_cast<size_t>(qi * chunks) * chunk_lse;
+      m.o = static_cast<char*>(o.ptr) + static_cast<size_t>(qi) * chunk_o * 2;  // rows qi*c.. of [1, n, H, D]
+      m.lse = static_cast<float*>(lse.ptr) + static_cast<size_t>(qi) * chunk_lse;  // [H, c] per chunk
+      st = merge_states(m, stream_);
+      ASSERT_TRUE(st.ok()) << st.message;
+    }
+    std::vector<uint16_t> ref_o, got_o;
+    std::vector<float> ref_lse, got_lse;
+    ASSERT_TRUE(download(&ref_o, o_full.ptr, q_count, stream_));
+    ASSERT_TRUE(download(&got_o, o.ptr, q_count, stream_));
+    ASSERT_TRUE(download(&ref_lse, lse_full.ptr, static_cast<size_t>(heads_q * n), stream_));
+    ASSERT_TRUE(download(&got_lse, lse.ptr, static_cast<size_t>(chunks) * chunk_lse, stream_));
+    double err2 = 0.0, ref2 = 0.0, lse_err = 0.0;
+    for (size_t i = 0; i < q_count; ++i) {
+      const double r = ref::to_float(ref_o[i], dtype), g = ref::to_float(got_o[i], dtype);
+      err2 += (g - r) * (g - r);
+      ref2 += r * r;
+    }
+    for (int64_t qi = 0; qi < chunks; ++qi) {
+      for (int64_t h = 0; h < heads_q; ++h) {
+        for (int64_t i = 0; i < c; ++i) {
+          const double g = got_lse[static_cast<size_t>(qi * heads_q * c + h * c + i)];
+          const double r = ref_lse[static_cast<size_t>(h * n + qi * c + i)];
+          lse_err = std::fmax(lse_err, std::fabs(g - r));
+        }
+      }
+    }
+    EXPECT_LE(std::sqrt(err2 / ref2), 1e-2);
+    EXPECT_LE(lse_err, 1e-3);
+  }
+}
+
 }  // namespace
 }  // namespace flash::test
