@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build, test and benchmark flash on a GPU machine in one go.
 #
-#   scripts/gpu-check.sh [phases...]     phases: build sass test ctest sanitize stress python ncu bench quickbench decode
+#   scripts/gpu-check.sh [phases...]     phases: build sass test ctest sanitize stress python ncu bench quickbench decode serving
 #                                        (default: build sass test sanitize bench)
 #
 # stress: flash_stress_tests (tests/test_stress_gpu.cpp: millions of keys,
@@ -17,10 +17,16 @@
 # against a dense batch, sliding-window prefill on flash's pick and on the
 # sm80 kernel), JSON in $OUT/bench_decode.json.
 #
+# serving: flash_bench --serving --no-standard (chunked prefill on dense,
+# seqused_k and paged caches against the dense call; decode on dense and
+# paged caches against a measured read ceiling), JSON in
+# $OUT/bench_serving.json, both tables in the summary.
+#
 # Full logs go to $OUT (or ./gpu-check-out when OUT is unset); the last thing
 # printed is a short summary table. Environment: BUILD_DIR (default
 # build/gpu-check), CUDA_ARCHS (default 90a), HEAD_DIMS (default all),
-# BENCH_ARGS (extra flash_bench flags), BENCH_BACKENDS (default auto; e.g.
+# BENCH_ARGS (extra flash_bench flags), SERVING_ARGS (extra flags of the
+# serving phase, e.g. --serving_head_dims=128), BENCH_BACKENDS (default auto; e.g.
 # "auto sm80"), DECODE_ARGS (extra flags of the decode phase, e.g.
 # "--backend=sm80"), TEST_FILTER (gtest filter), SANITIZE_FILTER and
 # SANITIZE_TIMEOUT (see scripts/sanitize.sh).
@@ -138,6 +144,16 @@ if has_phase decode; then
   grep -E "^read ceiling" "$OUT/bench_decode.log" >>"$SUMMARY"
   sed -n '/^## decode/,$p' "$OUT/bench_decode.log" >>"$SUMMARY"
   grep -E "ERROR OCCURRED" "$OUT/bench_decode.log" | head -10 | tee -a "$SUMMARY"
+fi
+
+if has_phase serving; then
+  t0=$(date +%s)
+  "$BUILD_DIR/bench/flash_bench" --serving --no-standard ${SERVING_ARGS:-} \
+    --benchmark_out="$OUT/bench_serving.json" --benchmark_out_format=json >"$OUT/bench_serving.log" 2>&1
+  note "serving bench: exit $? in $(( $(date +%s) - t0 ))s"
+  grep -E "^- read ceiling" "$OUT/bench_serving.log" >>"$SUMMARY"
+  grep -E "^\| " "$OUT/bench_serving.log" >>"$SUMMARY"
+  grep -E "ERROR OCCURRED" "$OUT/bench_serving.log" | head -10 | tee -a "$SUMMARY"
 fi
 
 # The device tool returns at most 8 files: keep the summary and the bench
