@@ -37,6 +37,60 @@ template <typename T>
   return ::testing::AssertionSuccess();
 }
 
+// Q, K and V of one call filled with uniform values, and that call (LSE on)
+// run over all the keys: the reference the merges of partial calls match.
+struct FullCall {
+  AttentionParams params;
+  DeviceBuffer q, k, v, o, lse;
+  size_t q_count = 0, kv_count = 0, lse_count = 0;
+
+  ::testing::AssertionResult run(const AttentionParams& shape, uint64_t seed, cudaStream_t stream) {
+    params = shape;
+    params.set_contiguous_bnhd();
+    q_count = static_cast<size_t>(params.batch * params.seqlen_q * params.heads_q * params.head_dim);
+    kv_count = static_cast<size_t>(params.batch * params.seqlen_k * params.heads_kv * params.head_dim);
+    lse_count = static_cast<size_t>(params.batch * params.heads_q * params.seqlen_q);
+    if (q.allocate(q_count * 2) != cudaSuccess || k.allocate(kv_count * 2) != cudaSuccess ||
+        v.allocate(kv_count * 2) != cudaSuccess || o.allocate(q_count * 2) != cudaSuccess ||
+        lse.allocate(lse_count * 4) != cudaSuccess ||
+        ref::fill_uniform(q.ptr, params.dtype, q_count, seed, 1.f, stream) != cudaSuccess ||
+        ref::fill_uniform(k.ptr, params.dtype, kv_count, seed + 1, 1.f, stream) != cudaSuccess ||
+        ref::fill_uniform(v.ptr, params.dtype, kv_count, seed + 2, 1.f, stream) != cudaSuccess) {
+      return ::testing::AssertionFailure() << "allocation or fill failed";
+    }
+    params.q = q.ptr;
+    params.k = k.ptr;
+    params.v = v.ptr;
+    params.o = o.ptr;
+    params.lse = static_cast<float*>(lse.ptr);
+    const Status st = attention_forward(params, stream);
+    if (!st.ok()) return ::testing::AssertionFailure() << st.message;
+    return ::testing::AssertionSuccess();
+  }
+
+  // How far `got` (O as raw elements) is from this call's O.
+  struct Distance {
+    double rel_l2 = 0.0, max_abs = 0.0, max_ref = 0.0;  // max |got - ref|, max |ref|
+  };
+  ::testing::AssertionResult distance(const void* got, Distance* d, cudaStream_t stream) const {
+    std::vector<uint16_t> ref_o, got_o;
+    if (!download(&ref_o, o.ptr, q_count, stream) || !download(&got_o, got, q_count, stream)) {
+      return ::testing::AssertionFailure() << "download failed";
+    }
+    double err2 = 0.0, ref2 = 0.0;
+    *d = Distance{};
+    for (size_t i = 0; i < q_count; ++i) {
+      const double r = ref::to_float(ref_o[i], params.dtype), g = ref::to_float(got_o[i], params.dtype);
+      err2 += (g - r) * (g - r);
+      ref2 += r * r;
+      d->max_abs = std::fmax(d->max_abs, std::fabs(g - r));
+      d->max_ref = std::fmax(d->max_ref, std::fabs(r));
+    }
+    d->rel_l2 = std::sqrt(err2 / ref2);
+    return ::testing::AssertionSuccess();
+  }
+};
+
 class MergeStates : public GpuTest {};
 
 // n states of uniform O in [-1, 1) and LSEs in [-6, 6): in every batch,
@@ -140,49 +194,34 @@ TEST_F(MergeStates, ThreeKeySlicesMatchOneCall) {
   const int64_t hd = first_compiled({128, 64});
   ASSERT_NE(hd, 0);
   const DType dtype = DType::kBFloat16;
-  const int64_t batch = 2, seqlen_q = 64, seqlen_k = 1000, heads_q = 8, heads_kv = 2;
-  AttentionParams full;
-  full.dtype = dtype;
-  full.head_dim = hd;
-  full.batch = batch;
-  full.seqlen_q = seqlen_q;
-  full.seqlen_k = seqlen_k;
-  full.heads_q = heads_q;
-  full.heads_kv = heads_kv;
-  full.set_contiguous_bnhd();
-  const size_t q_count = static_cast<size_t>(batch * seqlen_q * heads_q * hd);
-  const size_t kv_count = static_cast<size_t>(batch * seqlen_k * heads_kv * hd);
-  const int64_t rows = batch * heads_q * seqlen_q;
-  DeviceBuffer q, k, v, o_full, lse_full, o_states, lse_states, o, lse, o_again, lse_again;
-  ASSERT_EQ(q.allocate(q_count * 2), cudaSuccess);
-  ASSERT_EQ(k.allocate(kv_count * 2), cudaSuccess);
-  ASSERT_EQ(v.allocate(kv_count * 2), cudaSuccess);
-  ASSERT_EQ(o_full.allocate(q_count * 2), cudaSuccess);
-  ASSERT_EQ(lse_full.allocate(static_cast<size_t>(rows) * 4), cudaSuccess);
+  AttentionParams shape;
+  shape.dtype = dtype;
+  shape.head_dim = hd;
+  shape.batch = 2;
+  shape.seqlen_q = 64;
+  shape.seqlen_k = 1000;
+  shape.heads_q = 8;
+  shape.heads_kv = 2;
+  FullCall call;
+  ASSERT_TRUE(call.run(shape, case_seed(7101), stream_));
+  const AttentionParams& full = call.params;
+  const size_t q_count = call.q_count;
+  const int64_t rows = static_cast<int64_t>(call.lse_count);
+  DeviceBuffer o_states, lse_states, o, lse, o_again, lse_again;
   ASSERT_EQ(o_states.allocate(3 * q_count * 2), cudaSuccess);
   ASSERT_EQ(lse_states.allocate(3 * static_cast<size_t>(rows) * 4), cudaSuccess);
   ASSERT_EQ(o.allocate(q_count * 2), cudaSuccess);
   ASSERT_EQ(lse.allocate(static_cast<size_t>(rows) * 4), cudaSuccess);
   ASSERT_EQ(o_again.allocate(q_count * 2), cudaSuccess);
   ASSERT_EQ(lse_again.allocate(static_cast<size_t>(rows) * 4), cudaSuccess);
-  const uint64_t seed = case_seed(7101);
-  ASSERT_EQ(ref::fill_uniform(q.ptr, dtype, q_count, seed, 1.f, stream_), cudaSuccess);
-  ASSERT_EQ(ref::fill_uniform(k.ptr, dtype, kv_count, seed + 1, 1.f, stream_), cudaSuccess);
-  ASSERT_EQ(ref::fill_uniform(v.ptr, dtype, kv_count, seed + 2, 1.f, stream_), cudaSuccess);
-  full.q = q.ptr;
-  full.k = k.ptr;
-  full.v = v.ptr;
-  full.o = o_full.ptr;
-  full.lse = static_cast<float*>(lse_full.ptr);
-  Status st = attention_forward(full, stream_);
-  ASSERT_TRUE(st.ok()) << st.message;
+  Status st;
 
   const int64_t cuts[4] = {0, 300, 700, 1000};
   for (int s = 0; s < 3; ++s) {
     AttentionParams part = full;
     const int64_t offset = cuts[s] * full.k_seq_stride * 2;  // bytes
-    part.k = static_cast<const char*>(k.ptr) + offset;
-    part.v = static_cast<const char*>(v.ptr) + offset;
+    part.k = static_cast<const char*>(call.k.ptr) + offset;
+    part.v = static_cast<const char*>(call.v.ptr) + offset;
     part.seqlen_k = cuts[s + 1] - cuts[s];
     part.o = static_cast<char*>(o_states.ptr) + s * q_count * 2;
     part.lse = static_cast<float*>(lse_states.ptr) + s * rows;
@@ -192,9 +231,9 @@ TEST_F(MergeStates, ThreeKeySlicesMatchOneCall) {
   MergeParams m;
   m.dtype = dtype;
   m.num_states = 3;
-  m.batch = batch;
-  m.seqlen_q = seqlen_q;
-  m.heads = heads_q;
+  m.batch = full.batch;
+  m.seqlen_q = full.seqlen_q;
+  m.heads = full.heads_q;
   m.head_dim = hd;
   m.set_contiguous();
   m.o_states = o_states.ptr;
@@ -204,24 +243,17 @@ TEST_F(MergeStates, ThreeKeySlicesMatchOneCall) {
   st = merge_states(m, stream_);
   ASSERT_TRUE(st.ok()) << st.message;
 
-  std::vector<uint16_t> ref_o, got_o;
-  std::vector<float> ref_lse, got_lse;
-  ASSERT_TRUE(download(&ref_o, o_full.ptr, q_count, stream_));
-  ASSERT_TRUE(download(&got_o, o.ptr, q_count, stream_));
-  ASSERT_TRUE(download(&ref_lse, static_cast<const float*>(lse_full.ptr), static_cast<size_t>(rows), stream_));
-  ASSERT_TRUE(download(&got_lse, static_cast<const float*>(lse.ptr), static_cast<size_t>(rows), stream_));
-  double err2 = 0.0, ref2 = 0.0, max_abs = 0.0, max_ref = 0.0;
-  for (size_t i = 0; i < q_count; ++i) {
-    const double r = ref::to_float(ref_o[i], dtype), g = ref::to_float(got_o[i], dtype);
-    err2 += (g - r) * (g - r);
-    ref2 += r * r;
-    max_abs = std::fmax(max_abs, std::fabs(g - r));
-    max_ref = std::fmax(max_ref, std::fabs(r));
-  }
+  FullCall::Distance d;
+  ASSERT_TRUE(call.distance(o.ptr, &d, stream_));
   // Both are bf16 results; the merge adds the states' own rounding (each
   // state is an average of values in [-1, 1), rounded to bf16 once).
-  EXPECT_LE(std::sqrt(err2 / ref2), 1e-2);
-  EXPECT_LE(max_abs, 4 * 0.0078125 * max_ref);
+  EXPECT_LE(d.rel_l2, 1e-2);
+  EXPECT_LE(d.max_abs, 4 * 0.0078125 * d.max_ref);
+  std::vector<uint16_t> got_o;
+  std::vector<float> ref_lse, got_lse;
+  ASSERT_TRUE(download(&got_o, o.ptr, q_count, stream_));
+  ASSERT_TRUE(download(&ref_lse, call.lse.ptr, static_cast<size_t>(rows), stream_));
+  ASSERT_TRUE(download(&got_lse, lse.ptr, static_cast<size_t>(rows), stream_));
   double lse_err = 0.0;
   for (int64_t i = 0; i < rows; ++i) lse_err = std::fmax(lse_err, std::fabs(got_lse[i] - ref_lse[i]));
   EXPECT_LE(lse_err, 1e-3);
@@ -274,39 +306,26 @@ TEST_F(MergeStates, ZigzagShardsMergeToTheUnshardedCall) {
   for (int64_t ranks : {2, 4, 8}) {
     SCOPED_TRACE("ranks " + std::to_string(ranks));
     const int64_t chunks = 2 * ranks, n = chunks * c;
-    AttentionParams full;
-    full.dtype = dtype;
-    full.head_dim = hd;
-    full.batch = 1;
-    full.seqlen_q = full.seqlen_k = n;
-    full.heads_q = heads_q;
-    full.heads_kv = heads_kv;
-    full.causal = true;
-    full.set_contiguous_bnhd();
-    const size_t q_count = static_cast<size_t>(n * heads_q * hd), kv_count = static_cast<size_t>(n * heads_kv * hd);
+    AttentionParams shape;
+    shape.dtype = dtype;
+    shape.head_dim = hd;
+    shape.batch = 1;
+    shape.seqlen_q = shape.seqlen_k = n;
+    shape.heads_q = heads_q;
+    shape.heads_kv = heads_kv;
+    shape.causal = true;
+    FullCall call;
+    ASSERT_TRUE(call.run(shape, case_seed(7201 + static_cast<uint64_t>(ranks)), stream_));
+    const AttentionParams& full = call.params;
+    const size_t q_count = call.q_count;
     const size_t chunk_o = static_cast<size_t>(c * heads_q * hd), chunk_lse = static_cast<size_t>(heads_q * c);
-    DeviceBuffer q, k, v, o_full, lse_full, o_states, lse_states, o, lse;
-    ASSERT_EQ(q.allocate(q_count * 2), cudaSuccess);
-    ASSERT_EQ(k.allocate(kv_count * 2), cudaSuccess);
-    ASSERT_EQ(v.allocate(kv_count * 2), cudaSuccess);
-    ASSERT_EQ(o_full.allocate(q_count * 2), cudaSuccess);
-    ASSERT_EQ(lse_full.allocate(static_cast<size_t>(heads_q * n) * 4), cudaSuccess);
+    DeviceBuffer o_states, lse_states, o, lse;
     // Q chunk i's states: up to `chunks` of them, one after another.
     ASSERT_EQ(o_states.allocate(static_cast<size_t>(chunks * chunks) * chunk_o * 2), cudaSuccess);
     ASSERT_EQ(lse_states.allocate(static_cast<size_t>(chunks * chunks) * chunk_lse * 4), cudaSuccess);
     ASSERT_EQ(o.allocate(q_count * 2), cudaSuccess);
     ASSERT_EQ(lse.allocate(static_cast<size_t>(chunks) * chunk_lse * 4), cudaSuccess);
-    const uint64_t seed = case_seed(7201 + static_cast<uint64_t>(ranks));
-    ASSERT_EQ(ref::fill_uniform(q.ptr, dtype, q_count, seed, 1.f, stream_), cudaSuccess);
-    ASSERT_EQ(ref::fill_uniform(k.ptr, dtype, kv_count, seed + 1, 1.f, stream_), cudaSuccess);
-    ASSERT_EQ(ref::fill_uniform(v.ptr, dtype, kv_count, seed + 2, 1.f, stream_), cudaSuccess);
-    full.q = q.ptr;
-    full.k = k.ptr;
-    full.v = v.ptr;
-    full.o = o_full.ptr;
-    full.lse = static_cast<float*>(lse_full.ptr);
-    Status st = attention_forward(full, stream_);
-    ASSERT_TRUE(st.ok()) << st.message;
+    Status st;
 
     std::vector<int64_t> states(static_cast<size_t>(chunks), 0);
     for (int64_t t = 0; t < ranks; ++t) {
@@ -318,9 +337,9 @@ TEST_F(MergeStates, ZigzagShardsMergeToTheUnshardedCall) {
             AttentionParams part = full;
             part.seqlen_q = part.seqlen_k = c;
             part.causal = kj == qi;
-            part.q = static_cast<const char*>(q.ptr) + qi * c * full.q_seq_stride * 2;
-            part.k = static_cast<const char*>(k.ptr) + kj * c * full.k_seq_stride * 2;
-            part.v = static_cast<const char*>(v.ptr) + kj * c * full.v_seq_stride * 2;
+            part.q = static_cast<const char*>(call.q.ptr) + qi * c * full.q_seq_stride * 2;
+            part.k = static_cast<const char*>(call.k.ptr) + kj * c * full.k_seq_stride * 2;
+            part.v = static_cast<const char*>(call.v.ptr) + kj * c * full.v_seq_stride * 2;
             const int64_t slot = qi * chunks + states[static_cast<size_t>(qi)]++;
             part.o = static_cast<char*>(o_states.ptr) + static_cast<size_t>(slot) * chunk_o * 2;
             part.o_batch_stride = c * heads_q * hd;
@@ -348,18 +367,12 @@ TEST_F(MergeStates, ZigzagShardsMergeToTheUnshardedCall) {
       st = merge_states(m, stream_);
       ASSERT_TRUE(st.ok()) << st.message;
     }
-    std::vector<uint16_t> ref_o, got_o;
+    FullCall::Distance d;
+    ASSERT_TRUE(call.distance(o.ptr, &d, stream_));
     std::vector<float> ref_lse, got_lse;
-    ASSERT_TRUE(download(&ref_o, o_full.ptr, q_count, stream_));
-    ASSERT_TRUE(download(&got_o, o.ptr, q_count, stream_));
-    ASSERT_TRUE(download(&ref_lse, lse_full.ptr, static_cast<size_t>(heads_q * n), stream_));
+    ASSERT_TRUE(download(&ref_lse, call.lse.ptr, call.lse_count, stream_));
     ASSERT_TRUE(download(&got_lse, lse.ptr, static_cast<size_t>(chunks) * chunk_lse, stream_));
-    double err2 = 0.0, ref2 = 0.0, lse_err = 0.0;
-    for (size_t i = 0; i < q_count; ++i) {
-      const double r = ref::to_float(ref_o[i], dtype), g = ref::to_float(got_o[i], dtype);
-      err2 += (g - r) * (g - r);
-      ref2 += r * r;
-    }
+    double lse_err = 0.0;
     for (int64_t qi = 0; qi < chunks; ++qi) {
       for (int64_t h = 0; h < heads_q; ++h) {
         for (int64_t i = 0; i < c; ++i) {
@@ -369,7 +382,7 @@ TEST_F(MergeStates, ZigzagShardsMergeToTheUnshardedCall) {
         }
       }
     }
-    EXPECT_LE(std::sqrt(err2 / ref2), 1e-2);
+    EXPECT_LE(d.rel_l2, 1e-2);
     EXPECT_LE(lse_err, 1e-3);
   }
 }
