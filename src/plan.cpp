@@ -276,10 +276,12 @@ Status make_plan(const AttentionParams& p, const DeviceCaps& caps, Plan* plan) n
     // one configuration: flash's own choice takes the sm80 kernel where it
     // would split them (long key ranges, too few tiles to fill the GPU).
     // "Would split" counts the workspace: without one nothing splits, and
-    // the Hopper kernel takes the call.
+    // the Hopper kernel takes the call; it still reports the split's
+    // workspace as wanted, so that attention_workspace_size() returns the
+    // bytes with which the call moves to the split sm80 kernel.
     const bool cache = p.block_table != nullptr || p.seqused_k != nullptr;
+    Plan split;
     if (sm90_why == nullptr && cache && b == Backend::kAuto) {
-      Plan split;
       plan_splits(p, prefill_splits_wanted(p, caps), &split);
       if (split.num_splits > 1) sm90_why = "KV-cache calls that flash splits run on the sm80 kernel";
     }
@@ -288,6 +290,10 @@ Status make_plan(const AttentionParams& p, const DeviceCaps& caps, Plan* plan) n
       const int candidates = cache ? 1 : sm90::num_candidates(p.head_dim, plan->mask != MaskVariant::kTail);
       for (int i = 0; i < candidates; ++i) add(plan, Backend::kSm90, i);
       plan_splits(p, cache ? 1 : prefill_splits_wanted(p, caps), plan);
+      if (split.splits_wanted > 1) {
+        plan->splits_wanted = split.splits_wanted;
+        plan->workspace_wanted = split.workspace_wanted;
+      }
 #endif
     } else if (b == Backend::kSm90) {
       return make_status(StatusCode::kUnsupported, "%s", sm90_why);

@@ -481,6 +481,14 @@ TEST(Plan, HopperSplitsLongKeysAndFewTiles) {
   plan = plan_of(no_workspace);
   EXPECT_EQ(plan.candidates[0].backend, Backend::kSm90);
   EXPECT_EQ(plan.num_splits, 1);
+  // It still asks for the split's workspace (what attention_workspace_size
+  // reports), and given those bytes the call moves to the split sm80 kernel.
+  const Plan split = plan_of(with_workspace(no_workspace));
+  EXPECT_EQ(split.candidates[0].backend, Backend::kSm80);
+  EXPECT_GT(split.num_splits, 1);
+  EXPECT_EQ(plan.splits_wanted, split.num_splits);
+  EXPECT_EQ(plan.workspace_wanted, split.workspace_bytes);
+  EXPECT_GT(plan.workspace_wanted, 0u);
   // Ampere: the sm80 kernel, split the same way (108 SMs: 3 per tile for occupancy, 16 for accuracy).
   Plan a100;
   ASSERT_TRUE(detail::make_plan(with_workspace(longk), kA100, &a100).ok());
