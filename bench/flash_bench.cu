@@ -25,7 +25,9 @@
 //   sliding-window prefill on flash's pick and on the sm80 kernel.
 //   --serving (serving_bench.h): chunked prefill on dense, seqused_k and
 //   paged caches and decode on dense and paged ones, each beside the dense
-//   call. Any of them replaces the sweep; add --sweep to run it too.
+//   call. --features (features_bench.h): each score/softmax feature (sinks)
+//   against the same call without it. Any of them replaces the sweep; add
+//   --sweep to run it too.
 //
 // Usage:
 //   flash_bench                                   # the full sweep
@@ -51,6 +53,7 @@
 #include "bench_util.h"
 #include "device_tensor.h"
 #include "flash/flash.hpp"
+#include "features_bench.h"
 #include "gemm_ceiling.h"
 #include "inference_bench.h"
 #include "options.h"
@@ -193,6 +196,7 @@ void register_benchmarks(BenchEnv* env) {
   if (o.serving) register_serving_prefill_benchmarks(env);
   if (o.varlen) register_varlen_benchmarks(env);
   if (o.window) register_window_benchmarks(env);
+  if (o.features) register_feature_benchmarks(env);
   if (!o.run_sweep) return;
   for (flash::DType dtype : o.dtypes) {
     for (int64_t head_dim : o.head_dims) {
@@ -270,6 +274,7 @@ int run(int argc, char** argv) {
   if (env.options.varlen) print_varlen_summary(stdout, env);
   if (env.options.window) print_window_summary(stdout, env);
   if (env.options.serving) print_serving_summary(stdout, env);
+  if (env.options.features) print_feature_summary(stdout, env);
   benchmark::Shutdown();
   return 0;
 }

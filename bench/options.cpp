@@ -146,6 +146,8 @@ const char* usage() {
          "                              (cu_seqlens) against a dense batch of 64 at the mean length\n"
          "  --window                    run the sliding-window rows: causal prefill, bf16, heads 32/8, hd128, N 16384,\n"
          "                              window_left 1024 and 4096, on the run's backend and on the sm80 kernel\n"
+         "  --features                  run the feature-cost rows (bench/features_bench.h): gpt-oss-like prefill,\n"
+         "                              windowed prefill and decode, and hd128 prefill, each plain and with sinks\n"
          "  --num_splits=N              the decode rows' split count (default 0: flash picks; 1: no split)\n"
          "  --decode_head_dims=LIST     the decode rows' head dims (default 128; compiled ones only)\n"
          "  --softcap=X                 the sweep's rows with logit softcap X (default 0: none; the\n"
@@ -159,7 +161,8 @@ const char* usage() {
          "                              for 20480 keys) and paged caches (pages of 1, 16, 64, 256 keys); and decode\n"
          "                              (the --decode rows' shapes on dense and paged16 caches)\n"
          "  --serving_head_dims=LIST    the serving rows' head dims (default: those of 64,128,256 compiled in)\n"
-         "  --sweep                     with --decode, --varlen, --window or --serving: run the seed's sweep too\n"
+         "  --sweep                     with --decode, --varlen, --window, --serving or --features: run the seed's\n"
+         "                              sweep too\n"
          "                              (else they replace it)\n"
          "  --autotune                  also run each flash row with autotuning on (the first warm-up call\n"
          "                              tunes) and print heuristic vs autotuned\n"
@@ -194,6 +197,8 @@ std::string parse_options(int* argc, char** argv, Options* options, bool* help) 
       options->varlen = true;
     } else if (std::strcmp(arg, "--window") == 0) {
       options->window = true;
+    } else if (std::strcmp(arg, "--features") == 0) {
+      options->features = true;
     } else if (std::strcmp(arg, "--sweep") == 0) {
       sweep_flag = true;
     } else if (const char* v = flag_value(arg, "--warmup_ms")) {
@@ -241,7 +246,7 @@ std::string parse_options(int* argc, char** argv, Options* options, bool* help) 
   *argc = kept;
   argv[kept] = nullptr;
   options->run_sweep =
-      sweep_flag || (!options->decode && !options->varlen && !options->window && !options->serving);
+      sweep_flag || (!options->decode && !options->varlen && !options->window && !options->serving && !options->features);
   return {};
 }
 

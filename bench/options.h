@@ -22,11 +22,12 @@ struct Options {
   std::vector<flash::DType> dtypes = {flash::DType::kBFloat16, flash::DType::kFloat16};
   std::vector<int64_t> head_dims = {64, 128, 256};
   std::vector<int64_t> seqlens = {512, 1024, 2048, 4096, 8192, 16384};
-  bool run_sweep = true;     // the seed's sweep; off when --decode, --varlen, --window or --serving is given without --sweep
+  bool run_sweep = true;     // the seed's sweep; off when --decode, --varlen, --window, --serving or --features is given without --sweep
   bool decode = false;       // --decode: the decode rows (split-KV, dense and paged KV cache)
   bool serving = false;      // --serving: chunked prefill on dense, seqused_k and paged caches, and decode
   bool varlen = false;       // --varlen: varlen prefill against an equal-length dense batch
   bool window = false;       // --window: causal sliding-window prefill, flash's pick against the sm80 kernel
+  bool features = false;     // --features: each feature's cost against the same call without it (features_bench.h)
   bool run_standard = true;  // --no-standard clears it
   flash::Backend backend = flash::Backend::kAuto;  // kernel family of the flash rows
   int flash_iters = 30;      // timed launches per flash row

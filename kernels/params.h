@@ -62,6 +62,10 @@ struct FwdParams {
   // so the LSE comes out in units of the capped scores.
   float softcap;
   float softcap_prescale;
+  // Attention sinks: [heads_q] float32 logits, or null (AttentionParams::sinks).
+  // Unsplit kernels add them in their epilogue (add_sink, softmax.cuh);
+  // split calls write partials without them and the combine adds each once.
+  const float* sinks;
 
   // Split-KV (decode and sm90 kernels): num_splits > 1 writes fp32 partial O and LSE
   // per split to the workspace, [num_splits, batch, heads_q, seqlen_q, head_dim]

@@ -2,6 +2,7 @@
 # Build, test and benchmark flash on a GPU machine in one go.
 #
 #   scripts/gpu-check.sh [phases...]     phases: build sass test ctest sanitize stress python ncu bench quickbench decode serving
+#                                        features
 #                                        (default: build sass test sanitize bench)
 #
 # stress: flash_stress_tests (tests/test_stress_gpu.cpp: millions of keys,
@@ -21,6 +22,10 @@
 # seqused_k and paged caches against the dense call; decode on dense and
 # paged caches against a measured read ceiling), JSON in
 # $OUT/bench_serving.json, both tables in the summary.
+#
+# features: flash_bench --features --no-standard (each score/softmax
+# feature, e.g. sinks, against the same call without it; features_bench.h),
+# JSON in $OUT/bench_features.json, its table in the summary.
 #
 # Full logs go to $OUT (or ./gpu-check-out when OUT is unset); the last thing
 # printed is a short summary table. Environment: BUILD_DIR (default
@@ -154,6 +159,15 @@ if has_phase serving; then
   grep -E "^- read ceiling" "$OUT/bench_serving.log" >>"$SUMMARY"
   grep -E "^\| " "$OUT/bench_serving.log" >>"$SUMMARY"
   grep -E "ERROR OCCURRED" "$OUT/bench_serving.log" | head -10 | tee -a "$SUMMARY"
+fi
+
+if has_phase features; then
+  t0=$(date +%s)
+  "$BUILD_DIR/bench/flash_bench" --features --no-standard \
+    --benchmark_out="$OUT/bench_features.json" --benchmark_out_format=json >"$OUT/bench_features.log" 2>&1
+  note "features bench: exit $? in $(( $(date +%s) - t0 ))s"
+  grep -E "^\| " "$OUT/bench_features.log" >>"$SUMMARY"
+  grep -E "ERROR OCCURRED" "$OUT/bench_features.log" | head -10 | tee -a "$SUMMARY"
 fi
 
 # The device tool returns at most 8 files: keep the summary and the bench

@@ -169,6 +169,7 @@ FwdParams make_fwd_params(const AttentionParams& p, const DeviceCaps& caps) noex
     f.softmax_scale = p.softcap;
     f.softmax_scale_log2 = p.softcap * kLog2e;
   }
+  f.sinks = p.sinks;
   f.num_splits = 1;
   return f;
 }

@@ -103,6 +103,11 @@ std::string FeatureConfig::name() const {
     s += " window(" + std::to_string(window_left) + "," + std::to_string(window_right) + ")";
   }
   if (softcap != 0.f) s += " softcap " + std::to_string(softcap);
+  if (!sinks.empty()) {
+    s += " sinks[";
+    for (size_t h = 0; h < sinks.size(); ++h) s += (h == 0 ? "" : ",") + std::to_string(sinks[h]);
+    s += "]";
+  }
   if (softmax_scale != 0.f) s += " scale " + std::to_string(softmax_scale);
   if (input_scale != 1.f) s += " inputs x" + std::to_string(input_scale);
   if (!with_lse) s += " no-lse";
@@ -165,6 +170,9 @@ FeatureCase::FeatureCase(const FeatureConfig& cfg, cudaStream_t stream) : cfg_(c
     return bad("tail_rows needs packed (varlen) Q or K");
   }
   if (cfg_.heads_q % cfg_.heads_kv != 0) return bad("heads_q must be a multiple of heads_kv");
+  if (!cfg_.sinks.empty() && static_cast<int64_t>(cfg_.sinks.size()) != cfg_.heads_q) {
+    return bad("sinks needs heads_q entries (or none)");
+  }
   switch (cfg_.kv) {
     case KvLayout::kDense: {
       const int64_t capacity = cfg_.k_capacity != 0 ? cfg_.k_capacity : longest(cfg_.seqlens_k);
@@ -359,6 +367,7 @@ int64_t FeatureCase::rows_seeing_no_key() const {
   if (!cu_k_.empty()) RETURN_IF_CUDA_ERROR(upload(&cu_k_dev_, cu_k_, stream_));
   if (cfg_.use_seqused_k) RETURN_IF_CUDA_ERROR(upload(&seqused_k_, seqused_, stream_));
   if (!table_.empty()) RETURN_IF_CUDA_ERROR(upload(&table_dev_, table_, stream_));
+  if (!cfg_.sinks.empty()) RETURN_IF_CUDA_ERROR(upload(&sinks_dev_, cfg_.sinks, stream_));
 
   auto at = [](const DeviceBuffer& buffer, int64_t elements) { return static_cast<char*>(buffer.ptr) + elements * 2; };
   AttentionParams& p = params_;
@@ -390,6 +399,7 @@ int64_t FeatureCase::rows_seeing_no_key() const {
   p.window_left = cfg_.window_left;
   p.window_right = cfg_.window_right;
   p.softcap = cfg_.softcap;
+  p.sinks = cfg_.sinks.empty() ? nullptr : static_cast<const float*>(sinks_dev_.ptr);
   p.cu_seqlens_q = cfg_.varlen_q ? static_cast<const int32_t*>(cu_q_dev_.ptr) : nullptr;
   p.cu_seqlens_k = cfg_.kv == KvLayout::kVarlen ? static_cast<const int32_t*>(cu_k_dev_.ptr) : nullptr;
   p.seqused_k = cfg_.use_seqused_k ? static_cast<const int32_t*>(seqused_k_.ptr) : nullptr;
@@ -502,7 +512,13 @@ Status FeatureCase::run(const AttentionParams& p, int workspace_fill) {
   std::vector<float> host;
   for (int64_t b = 0; b < batch_; ++b) {
     const int64_t len_q = cfg_.seqlens_q[b], len_k = keys_of(b);
-    if (len_q == 0 || len_k == 0) continue;  // no rows, or rows that see no key: O 0, LSE -inf
+    if (len_q == 0) continue;
+    if (len_k == 0) {  // rows that see no key: O 0, LSE -inf or the head's sink
+      for (int64_t i = 0; i < len_q && !cfg_.sinks.empty(); ++i) {
+        for (int64_t h = 0; h < hq; ++h) (*lse)[static_cast<size_t>(lse_index(b, i, h))] = cfg_.sinks[h];
+      }
+      continue;
+    }
 
     // This sequence's rows, gathered densely: [len, heads, head_dim].
     qb.resize(static_cast<size_t>(len_q * hq * d));
@@ -534,11 +550,13 @@ Status FeatureCase::run(const AttentionParams& p, int workspace_fill) {
     r.window_left = cfg_.window_left;
     r.window_right = cfg_.window_right;
     r.softcap = cfg_.softcap;
+    r.sinks = cfg_.sinks.empty() ? nullptr : static_cast<const float*>(sinks_dev_.ptr);
     r.softmax_scale = cfg_.softmax_scale;
     r.set_contiguous_bnhd();
 
     if (which == SequenceReference::kCpu) {
-      const Status s = ref::cpu_attention(r, qb.data(), kb.data(), vb.data(), &ob, &lseb);
+      const Status s = ref::cpu_attention(r, qb.data(), kb.data(), vb.data(), &ob, &lseb,
+                                          cfg_.sinks.empty() ? nullptr : cfg_.sinks.data());
       if (!s.ok()) return ::testing::AssertionFailure() << "sequence " << b << ": cpu_attention: " << s.message;
     } else {
       DeviceBuffer q, k, v, o16, o32, l, workspace;

@@ -80,6 +80,8 @@ struct FeatureConfig {
   int64_t window_left = -1;
   int64_t window_right = -1;
   float softcap = 0.f;
+  // Attention sinks: empty for none, else heads_q logits (AttentionParams::sinks).
+  std::vector<float> sinks;
   float softmax_scale = 0.f;
   float input_scale = 1.f;  // inputs uniform in [-input_scale, input_scale)
   bool with_lse = true;
@@ -184,7 +186,7 @@ class FeatureCase {
   Placement q_, k_, o_;  // V is placed like K in its own buffer
   int64_t q_elements_ = 0, k_elements_ = 0, o_elements_ = 0, lse_elements_ = 0;
   std::vector<uint16_t> q_host_, k_host_, v_host_;
-  DeviceBuffer q_dev_, k_dev_, v_dev_, o_dev_, lse_dev_, cu_q_dev_, cu_k_dev_, seqused_k_, table_dev_;
+  DeviceBuffer q_dev_, k_dev_, v_dev_, o_dev_, lse_dev_, cu_q_dev_, cu_k_dev_, seqused_k_, table_dev_, sinks_dev_;
   AttentionParams params_;
 };
 

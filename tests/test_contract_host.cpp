@@ -196,6 +196,14 @@ TEST(Contract, OutputsMustNotOverlapTheIndexArrays) {
     EXPECT_TRUE(flash::validate(p).ok()) << flash::validate(p).message;
   }
   {
+    // The sinks (heads_q floats) are read too.
+    AttentionParams p = valid_params();
+    p.sinks = static_cast<const float*>(fake_ptr(4, -4 * p.heads_q + 4));  // the last sink inside the LSE
+    EXPECT_TRUE(rejected(p, StatusCode::kInvalidArgument, {"lse overlaps sinks"}));
+    p.sinks = static_cast<const float*>(fake_ptr(4, -4 * p.heads_q));  // ends where the LSE starts
+    EXPECT_TRUE(flash::validate(p).ok()) << flash::validate(p).message;
+  }
+  {
     AttentionParams p = valid_params();
     p.block_table = static_cast<const int32_t*>(fake_ptr(5));
     p.page_size = 16;

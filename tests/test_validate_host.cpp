@@ -213,6 +213,11 @@ TEST(Validate, RejectsMisalignedPointers) {
   AttentionParams p = valid_params();
   p.lse = static_cast<float*>(fake_ptr(4, 2));
   EXPECT_TRUE(invalid(p, {"lse", "4-byte aligned"}));
+  p = valid_params();
+  p.sinks = static_cast<const float*>(fake_ptr(10, 2));
+  EXPECT_TRUE(invalid(p, {"sinks", "4-byte aligned"}));
+  p.sinks = static_cast<const float*>(fake_ptr(10, 4));
+  EXPECT_TRUE(validate(p).ok()) << validate(p).message;
 }
 
 struct StrideField {

@@ -186,6 +186,14 @@ typedef struct flash_attention_params {
    * FLASH_UNSUPPORTED). When given they must be exact; never negative. */
   int64_t total_q;
   int64_t total_k;
+
+  /* Attention sinks (gpt-oss): null (the default), or device memory holding
+   * heads_q float32 logits, one per query head, in the units of the scaled
+   * (and capped) scores. Each row's softmax gains exp(sinks[h]) in its
+   * denominator and nothing in O; the LSE includes it (a row that sees no
+   * key: O = 0, LSE = sinks[h]). -inf turns a head's sink off; values must
+   * be finite or -inf. Every kernel, mask and layout takes them. */
+  const float* sinks;
 } flash_attention_params;
 
 /* Sets struct_size to `struct_size` and every field within the first
@@ -194,7 +202,7 @@ typedef struct flash_attention_params {
  * softmax_scale 0 (1/sqrt(head_dim)), FLASH_BACKEND_AUTO, autotune 0; the
  * inference-engine fields off (null pointers, zero sizes, window_left and
  * window_right -1, softcap 0, num_splits 0, no workspace, total_q and
- * total_k 0); padding zeroed. Writes nothing past struct_size bytes, and
+ * total_k 0, no sinks); padding zeroed. Writes nothing past struct_size bytes, and
  * when struct_size is not one the library accepts (see
  * flash_attention_params) only struct_size itself (nothing if it is below
  * sizeof(size_t)), which the other calls then reject. A null `params` is

@@ -169,6 +169,15 @@ struct AttentionParams {
   // kernels fold softcap * log2(e) into float32, and up to 1e6 its rounding
   // stays below 2^-4 in exp2 units, so capped scores never overflow.
   float softcap = 0.0f;
+  // Attention sinks (gpt-oss): null, or device memory holding heads_q
+  // float32 logits, one per query head, in the units of the scaled (and
+  // capped) scores. Each row's softmax then has one more term, exp(sinks[h]),
+  // in its denominator, which adds nothing to O: O shrinks by
+  // 1 / (1 + exp(sinks[h] - LSE_keys)) and the LSE includes the sink
+  // (a row that sees no key: O = 0, LSE = sinks[h]). -inf turns a head's sink
+  // off; values must be finite or -inf. Every kernel, mask and layout takes
+  // them; a split call counts each sink once, in the combine.
+  const float* sinks = nullptr;
 
   // Split-KV (flash-decoding): the keys are split across CTAs, each writing
   // a partial output that a combine kernel merges in a fixed order (so

@@ -28,8 +28,10 @@ __device__ __forceinline__ float merge_load(const T* p) {
 }
 
 // Merges n <= kMergeMaxStates partial results of one row into (O, LSE):
-// O = sum_s exp(lse_s - lse) O_s with lse = log sum_s exp(lse_s); a row
-// whose every lse_s is -inf gets O = 0 and LSE -inf. Run by the CTA's
+// O = sum_s exp(lse_s - lse) O_s with lse = log(exp(sink) + sum_s
+// exp(lse_s)): `sink` is an attention sink's logit, a state with no O
+// (-inf: none). A row whose every lse_s (and sink) is -inf gets O = 0 and
+// LSE -inf. Run by the CTA's
 // kMergeThreads threads, all of them. State s of the row: LSE at
 // lse_in[s * lse_stride], O's columns at o_in + s * o_stride (contiguous,
 // kHeadDim of them). Every warp derives the weights from the LSEs, warp w
@@ -38,7 +40,7 @@ __device__ __forceinline__ float merge_load(const T* p) {
 // (deterministic). Lane l owns columns l, l + 32, ... lse_out may be null.
 template <int kHeadDim, typename In, typename Out>
 __device__ __forceinline__ void merge_row(const In* o_in, int64_t o_stride, const float* lse_in, int64_t lse_stride,
-                                          int n, Out* o_out, float* lse_out) {
+                                          int n, float sink, Out* o_out, float* lse_out) {
   constexpr int kCols = kHeadDim / 32;
   constexpr int kWarps = kMergeThreads / 32;
   __shared__ float weights[kMergeMaxStates];
@@ -56,6 +58,7 @@ __device__ __forceinline__ void merge_row(const In* o_in, int64_t o_stride, cons
     }
 #pragma unroll
     for (int off = 16; off > 0; off /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
+    m = fmaxf(m, sink);
     float sum = 0.f;
     if (m != -INFINITY) {
 #pragma unroll
@@ -63,6 +66,7 @@ __device__ __forceinline__ void merge_row(const In* o_in, int64_t o_stride, cons
     }
 #pragma unroll
     for (int off = 16; off > 0; off /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+    if (m != -INFINITY) sum += expf(sink - m);  // after the reduction: once per row
     const bool empty = m == -INFINITY || sum == 0.f;
     const float lse = empty ? -INFINITY : m + logf(sum);
 #pragma unroll

@@ -185,4 +185,18 @@ struct OnlineSoftmax {
   }
 };
 
+// An attention sink (a per-head logit, in the natural-log units of the
+// scaled scores): one more term, exp(sink), in the row's softmax
+// denominator, contributing nothing to O. Applied once to the row's final
+// normaliser and LSE: lse' = log(exp(lse) + exp(sink)), and O's 1/l scaled
+// by exp(lse - lse'). sink = -inf changes nothing; a row that saw no key
+// (lse = -inf, inv_l = 0) gets LSE = sink and keeps O = 0.
+__device__ __forceinline__ void add_sink(float sink, float& inv_l, float& lse) {
+  const float m = fmaxf(lse, sink);
+  if (m == -INFINITY) return;
+  const float total = m + logf(expf(lse - m) + expf(sink - m));
+  inv_l *= expf(lse - total);
+  lse = total;
+}
+
 }  // namespace flash

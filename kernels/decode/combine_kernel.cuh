@@ -40,8 +40,10 @@ __global__ void __launch_bounds__(kMergeThreads) combine_kernel(const __grid_con
   Element* o = static_cast<Element*>(p.o) + seq.o_offset + static_cast<int64_t>(token) * p.o_seq_stride +
                static_cast<int64_t>(head) * p.o_head_stride;
   // Split s of the row sits `rows` slots after split s - 1.
-  merge_row<kHeadDim>(p.o_partial + row * kHeadDim, rows * kHeadDim, p.lse_partial + row, rows, p.num_splits, o,
-                      lse);
+  // The splits' partials leave out the attention sink: it counts once, here.
+  const float sink = p.sinks != nullptr ? p.sinks[head] : -INFINITY;
+  merge_row<kHeadDim>(p.o_partial + row * kHeadDim, rows * kHeadDim, p.lse_partial + row, rows, p.num_splits, sink,
+                      o, lse);
 }
 
 // Launches the combine of p's splits: one CTA per (batch, head, query) row

@@ -261,8 +261,12 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kMinBlocks)
     }
     const bool empty = l_all == 0.f || m_all == -INFINITY;
     const float mine = ptx::exp2_approx(__fmul_ru(softmax.m[hi], p.softmax_scale_log2) - m_scaled);
-    const float factor = empty ? 0.f : mine / l_all;
+    float factor = empty ? 0.f : mine / l_all;
     lse[hi] = empty ? -INFINITY : m_all * p.softmax_scale + logf(l_all);
+    if (p.sinks != nullptr && p.num_splits == 1) {
+      // The row's query head (rows past row_end are padding of a real head).
+      add_sink(p.sinks[head_kv * g + (row_begin + row) % g], factor, lse[hi]);
+    }
 #pragma unroll
     for (int nt = 0; nt < Traits::kNTilesO; ++nt) {
       float2 val = make_float2(acc_o[0][nt][2 * hi] * factor, acc_o[0][nt][2 * hi + 1] * factor);

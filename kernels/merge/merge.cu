@@ -22,7 +22,7 @@ __global__ void __launch_bounds__(kMergeThreads) merge_kernel(const __grid_const
                       token * a.in_seq_stride + head * a.in_head_stride;
   Element* out = static_cast<Element*>(a.o) + batch * a.out_batch_stride + token * a.out_seq_stride +
                  head * a.out_head_stride;
-  merge_row<kHeadDim>(in, a.o_state_stride, a.lse_states + row, a.lse_state_stride, a.num_states, out,
+  merge_row<kHeadDim>(in, a.o_state_stride, a.lse_states + row, a.lse_state_stride, a.num_states, -INFINITY, out,
                       a.lse != nullptr ? a.lse + row : nullptr);
 }
 

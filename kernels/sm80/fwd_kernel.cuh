@@ -361,6 +361,11 @@ __global__ void __launch_bounds__(Traits::kNThreads)
     }
     return;
   }
+  if (p.sinks != nullptr) {
+    const float sink = p.sinks[head];
+#pragma unroll
+    for (int r = 0; r < 2 * kMTiles; ++r) add_sink(sink, inv_l[r], lse[r]);
+  }
 #pragma unroll
   for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll

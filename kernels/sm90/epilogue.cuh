@@ -181,6 +181,11 @@ struct Epilogue {
     float inv_l[2];
     float lse[2];
     finalize(o, softmax, p.softmax_scale, inv_l, lse);
+    if (!kSplit && p.sinks != nullptr) {
+      const float sink = p.sinks[tile.head];
+      add_sink(sink, inv_l[0], lse[0]);
+      add_sink(sink, inv_l[1], lse[1]);
+    }
     if constexpr (kSplit) {
       store_partial(tile, split, o, inv_l, lse);
       if constexpr (!Traits::kSeparateO) {

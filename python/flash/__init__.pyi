@@ -19,6 +19,7 @@ def attention(
     window_left: int = ...,
     window_right: int = ...,
     softcap: float = ...,
+    sinks: Any = ...,
     cu_seqlens_q: Any = ...,
     cu_seqlens_k: Any = ...,
     max_seqlen_q: int = ...,

@@ -153,6 +153,28 @@ def test_window_softcap_and_scale():
 
 
 @gpu
+@pytest.mark.parametrize("window", [(-1, -1), (128, 0)])
+def test_sinks_match_an_extra_logit_column(window):
+    # gpt-oss: the sink is one more logit per head, concatenated to the
+    # scaled scores before the softmax and dropped after it.
+    q, k, v = rand(2, 300, 8, 64), rand(2, 500, 2, 64), rand(2, 500, 2, 64)
+    sinks = torch.tensor([-math.inf, 0.5, 4.0, 7.5, -2.0, 10.0, 3.0, 6.0], device="cuda")
+    out, lse = flash.attention(q, k, v, causal=True, window=window, sinks=sinks, return_lse=True)
+    torch.cuda.synchronize()
+    _, lse_keys = reference(q, k, v, causal=True, window=window)
+    o_keys, _ = reference(q, k, v, causal=True, window=window)
+    sink = sinks[None, :, None]
+    ref_lse = torch.logaddexp(lse_keys, sink.expand_as(lse_keys))
+    weight = torch.exp(lse_keys - ref_lse).nan_to_num(0.0).transpose(1, 2)[..., None]
+    assert_close(out, o_keys * weight, torch.bfloat16)
+    assert torch.allclose(lse, ref_lse, atol=1e-3, rtol=1e-4)
+    plain = flash.attention(q, k, v, causal=True, window=window)
+    assert ((plain.float() - out.float()).norm() / out.float().norm()).item() > 0.1
+    with pytest.raises(ValueError, match="sinks"):
+        flash.attention(q, k, v, sinks=sinks[:4])
+
+
+@gpu
 def test_strided_views_are_read_in_place():
     base = rand(2, 8, 200, 128)  # [B, H, S, D]: a BHND tensor viewed as BNHD
     q = base.transpose(1, 2)

@@ -13,7 +13,7 @@
 namespace flash::ref {
 
 Status cpu_attention(const AttentionParams& p, const uint16_t* q, const uint16_t* k, const uint16_t* v,
-                     std::vector<double>* o, std::vector<double>* lse) {
+                     std::vector<double>* o, std::vector<double>* lse, const float* sinks) {
   o->clear();
   lse->clear();
   if (uses_varlen_or_paging(p)) {
@@ -48,12 +48,18 @@ Status cpu_attention(const AttentionParams& p, const uint16_t* q, const uint16_t
       for (int64_t i = 0; i < seqlen_q; ++i) {
         // Bottom-right aligned causal mask and sliding window.
         const KeyRange keys = visible_keys(i, seqlen_q, seqlen_k, p.causal, p.window_left, p.window_right);
-        if (keys.first > keys.last) continue;  // sees no key: O row 0, LSE -inf (already set)
+        // The sink: one more logit in the softmax, with no V row.
+        const double sink = sinks != nullptr ? static_cast<double>(sinks[h]) : kNegInf;
+        const size_t lse_at = static_cast<size_t>((b * heads_q + h) * seqlen_q + i);
+        if (keys.first > keys.last) {  // sees no key: O row 0, LSE the sink (-inf without one)
+          (*lse)[lse_at] = sink;
+          continue;
+        }
 
         const int64_t q_offset = b * p.q_batch_stride + i * p.q_seq_stride + h * p.q_head_stride;
         for (int64_t d = 0; d < head_dim; ++d) q_row[d] = load(q, q_offset + d);
 
-        double max_score = kNegInf;
+        double max_score = sink;
         for (int64_t j = keys.first; j <= keys.last; ++j) {
           const int64_t k_offset = b * p.k_batch_stride + j * p.k_seq_stride + hk * p.k_head_stride;
           double dot = 0.0;
@@ -63,7 +69,7 @@ Status cpu_attention(const AttentionParams& p, const uint16_t* q, const uint16_t
           scores[j] = score;
           max_score = std::max(max_score, score);
         }
-        double sum = 0.0;
+        double sum = sink == kNegInf ? 0.0 : std::exp(sink - max_score);
         for (int64_t j = keys.first; j <= keys.last; ++j) {
           scores[j] = std::exp(scores[j] - max_score);
           sum += scores[j];
@@ -75,7 +81,7 @@ Status cpu_attention(const AttentionParams& p, const uint16_t* q, const uint16_t
           const int64_t v_offset = b * p.v_batch_stride + j * p.v_seq_stride + hk * p.v_head_stride;
           for (int64_t d = 0; d < head_dim; ++d) o_row[d] += weight * load(v, v_offset + d);
         }
-        (*lse)[static_cast<size_t>((b * heads_q + h) * seqlen_q + i)] = max_score + std::log(sum);
+        (*lse)[lse_at] = max_score + std::log(sum);
       }
     }
   }

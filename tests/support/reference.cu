@@ -123,11 +123,15 @@ __device__ __forceinline__ RowStats warp_combine(RowStats s) {
 // keys the row sees (bottom-right causal mask and sliding window, see
 // visible_keys), 0 elsewhere; cap(x) = softcap * tanh(x / softcap) when
 // softcap > 0, else x. A row that sees no key gets P = 0 and LSE = -inf.
-// Two passes over the row: online max/sum, then write.
+// With `sinks` (null: none), query head sink_head0 + sink_head_step * head
+// has one more logit in its softmax, sinks[...], with no column in P: it
+// adds to the denominator and the LSE only (a row that sees no key: LSE =
+// the sink). Two passes over the row: online max/sum, then write.
 template <typename T>
 __global__ void __launch_bounds__(kSoftmaxThreads)
     masked_softmax_kernel(const float* s, T* p, float* lse, int64_t lse_head_stride, int seqlen_q, int seqlen_k,
-                          float scale, float softcap, int64_t first_offset, int64_t last_offset) {
+                          float scale, float softcap, int64_t first_offset, int64_t last_offset,
+                          const float* sinks, int64_t sink_head0, int64_t sink_head_step) {
   constexpr int kWarps = kSoftmaxThreads / 32;
   __shared__ RowStats warp_stats[kWarps];
   __shared__ RowStats row_stats;
@@ -172,6 +176,8 @@ __global__ void __launch_bounds__(kSoftmaxThreads)
   }
   __syncthreads();
   stats = row_stats;
+  if (sinks != nullptr) stats = combine(stats, RowStats{sinks[sink_head0 + sink_head_step * head], 1.f});
+  const bool has_sum = stats.m != -INFINITY;
 
   const float inv_l = sees_keys ? 1.f / stats.l : 0.f;
   for (int j = threadIdx.x; j < seqlen_k; j += kSoftmaxThreads) {
@@ -179,7 +185,7 @@ __global__ void __launch_bounds__(kSoftmaxThreads)
     p_row[j] = to_element<T>(prob);
   }
   if (lse != nullptr && threadIdx.x == 0) {
-    lse[head * lse_head_stride + row] = sees_keys ? stats.m + logf(stats.l) : -INFINITY;
+    lse[head * lse_head_stride + row] = has_sum ? stats.m + logf(stats.l) : -INFINITY;
   }
 }
 
@@ -337,11 +343,13 @@ Status standard_attention(const AttentionParams& p, float* o_f32, void* workspac
       if (p.dtype == DType::kFloat16) {
         masked_softmax_kernel<<<grid, kSoftmaxThreads, 0, stream>>>(s, static_cast<__half*>(prob), lse,
                                                                     group * p.seqlen_q, seqlen_q, seqlen_k, scale,
-                                                                    p.softcap, first_offset, last_offset);
+                                                                    p.softcap, first_offset, last_offset, p.sinks,
+                                                                    g, group);
       } else {
         masked_softmax_kernel<<<grid, kSoftmaxThreads, 0, stream>>>(s, static_cast<__nv_bfloat16*>(prob), lse,
                                                                     group * p.seqlen_q, seqlen_q, seqlen_k, scale,
-                                                                    p.softcap, first_offset, last_offset);
+                                                                    p.softcap, first_offset, last_offset, p.sinks,
+                                                                    g, group);
       }
       const cudaError_t err = cudaGetLastError();
       if (err != cudaSuccess) return cuda_error(err, "the mask + softmax kernel");

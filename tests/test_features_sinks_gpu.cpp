@@ -1,0 +1,217 @@
+// Attention sinks (AttentionParams::sinks) against the per-sequence
+// reference, whose softmax carries each head's sink as one more logit with
+// no V row: every mask (none, causal, the gpt-oss window, softcap), dense,
+// varlen, seqused_k and paged caches, decode shapes, and split-KV on each
+// kernel (the combine must count a sink once). Heads mix sinks well below,
+// near and above the rows' log-sum-exp (about log(keys)), and -inf (off).
+#include <cmath>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "feature_test.h"
+
+namespace flash::test {
+namespace {
+
+// heads_q sinks cycling through values from off to dominant.
+std::vector<float> sinks_for(int64_t heads_q, int shift) {
+  const float values[] = {-INFINITY, 0.5f, 4.f, 7.5f, -2.f, 10.f, 3.f, 6.f};
+  std::vector<float> s;
+  for (int64_t h = 0; h < heads_q; ++h) s.push_back(values[(h + shift) % 8]);
+  return s;
+}
+
+// The split runs of a prefill case besides all_backends(): flash's choice
+// with a workspace (a few query tiles: it splits), and three splits asked
+// of the sm80 and decode kernels.
+std::vector<FlashRun> prefill_runs() {
+  std::vector<FlashRun> runs = all_backends();
+  runs.push_back({Backend::kAuto, 0, true});
+  runs.push_back({Backend::kSm80, 3, true});
+  runs.push_back({Backend::kDecode, 3, true});
+  return runs;
+}
+
+struct Mask {
+  const char* name;
+  bool causal;
+  int64_t left, right;
+  float softcap;
+};
+constexpr Mask kMasks[] = {
+    {"none", false, -1, -1, 0.f},
+    {"causal", true, -1, -1, 0.f},
+    {"window128", false, 128, 0, 0.f},  // gpt-oss's sliding layers
+    {"softcap", true, -1, -1, 30.f},
+};
+
+std::vector<FeatureRow> sink_rows() {
+  FeatureTable t;
+  uint64_t seed = kFeatureSeedBase + 7000;
+  int variant = 0;
+  // Dense prefill: more keys than queries, and more queries than keys (rows
+  // near the top see no key under a causal mask: their LSE is the sink).
+  for (int64_t hd : {64, 128, 256}) {
+    if (!head_dim_compiled(hd)) continue;
+    for (const Mask& m : kMasks) {
+      ++variant;
+      FeatureConfig cfg = make_config(variant % 2 ? DType::kBFloat16 : DType::kFloat16, hd, 8, 2, seed++);
+      cfg.causal = m.causal;
+      cfg.window_left = m.left;
+      cfg.window_right = m.right;
+      cfg.softcap = m.softcap;
+      const bool tall = variant % 3 == 0;
+      cfg.seqlens_q = repeat(tall ? 1000 : 300, 1);
+      cfg.seqlens_k = repeat(tall ? 300 : 1000, 1);
+      cfg.sinks = sinks_for(cfg.heads_q, variant);
+      cfg.with_lse = variant % 5 != 4;
+      t.add(std::string("dense_") + m.name + "_sinks", cfg, prefill_runs());
+    }
+  }
+  // Varlen Q and K with empty sequences and rows that see no key.
+  for (int shift = 0; shift < 2; ++shift) {
+    const int64_t hd = shift == 0 ? 128 : 64;
+    if (!head_dim_compiled(hd)) continue;
+    FeatureConfig cfg = make_config(shift ? DType::kFloat16 : DType::kBFloat16, hd, 8, 2, seed++);
+    cfg.causal = shift == 0;
+    cfg.varlen_q = true;
+    cfg.seqlens_q = rotated(shift + 1);
+    cfg.seqlens_k = rotated(shift + 3);
+    cfg.kv = KvLayout::kVarlen;
+    cfg.sinks = sinks_for(cfg.heads_q, shift);
+    t.add("varlen_sinks", cfg);
+  }
+  // KV caches: seqused_k, pages of 16 keys (the Hopper kernel) and of 1 key
+  // (sm80), chunked prefill and decode shapes, with their split runs.
+  struct Cache {
+    const char* name;
+    KvLayout kv;
+    int64_t page_size;
+  };
+  const Cache caches[] = {
+      {"seqused", KvLayout::kDense, 0}, {"pages16", KvLayout::kPaged, 16}, {"pages1", KvLayout::kPaged, 1}};
+  for (const Cache& cache : caches) {
+    for (int64_t seqlen_q : {1, 4, 200}) {
+      ++variant;
+      const int64_t hd = variant % 2 ? 128 : 64;
+      if (!head_dim_compiled(hd)) continue;
+      FeatureConfig cfg = make_config(variant % 2 ? DType::kBFloat16 : DType::kFloat16, hd, 16, 4, seed++);
+      cfg.causal = seqlen_q > 1;
+      cfg.seqlens_q = repeat(seqlen_q, 2);
+      cfg.seqlens_k = {1500, 700};
+      cfg.kv = cache.kv;
+      cfg.use_seqused_k = true;
+      if (cache.kv == KvLayout::kDense) cfg.k_capacity = 1600;
+      if (cache.kv == KvLayout::kPaged) cfg.page_size = cache.page_size;
+      cfg.sinks = sinks_for(cfg.heads_q, variant);
+      t.add("q" + std::to_string(seqlen_q) + "_" + cache.name + "_sinks", cfg,
+            seqlen_q <= 16 ? decode_runs() : prefill_runs());
+    }
+  }
+  return t.rows();
+}
+
+class Sinks : public FeatureTest {};
+TEST_P(Sinks, MatchesReference) {
+  const FeatureConfig cfg = row_config();
+  // The Hopper kernel splits dense calls too: three splits asked of it.
+  check_case(cfg, GetParam().runs,
+             [this](FeatureCase& c, const std::vector<double>& ref_o, const std::vector<double>& ref_lse) {
+               AttentionParams p = c.params();
+               p.backend = Backend::kSm90;
+               p.num_splits = 3;
+               if (!sm90_runs(p)) return;
+               SCOPED_TRACE("backend sm90, num_splits 3");
+               DeviceBuffer workspace;
+               size_t bytes = 0;
+               ASSERT_TRUE(attention_workspace_size(p, &bytes).ok());
+               ASSERT_EQ(workspace.allocate(bytes), cudaSuccess);
+               p.workspace = workspace.ptr;
+               p.workspace_bytes = bytes;
+               expect_params_match(c, p, ref_o, ref_lse);
+             });
+}
+INSTANTIATE_TEST_SUITE_P(Features, Sinks, ::testing::ValuesIn(sink_rows()), RowName());
+
+// The premise: the sinks change the result. The same case's reference
+// with and without them differs in O and in the LSE, and flash run without
+// sinks fails the sinks reference.
+class SinksPremise : public FeatureFixture {};
+TEST_F(SinksPremise, SinksChangeTheResult) {
+  if (!head_dim_compiled(128)) GTEST_SKIP() << "head_dim 128 not compiled";
+  FeatureConfig cfg = make_config(DType::kBFloat16, 128, 8, 2, case_seed(kFeatureSeedBase + 7999));
+  cfg.causal = true;
+  cfg.seqlens_q = repeat(300, 1);
+  cfg.seqlens_k = repeat(1000, 1);
+  cfg.sinks = sinks_for(cfg.heads_q, 0);
+  FeatureConfig plain = cfg;
+  plain.sinks.clear();
+  FeatureCase with(cfg, stream_), without(plain, stream_);
+  ASSERT_TRUE(with.init());
+  ASSERT_TRUE(without.init());
+  std::vector<double> o_with, lse_with, o_without, lse_without;
+  ASSERT_TRUE(reference(with, &o_with, &lse_with));
+  ASSERT_TRUE(reference(without, &o_without, &lse_without));
+  EXPECT_GT(relative_l2(o_without, o_with), 0.1);
+  EXPECT_GT(relative_l2(lse_without, lse_with), 0.01);
+  // flash without the sinks, checked against the reference with them.
+  AttentionParams p = with.params();
+  p.sinks = nullptr;
+  ASSERT_TRUE(with.run(p).ok());
+  std::vector<float> o, lse;
+  ASSERT_TRUE(with.read_output(&o, &lse));
+  Errors errors;
+  EXPECT_FALSE(check_attention(with.check_params(), o, lse, o_with, lse_with, &errors));
+}
+
+// The cuBLAS reference's sinks against the float64 CPU reference's, with
+// rows that see no key (more queries than keys under a causal mask or a
+// window: their LSE is the sink, or -inf where the sink is off) and varlen
+// sequences with no key at all.
+TEST_F(SinksPremise, CublasReferenceMatchesFloat64) {
+  if (!head_dim_compiled(64)) GTEST_SKIP() << "head_dim 64 not compiled";
+  struct Variant {
+    bool causal;
+    int64_t left, right;
+    float softcap;
+  };
+  const Variant variants[] = {{false, -1, -1, 0.f}, {true, -1, -1, 0.f}, {false, 8, 0, 0.f}, {true, -1, -1, 5.f}};
+  int64_t rows_without_keys = 0;
+  int shift = 0;
+  for (const Variant& v : variants) {
+    for (bool varlen : {false, true}) {
+      FeatureConfig cfg = make_config(shift % 2 ? DType::kFloat16 : DType::kBFloat16, 64, 8, 2,
+                                      case_seed(kFeatureSeedBase + 7100 + static_cast<uint64_t>(shift)));
+      cfg.causal = v.causal;
+      cfg.window_left = v.left;
+      cfg.window_right = v.right;
+      cfg.softcap = v.softcap;
+      cfg.input_scale = v.softcap > 0.f ? 3.f : 1.f;
+      if (varlen) {
+        cfg.varlen_q = true;
+        cfg.kv = KvLayout::kVarlen;
+        cfg.seqlens_q = {77, 0, 20, 5};
+        cfg.seqlens_k = {33, 9, 0, 40};
+      } else {
+        cfg.seqlens_q = repeat(77, 2);
+        cfg.seqlens_k = repeat(33, 2);
+      }
+      cfg.sinks = sinks_for(cfg.heads_q, shift++);
+      SCOPED_TRACE(cfg.name());
+      FeatureCase c(cfg, stream_);
+      ASSERT_TRUE(c.init());
+      std::vector<double> gpu_o, gpu_lse, cpu_o, cpu_lse;
+      ASSERT_TRUE(c.reference(cublas_, &gpu_o, &gpu_lse, SequenceReference::kCublas));
+      ASSERT_TRUE(c.reference(cublas_, &cpu_o, &cpu_lse, SequenceReference::kCpu));
+      const std::vector<float> o(gpu_o.begin(), gpu_o.end()), lse(gpu_lse.begin(), gpu_lse.end());
+      Errors errors;
+      EXPECT_TRUE(check_attention(c.check_params(), o, lse, cpu_o, cpu_lse, &errors));
+      rows_without_keys += rows_seeing_no_key(cfg);
+    }
+  }
+  EXPECT_GT(rows_without_keys, 0) << "the premise: some rows see no key";
+}
+
+}  // namespace
+}  // namespace flash::test
