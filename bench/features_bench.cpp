@@ -3,6 +3,7 @@
 #include <benchmark/benchmark.h>
 #include <cuda_runtime_api.h>
 
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -35,16 +36,22 @@ constexpr Shape kShapes[] = {
 };
 constexpr int kNumShapes = sizeof(kShapes) / sizeof(kShapes[0]);
 
+enum class Feature : int { kPlain, kSinks, kAlibi };
+constexpr Feature kFeatures[] = {Feature::kPlain, Feature::kSinks, Feature::kAlibi};
+const char* feature_name(Feature f) {
+  return f == Feature::kPlain ? "plain" : f == Feature::kSinks ? "sinks" : "alibi";
+}
+
 struct FeatureKey {
   int shape;
-  bool sinks;
+  Feature feature;
   bool operator<(const FeatureKey& o) const {
-    return std::make_tuple(shape, sinks) < std::make_tuple(o.shape, o.sinks);
+    return std::make_tuple(shape, static_cast<int>(feature)) < std::make_tuple(o.shape, static_cast<int>(o.feature));
   }
 };
 
 std::string row_name(const FeatureKey& key) {
-  return std::string("features/") + kShapes[key.shape].name + "/" + (key.sinks ? "sinks" : "plain");
+  return std::string("features/") + kShapes[key.shape].name + "/" + feature_name(key.feature);
 }
 
 // Causal (query, key) pairs of a square n x n call with a left window w
@@ -56,7 +63,7 @@ double causal_pairs(int64_t n, int64_t w) {
 }
 
 struct FeatureRun {
-  DeviceBuffer q, k, v, o, sinks, workspace;
+  DeviceBuffer q, k, v, o, per_head, workspace;
   flash::AttentionParams p;
   double flops = 0.0;
 
@@ -81,12 +88,18 @@ struct FeatureRun {
     if (err.empty()) err = alloc_filled(env, &k, kv_elems, 2, "K");
     if (err.empty()) err = alloc_filled(env, &v, kv_elems, 3, "V");
     if (err.empty()) err = o.allocate(q_elems * kRowElemBytes, "cudaMalloc(O)");
-    if (err.empty() && key.sinks) {
-      const std::vector<float> host(static_cast<size_t>(s.heads_q), kSinkValue);
-      err = sinks.allocate(host.size() * sizeof(float), "cudaMalloc(sinks)");
+    if (err.empty() && key.feature != Feature::kPlain) {
+      // Sinks all kSinkValue; ALiBi slopes 2^(-8 (h + 1) / heads_q).
+      std::vector<float> host(static_cast<size_t>(s.heads_q), kSinkValue);
+      if (key.feature == Feature::kAlibi) {
+        for (size_t h = 0; h < host.size(); ++h) {
+          host[h] = std::exp2(-8.f * static_cast<float>(h + 1) / static_cast<float>(s.heads_q));
+        }
+      }
+      err = per_head.allocate(host.size() * sizeof(float), "cudaMalloc(sinks / slopes)");
       if (err.empty()) {
-        err = cuda_error("cudaMemcpy(sinks)",
-                         cudaMemcpy(sinks.get(), host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice));
+        err = cuda_error("cudaMemcpy(sinks / slopes)",
+                         cudaMemcpy(per_head.get(), host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice));
       }
     }
     if (err.empty()) err = cuda_error("cudaStreamSynchronize(setup)", cudaStreamSynchronize(env.stream));
@@ -95,7 +108,8 @@ struct FeatureRun {
     p.k = k.get();
     p.v = v.get();
     p.o = o.get();
-    p.sinks = key.sinks ? static_cast<const float*>(sinks.get()) : nullptr;
+    p.sinks = key.feature == Feature::kSinks ? static_cast<const float*>(per_head.get()) : nullptr;
+    p.alibi_slopes = key.feature == Feature::kAlibi ? static_cast<const float*>(per_head.get()) : nullptr;
     size_t bytes = 0;
     err = status_error("flash::attention_workspace_size", flash::attention_workspace_size(p, &bytes));
     if (err.empty() && bytes > 0) {
@@ -122,8 +136,8 @@ void register_feature_benchmarks(BenchEnv* env) {
   // Plain and feature rows of a shape back to back, so that clock drift
   // between them stays small.
   for (int shape = 0; shape < kNumShapes; ++shape) {
-    for (bool sinks : {false, true}) {
-      const FeatureKey key{shape, sinks};
+    for (Feature feature : kFeatures) {
+      const FeatureKey key{shape, feature};
       benchmark::RegisterBenchmark(row_name(key).c_str(), bench_feature, env, key)
           ->UseManualTime()
           ->Iterations(env->options.flash_iters)
@@ -135,20 +149,26 @@ void register_feature_benchmarks(BenchEnv* env) {
 void print_feature_summary(std::FILE* out, const BenchEnv& env) {
   (void)env;
   std::lock_guard<std::mutex> lock(rows_mutex());
-  std::fprintf(out, "\n## features: cost of attention sinks\n\n");
+  std::fprintf(out, "\n## features: cost of attention sinks and ALiBi\n\n");
   std::fprintf(out,
-               "- bf16, N %lld (decode: batch 32, one query); sinks all %.1f; cost = sinks ms / plain ms; TFLOP/s "
-               "from 4 * heads_q * head_dim * visible pairs\n\n",
+               "- bf16, N %lld (decode: batch 32, one query); sinks all %.1f; ALiBi slopes 2^(-8h/H); cost = the "
+               "feature's ms / plain ms; TFLOP/s from 4 * heads_q * head_dim * visible pairs\n\n",
                static_cast<long long>(kSeqlen), static_cast<double>(kSinkValue));
-  std::fprintf(out, "| shape | kernel | plain ms | sinks ms | plain TFLOP/s | cost |\n");
-  std::fprintf(out, "|---|---|---|---|---|---|\n");
+  std::fprintf(out,
+               "| shape | kernel | plain ms | plain TFLOP/s | sinks ms | cost | ALiBi kernel | ALiBi ms | cost |\n");
+  std::fprintf(out, "|---|---|---|---|---|---|---|---|---|\n");
   for (int shape = 0; shape < kNumShapes; ++shape) {
-    const auto plain = feature_results().find({shape, false});
-    const auto sinks = feature_results().find({shape, true});
-    if (plain == feature_results().end() || sinks == feature_results().end()) continue;
-    std::fprintf(out, "| %s | %s | %.4f | %.4f | %.1f | %.3f |\n", kShapes[shape].name, plain->second.config.c_str(),
-                 plain->second.median_ms, sinks->second.median_ms, plain->second.tflops,
-                 plain->second.median_ms > 0.0 ? sinks->second.median_ms / plain->second.median_ms : 0.0);
+    const auto plain = feature_results().find({shape, Feature::kPlain});
+    const auto sinks = feature_results().find({shape, Feature::kSinks});
+    const auto alibi = feature_results().find({shape, Feature::kAlibi});
+    if (plain == feature_results().end() || sinks == feature_results().end() || alibi == feature_results().end()) {
+      continue;
+    }
+    const double base = plain->second.median_ms;
+    std::fprintf(out, "| %s | %s | %.4f | %.1f | %.4f | %.3f | %s | %.4f | %.3f |\n", kShapes[shape].name,
+                 plain->second.config.c_str(), base, plain->second.tflops, sinks->second.median_ms,
+                 base > 0.0 ? sinks->second.median_ms / base : 0.0, alibi->second.config.c_str(),
+                 alibi->second.median_ms, base > 0.0 ? alibi->second.median_ms / base : 0.0);
   }
   std::fflush(out);
 }

@@ -1,7 +1,8 @@
 // flash_bench --features: what the score and softmax features cost. Each
-// shape runs plain and with the feature, rows "features/<shape>/<plain|
-// sinks>"; the summary gives both medians and their ratio (the feature's
-// time over the plain call's: 1.03 is a 3% cost). Shapes, bf16, from
+// shape runs plain, with sinks and with ALiBi, rows "features/<shape>/
+// <plain|sinks|alibi>"; the summary gives the medians and each feature's
+// time over the plain call's (1.03 is a 3% cost). ALiBi runs the kernels'
+// score-modifier variant (the softcap's), so its kernel may differ. Shapes, bf16, from
 // gpt-oss-120b's attention (heads 64/8, head_dim 64, sinks on every layer,
 // half the layers with a 128-token window) and one head_dim 128 model:
 //   prefill  batch 1, N 8192, causal, hd64 heads 64/8
@@ -9,7 +10,7 @@
 //   prefill  batch 1, N 8192, causal, hd128 heads 32/8
 //   decode   batch 32, 8192 keys, one query, hd64 heads 64/8, a workspace
 //            of attention_workspace_size() bytes (flash splits the keys)
-// Sinks are one float per query head, all 2.0.
+// Sinks are one float per query head, all 2.0; ALiBi slopes 2^(-8h/H).
 #pragma once
 
 #include <cstdio>

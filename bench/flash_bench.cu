@@ -25,7 +25,7 @@
 //   sliding-window prefill on flash's pick and on the sm80 kernel.
 //   --serving (serving_bench.h): chunked prefill on dense, seqused_k and
 //   paged caches and decode on dense and paged ones, each beside the dense
-//   call. --features (features_bench.h): each score/softmax feature (sinks)
+//   call. --features (features_bench.h): each score/softmax feature (sinks, ALiBi)
 //   against the same call without it. Any of them replaces the sweep; add
 //   --sweep to run it too.
 //

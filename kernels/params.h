@@ -11,7 +11,7 @@ enum class MaskVariant : int {
   kTail,     // no window: only the ragged tail of the keys
   kCausal,   // a right edge only: causal (window (-1, 0)) or window_right >= 0 alone
   kWindow,   // a left edge (window_left >= 0), with or without a right one
-  kSoftcap,  // a logit softcap, with any window or none: every mask edge and the cap compiled in
+  kScoreMod,  // a logit softcap and/or ALiBi, with any window or none: every mask edge and both modifiers compiled in
 };
 
 struct FwdParams {
@@ -62,6 +62,11 @@ struct FwdParams {
   // so the LSE comes out in units of the capped scores.
   float softcap;
   float softcap_prescale;
+  // ALiBi: [heads_q] float32 slopes, or null (AttentionParams::alibi_slopes);
+  // alibi_scale = 1 / softmax_scale as the kernels use it (after the softcap's
+  // folding), the factor from natural-log units to the kernels' score units.
+  const float* alibi_slopes;
+  float alibi_scale;
   // Attention sinks: [heads_q] float32 logits, or null (AttentionParams::sinks).
   // Unsplit kernels add them in their epilogue (add_sink, softmax.cuh);
   // split calls write partials without them and the combine adds each once.

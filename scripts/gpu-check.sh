@@ -24,7 +24,7 @@
 # $OUT/bench_serving.json, both tables in the summary.
 #
 # features: flash_bench --features --no-standard (each score/softmax
-# feature, e.g. sinks, against the same call without it; features_bench.h),
+# feature, sinks and ALiBi, against the same call without it; features_bench.h),
 # JSON in $OUT/bench_features.json, its table in the summary.
 #
 # Full logs go to $OUT (or ./gpu-check-out when OUT is unset); the last thing

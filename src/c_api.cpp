@@ -56,6 +56,7 @@ FLASH_SAME_FIELD_TYPE(flash_attention_params, AttentionParams, workspace_bytes);
 FLASH_SAME_FIELD_TYPE(flash_attention_params, AttentionParams, total_q);
 FLASH_SAME_FIELD_TYPE(flash_attention_params, AttentionParams, total_k);
 FLASH_SAME_FIELD_TYPE(flash_attention_params, AttentionParams, sinks);
+FLASH_SAME_FIELD_TYPE(flash_attention_params, AttentionParams, alibi_slopes);
 FLASH_SAME_FIELD_TYPE(flash_merge_params, MergeParams, num_states);
 FLASH_SAME_FIELD_TYPE(flash_merge_params, MergeParams, batch);
 FLASH_SAME_FIELD_TYPE(flash_merge_params, MergeParams, seqlen_q);
@@ -121,7 +122,7 @@ static_assert(StructInfo<flash_attention_params>::kMinSize % kStructSizeGranule 
                   offsetof(flash_attention_params, cu_seqlens_q) == StructInfo<flash_attention_params>::kMinSize,
               "the core fields must end on a multiple of 8 bytes, where the next field starts");
 static_assert(sizeof(flash_attention_params) ==
-                  offsetof(flash_attention_params, sinks) + sizeof(flash_attention_params::sinks),
+                  offsetof(flash_attention_params, alibi_slopes) + sizeof(flash_attention_params::alibi_slopes),
               "the last field must end the struct: a tail padding would hold a later version's first field");
 static_assert(sizeof(flash_attention_params) % kStructSizeGranule == 0, "the struct must end on a multiple of 8");
 
@@ -269,6 +270,7 @@ void copy_same_fields(const Src& src, Dst& dst) noexcept {
   dst.total_q = src.total_q;
   dst.total_k = src.total_k;
   dst.sinks = src.sinks;
+  dst.alibi_slopes = src.alibi_slopes;
 }
 
 // Converts `c` to *p, or says which bool field holds neither 0 nor 1. The

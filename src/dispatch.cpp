@@ -170,6 +170,8 @@ FwdParams make_fwd_params(const AttentionParams& p, const DeviceCaps& caps) noex
     f.softmax_scale_log2 = p.softcap * kLog2e;
   }
   f.sinks = p.sinks;
+  f.alibi_slopes = p.alibi_slopes;
+  f.alibi_scale = 1.f / f.softmax_scale;  // the scale the kernels apply, after the softcap's folding
   f.num_splits = 1;
   return f;
 }

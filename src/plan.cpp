@@ -20,7 +20,7 @@ namespace {
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 MaskVariant mask_variant(const AttentionParams& p, int window_left, int window_right) {
-  if (p.softcap > 0.f) return MaskVariant::kSoftcap;
+  if (p.softcap > 0.f || p.alibi_slopes != nullptr) return MaskVariant::kScoreMod;
   if (window_left >= 0) return MaskVariant::kWindow;
   if (window_right >= 0) return MaskVariant::kCausal;
   return MaskVariant::kTail;
@@ -224,7 +224,7 @@ int sm80_min_smem(const AttentionParams& p) {
 bool uses_engine_features(const AttentionParams& p) noexcept {
   return p.cu_seqlens_q != nullptr || p.cu_seqlens_k != nullptr || p.seqused_k != nullptr ||
          p.block_table != nullptr || p.window_left >= 0 || (p.window_right >= 0 && !p.causal) ||
-         p.softcap > 0.f || p.num_splits > 1;
+         p.softcap > 0.f || p.alibi_slopes != nullptr || p.num_splits > 1;
 }
 
 size_t decode_workspace_bytes(const AttentionParams& p, int num_splits) noexcept {

@@ -70,7 +70,7 @@ struct Plan {
 Status make_plan(const AttentionParams& p, const DeviceCaps& caps, Plan* plan) noexcept;
 
 // Whether `p` uses any inference-engine feature: varlen, seqused_k, a paged
-// cache, a sliding window, a softcap or a requested split (such calls are
+// cache, a sliding window, a softcap, ALiBi or a requested split (such calls are
 // not autotuned).
 bool uses_engine_features(const AttentionParams& p) noexcept;
 

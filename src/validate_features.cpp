@@ -55,9 +55,11 @@ Status validate_engine_features(const AttentionParams& p) noexcept {
                          static_cast<const void*>(ptr.second));
     }
   }
-  if (reinterpret_cast<uintptr_t>(p.sinks) % alignof(float) != 0) {
-    return make_status(StatusCode::kInvalidArgument, "sinks (%p) is not 4-byte aligned",
-                       static_cast<const void*>(p.sinks));
+  for (const auto& ptr : {std::pair<const char*, const float*>{"sinks", p.sinks}, {"alibi_slopes", p.alibi_slopes}}) {
+    if (reinterpret_cast<uintptr_t>(ptr.second) % alignof(float) != 0) {
+      return make_status(StatusCode::kInvalidArgument, "%s (%p) is not 4-byte aligned", ptr.first,
+                         static_cast<const void*>(ptr.second));
+    }
   }
   if (p.block_table == nullptr) return Status{};
   if (p.cu_seqlens_k != nullptr) {
@@ -122,8 +124,8 @@ Status check_decode_grid(const AttentionParams& p) noexcept {
 // The outputs (O over o_bytes, the LSE over lse_bytes, the workspace) must
 // not overlap the arrays the kernels read (int32): cu_seqlens_q/k (batch + 1
 // entries), seqused_k (batch) and block_table ((batch - 1) *
-// block_table_batch_stride + max_pages_per_seq), and the float sinks
-// (heads_q). A zero extent is not checked.
+// block_table_batch_stride + max_pages_per_seq), and the float sinks and
+// ALiBi slopes (heads_q each). A zero extent is not checked.
 Status check_index_arrays(const AttentionParams& p, int64_t o_bytes, int64_t lse_bytes) noexcept {
   // Sizes are checked by now (batch <= 65535, with a block table 1 <=
   // max_pages_per_seq <= 2^30 and the stride >= it when batch > 1); the
@@ -145,7 +147,8 @@ Status check_index_arrays(const AttentionParams& p, int64_t o_bytes, int64_t lse
                 {"cu_seqlens_k", p.cu_seqlens_k, (p.batch + 1) * kInt32},
                 {"seqused_k", p.seqused_k, p.batch * kInt32},
                 {"block_table", p.block_table, table_entries * kInt32},
-                {"sinks", p.sinks, p.heads_q * static_cast<int64_t>(sizeof(float))}};
+                {"sinks", p.sinks, p.heads_q * static_cast<int64_t>(sizeof(float))},
+                {"alibi_slopes", p.alibi_slopes, p.heads_q * static_cast<int64_t>(sizeof(float))}};
   const int64_t ws_bytes =
       p.workspace != nullptr ? static_cast<int64_t>(std::min<size_t>(p.workspace_bytes, INT64_MAX / 2)) : 0;
   const struct {

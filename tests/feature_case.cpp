@@ -108,6 +108,11 @@ std::string FeatureConfig::name() const {
     for (size_t h = 0; h < sinks.size(); ++h) s += (h == 0 ? "" : ",") + std::to_string(sinks[h]);
     s += "]";
   }
+  if (!alibi.empty()) {
+    s += " alibi[";
+    for (size_t h = 0; h < alibi.size(); ++h) s += (h == 0 ? "" : ",") + std::to_string(alibi[h]);
+    s += "]";
+  }
   if (softmax_scale != 0.f) s += " scale " + std::to_string(softmax_scale);
   if (input_scale != 1.f) s += " inputs x" + std::to_string(input_scale);
   if (!with_lse) s += " no-lse";
@@ -172,6 +177,9 @@ FeatureCase::FeatureCase(const FeatureConfig& cfg, cudaStream_t stream) : cfg_(c
   if (cfg_.heads_q % cfg_.heads_kv != 0) return bad("heads_q must be a multiple of heads_kv");
   if (!cfg_.sinks.empty() && static_cast<int64_t>(cfg_.sinks.size()) != cfg_.heads_q) {
     return bad("sinks needs heads_q entries (or none)");
+  }
+  if (!cfg_.alibi.empty() && static_cast<int64_t>(cfg_.alibi.size()) != cfg_.heads_q) {
+    return bad("alibi needs heads_q entries (or none)");
   }
   switch (cfg_.kv) {
     case KvLayout::kDense: {
@@ -368,6 +376,7 @@ int64_t FeatureCase::rows_seeing_no_key() const {
   if (cfg_.use_seqused_k) RETURN_IF_CUDA_ERROR(upload(&seqused_k_, seqused_, stream_));
   if (!table_.empty()) RETURN_IF_CUDA_ERROR(upload(&table_dev_, table_, stream_));
   if (!cfg_.sinks.empty()) RETURN_IF_CUDA_ERROR(upload(&sinks_dev_, cfg_.sinks, stream_));
+  if (!cfg_.alibi.empty()) RETURN_IF_CUDA_ERROR(upload(&alibi_dev_, cfg_.alibi, stream_));
 
   auto at = [](const DeviceBuffer& buffer, int64_t elements) { return static_cast<char*>(buffer.ptr) + elements * 2; };
   AttentionParams& p = params_;
@@ -400,6 +409,7 @@ int64_t FeatureCase::rows_seeing_no_key() const {
   p.window_right = cfg_.window_right;
   p.softcap = cfg_.softcap;
   p.sinks = cfg_.sinks.empty() ? nullptr : static_cast<const float*>(sinks_dev_.ptr);
+  p.alibi_slopes = cfg_.alibi.empty() ? nullptr : static_cast<const float*>(alibi_dev_.ptr);
   p.cu_seqlens_q = cfg_.varlen_q ? static_cast<const int32_t*>(cu_q_dev_.ptr) : nullptr;
   p.cu_seqlens_k = cfg_.kv == KvLayout::kVarlen ? static_cast<const int32_t*>(cu_k_dev_.ptr) : nullptr;
   p.seqused_k = cfg_.use_seqused_k ? static_cast<const int32_t*>(seqused_k_.ptr) : nullptr;
@@ -551,12 +561,14 @@ Status FeatureCase::run(const AttentionParams& p, int workspace_fill) {
     r.window_right = cfg_.window_right;
     r.softcap = cfg_.softcap;
     r.sinks = cfg_.sinks.empty() ? nullptr : static_cast<const float*>(sinks_dev_.ptr);
+    r.alibi_slopes = cfg_.alibi.empty() ? nullptr : static_cast<const float*>(alibi_dev_.ptr);
     r.softmax_scale = cfg_.softmax_scale;
     r.set_contiguous_bnhd();
 
     if (which == SequenceReference::kCpu) {
       const Status s = ref::cpu_attention(r, qb.data(), kb.data(), vb.data(), &ob, &lseb,
-                                          cfg_.sinks.empty() ? nullptr : cfg_.sinks.data());
+                                          cfg_.sinks.empty() ? nullptr : cfg_.sinks.data(),
+                                          cfg_.alibi.empty() ? nullptr : cfg_.alibi.data());
       if (!s.ok()) return ::testing::AssertionFailure() << "sequence " << b << ": cpu_attention: " << s.message;
     } else {
       DeviceBuffer q, k, v, o16, o32, l, workspace;

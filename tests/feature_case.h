@@ -82,6 +82,8 @@ struct FeatureConfig {
   float softcap = 0.f;
   // Attention sinks: empty for none, else heads_q logits (AttentionParams::sinks).
   std::vector<float> sinks;
+  // ALiBi: empty for none, else heads_q slopes (AttentionParams::alibi_slopes).
+  std::vector<float> alibi;
   float softmax_scale = 0.f;
   float input_scale = 1.f;  // inputs uniform in [-input_scale, input_scale)
   bool with_lse = true;
@@ -186,7 +188,8 @@ class FeatureCase {
   Placement q_, k_, o_;  // V is placed like K in its own buffer
   int64_t q_elements_ = 0, k_elements_ = 0, o_elements_ = 0, lse_elements_ = 0;
   std::vector<uint16_t> q_host_, k_host_, v_host_;
-  DeviceBuffer q_dev_, k_dev_, v_dev_, o_dev_, lse_dev_, cu_q_dev_, cu_k_dev_, seqused_k_, table_dev_, sinks_dev_;
+  DeviceBuffer q_dev_, k_dev_, v_dev_, o_dev_, lse_dev_, cu_q_dev_, cu_k_dev_, seqused_k_, table_dev_, sinks_dev_,
+      alibi_dev_;
   AttentionParams params_;
 };
 

@@ -96,6 +96,7 @@ flash::AttentionParams as_cpp(const flash_attention_params& c) {
   p.total_q = c.total_q;
   p.total_k = c.total_k;
   p.sinks = c.sinks;
+  p.alibi_slopes = c.alibi_slopes;
   return p;
 }
 
@@ -169,6 +170,7 @@ TEST(CApi, InitGivesTheCppDefaults) {
   EXPECT_EQ(p.total_q, 0);
   EXPECT_EQ(p.total_k, 0);
   EXPECT_EQ(p.sinks, nullptr);
+  EXPECT_EQ(p.alibi_slopes, nullptr);
   // ... and the C++ defaults, field by field.
   EXPECT_EQ(p.cu_seqlens_q, cpp.cu_seqlens_q);
   EXPECT_EQ(p.cu_seqlens_k, cpp.cu_seqlens_k);
@@ -187,6 +189,7 @@ TEST(CApi, InitGivesTheCppDefaults) {
   EXPECT_EQ(p.total_q, cpp.total_q);
   EXPECT_EQ(p.total_k, cpp.total_k);
   EXPECT_EQ(p.sinks, cpp.sinks);
+  EXPECT_EQ(p.alibi_slopes, cpp.alibi_slopes);
 
   flash_attention_params_init(nullptr);  // ignored, no crash
 }
@@ -243,6 +246,7 @@ TEST(CApi, SetContiguousMatchesTheCppHelpers) {
     p.workspace_bytes = 12345;
     p.total_q = 4321, p.total_k = (int64_t{1} << 40) + 3;  // past 32 bits: no narrowing on the way
     p.sinks = static_cast<const float*>(fake_ptr(10));
+    p.alibi_slopes = static_cast<const float*>(fake_ptr(11));
     helper.c(&p);
 
     flash::AttentionParams cpp;
@@ -287,6 +291,7 @@ TEST(CApi, SetContiguousMatchesTheCppHelpers) {
     EXPECT_EQ(p.total_q, 4321);
     EXPECT_EQ(p.total_k, (int64_t{1} << 40) + 3);
     EXPECT_EQ(p.sinks, fake_ptr(10));
+    EXPECT_EQ(p.alibi_slopes, fake_ptr(11));
     helper.c(nullptr);  // ignored, no crash
   }
   // The [B, N, H, D] values spelled out once.
@@ -955,6 +960,7 @@ TEST(CApiStructSize, ReadsExactlyTheFieldsWithinStructSize) {
   p.block_table = static_cast<const int32_t*>(fake_ptr(8, 2));
   p.page_size = -1, p.window_right = -9, p.num_splits = -1, p.total_q = p.total_k = -1;
   p.sinks = static_cast<const float*>(fake_ptr(10, 2));
+  p.alibi_slopes = static_cast<const float*>(fake_ptr(11, 2));
   for (size_t size = sizeof(ParamsV1); size < sizeof(p); size += 8) {
     flash_attention_params cut = base;
     std::memcpy(&cut, &p, size);  // today's whole struct: p up to `size`, the defaults after it

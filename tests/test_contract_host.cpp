@@ -202,6 +202,9 @@ TEST(Contract, OutputsMustNotOverlapTheIndexArrays) {
     EXPECT_TRUE(rejected(p, StatusCode::kInvalidArgument, {"lse overlaps sinks"}));
     p.sinks = static_cast<const float*>(fake_ptr(4, -4 * p.heads_q));  // ends where the LSE starts
     EXPECT_TRUE(flash::validate(p).ok()) << flash::validate(p).message;
+    p.sinks = nullptr;
+    p.alibi_slopes = static_cast<const float*>(fake_ptr(3, 4 * 100));  // inside O
+    EXPECT_TRUE(rejected(p, StatusCode::kInvalidArgument, {"o overlaps alibi_slopes"}));
   }
   {
     AttentionParams p = valid_params();

@@ -302,7 +302,7 @@ TEST(Plan, OneMaskDecision) {
   const std::pair<const AttentionParams*, MaskVariant> cases[] = {{&causal, MaskVariant::kCausal},
                                                                   {&spelled, MaskVariant::kCausal},
                                                                   {&huge, MaskVariant::kTail},
-                                                                  {&capped, MaskVariant::kSoftcap},
+                                                                  {&capped, MaskVariant::kScoreMod},
                                                                   {&left, MaskVariant::kWindow}};
   for (const auto& [p, mask] : cases) {
     ASSERT_TRUE(validate(*p).ok());

@@ -218,6 +218,10 @@ TEST(Validate, RejectsMisalignedPointers) {
   EXPECT_TRUE(invalid(p, {"sinks", "4-byte aligned"}));
   p.sinks = static_cast<const float*>(fake_ptr(10, 4));
   EXPECT_TRUE(validate(p).ok()) << validate(p).message;
+  p.alibi_slopes = static_cast<const float*>(fake_ptr(11, 2));
+  EXPECT_TRUE(invalid(p, {"alibi_slopes", "4-byte aligned"}));
+  p.alibi_slopes = static_cast<const float*>(fake_ptr(11, 4));
+  EXPECT_TRUE(validate(p).ok()) << validate(p).message;
 }
 
 struct StrideField {

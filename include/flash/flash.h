@@ -194,6 +194,12 @@ typedef struct flash_attention_params {
    * key: O = 0, LSE = sinks[h]). -inf turns a head's sink off; values must
    * be finite or -inf. Every kernel, mask and layout takes them. */
   const float* sinks;
+  /* ALiBi: null (the default), or device memory holding heads_q float32
+   * slopes, one per query head: the score of query row i and key j of a
+   * sequence gains -alibi_slopes[h] * |i + d - j| (d = seqlen_k - seqlen_q
+   * of that sequence), in the units of the scaled (and capped) scores,
+   * before masking and the softmax. */
+  const float* alibi_slopes;
 } flash_attention_params;
 
 /* Sets struct_size to `struct_size` and every field within the first
@@ -202,7 +208,7 @@ typedef struct flash_attention_params {
  * softmax_scale 0 (1/sqrt(head_dim)), FLASH_BACKEND_AUTO, autotune 0; the
  * inference-engine fields off (null pointers, zero sizes, window_left and
  * window_right -1, softcap 0, num_splits 0, no workspace, total_q and
- * total_k 0, no sinks); padding zeroed. Writes nothing past struct_size bytes, and
+ * total_k 0, no sinks, no ALiBi); padding zeroed. Writes nothing past struct_size bytes, and
  * when struct_size is not one the library accepts (see
  * flash_attention_params) only struct_size itself (nothing if it is below
  * sizeof(size_t)), which the other calls then reject. A null `params` is

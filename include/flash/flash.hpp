@@ -178,6 +178,13 @@ struct AttentionParams {
   // off; values must be finite or -inf. Every kernel, mask and layout takes
   // them; a split call counts each sink once, in the combine.
   const float* sinks = nullptr;
+  // ALiBi: null, or device memory holding heads_q float32 slopes, one per
+  // query head. The score of query row i and key j of a sequence gains
+  // -alibi_slopes[h] * |i + d - j| (d = seqlen_k - seqlen_q of that
+  // sequence, the masks' diagonal; FlashAttention-2's convention), in the
+  // units of the scaled (and capped) scores, before masking and the
+  // softmax. Every kernel, mask and layout takes them.
+  const float* alibi_slopes = nullptr;
 
   // Split-KV (flash-decoding): the keys are split across CTAs, each writing
   // a partial output that a combine kernel merges in a fixed order (so

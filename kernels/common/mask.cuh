@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "../params.h"
 #include "ptx.cuh"
 
 namespace flash {
@@ -131,20 +132,63 @@ __device__ __forceinline__ void apply_mask(float (&s)[kM][kN][4], const RowRange
   }
 }
 
-// Logit softcap as a score modifier: s <- tanh(s * prescale); the cap
-// itself is folded into the softmax scale by the host (see FwdParams).
+// The score modifiers, compiled into one variant of each kernel (kEnabled:
+// MaskVariant::kScoreMod) and chosen there at run time by branches uniform
+// across the CTA:
+//   softcap (prescale > 0): s <- tanh(s * prescale); the cap itself is
+//     folded into the softmax scale by the host (see FwdParams);
+//   ALiBi (slopes non-null; FlashAttention-2's convention): the score of
+//     row i and key j of a sequence gains -slope * |i + d - j|, d =
+//     seqlen_k - seqlen_q, slope that of the row's query head. The kernels'
+//     scores are in units of 1 / softmax_scale, so the bias is scaled by
+//     alibi_scale = 1 / softmax_scale (after the softcap's folding).
+// Both come before the mask: a masked score is -inf whatever the bias.
 template <bool kEnabled>
-struct Softcap {
+struct ScoreMod {
   float prescale;
-  template <int kM, int kN>
-  __device__ __forceinline__ void apply(float (&s)[kM][kN][4]) const {
+  const float* slopes;
+  float alibi_scale;
+
+  __device__ __forceinline__ ScoreMod(const detail::FwdParams& p)
+      : prescale(p.softcap_prescale), slopes(p.alibi_slopes), alibi_scale(p.alibi_scale) {}
+
+  // -slope / softmax_scale of query head `head` (ALiBi on).
+  __device__ __forceinline__ float neg_slope(int head) const { return -__ldg(slopes + head) * alibi_scale; }
+
+  // S fragment (kM m16 tiles by kN n8 tiles) whose first column is key
+  // col0. diag(m, hi): i + d of the thread's row (m, hi); neg(m, hi): its
+  // neg_slope() (read only with ALiBi on).
+  template <int kM, int kN, typename Diag, typename Neg>
+  __device__ __forceinline__ void apply(float (&s)[kM][kN][4], int col0, int lane, Diag&& diag, Neg&& neg) const {
     if constexpr (kEnabled) {
+      if (prescale > 0.f) {
 #pragma unroll
-      for (int m = 0; m < kM; ++m)
+        for (int m = 0; m < kM; ++m)
 #pragma unroll
-        for (int n = 0; n < kN; ++n)
+          for (int n = 0; n < kN; ++n)
 #pragma unroll
-          for (int e = 0; e < 4; ++e) s[m][n][e] = ptx::tanh_fast(s[m][n][e] * prescale);
+            for (int e = 0; e < 4; ++e) s[m][n][e] = ptx::tanh_fast(s[m][n][e] * prescale);
+      }
+      if (slopes != nullptr) {
+#pragma unroll
+        for (int m = 0; m < kM; ++m) {
+#pragma unroll
+          for (int hi = 0; hi < 2; ++hi) {
+            // |i + d - j| for the thread's first column, then each fragment
+            // column's constant offset from it. Exact in float below 2^24.
+            const float base = static_cast<float>(diag(m, hi) - col0 - (lane % 4) * 2);
+            const float slope = neg(m, hi);
+#pragma unroll
+            for (int n = 0; n < kN; ++n) {
+#pragma unroll
+              for (int e = 0; e < 2; ++e) {
+                float& x = s[m][n][2 * hi + e];
+                x = fmaf(slope, fabsf(base - static_cast<float>(n * 8 + e)), x);
+              }
+            }
+          }
+        }
+      }
     }
   }
 };

@@ -58,7 +58,7 @@ struct DecodeTraits {
 
 // kMinBlocks CTAs per SM, as many as the shared memory holds (2 up to
 // head_dim 128: registers capped at 256; 1 at 256, which needs more).
-template <typename Traits, bool kMasked, bool kSoftcap>
+template <typename Traits, bool kMasked, bool kScoreMod>
 __global__ void __launch_bounds__(Traits::kNThreads, Traits::kMinBlocks)
     decode_kernel(const __grid_constant__ detail::FwdParams p) {
   using Element = typename Traits::Element;
@@ -89,7 +89,16 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kMinBlocks)
   const int row_end = min(row_begin + kBlockM, rows);
 
   const WindowMask<kMasked> mask(seq.len_q, seq.len_k, p.window_left, p.window_right);
-  const Softcap<kSoftcap> softcap{p.softcap_prescale};
+  const ScoreMod<kScoreMod> mods(p);
+  // ALiBi per packed row: its query head's slope, and i + d of its token.
+  float alibi_neg[2] = {0.f, 0.f};
+  int alibi_diag[2];
+#pragma unroll
+  for (int hi = 0; hi < 2; ++hi) {
+    const int r = row_begin + lane / 4 + hi * 8;
+    alibi_diag[hi] = r / g + seq.len_k - seq.len_q;
+    if (kScoreMod && p.alibi_slopes != nullptr) alibi_neg[hi] = mods.neg_slope(head_kv * g + r % g);
+  }
   int n_begin, n_end, u_begin, u_end;
   mask.template visible_blocks<kBlockN>(row_begin / g, (row_end - 1) / g, &n_begin, &n_end);
   mask.template unmasked_blocks<kBlockN>(row_begin / g, (row_end - 1) / g, &u_begin, &u_end);
@@ -195,7 +204,9 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kMinBlocks)
       ptx::mma_m16n8k16<Element>(s[0][0], a, b[0], b[1]);
       ptx::mma_m16n8k16<Element>(s[0][1], a, b[2], b[3]);
     }
-    softcap.apply(s);
+    mods.apply(
+        s, n_block * kBlockN + warp * 16, lane, [&](int, int hi) { return alibi_diag[hi]; },
+        [&](int, int hi) { return alibi_neg[hi]; });
 
     if (block_needs_mask(n_block, u_begin, u_end)) {
       const RowRange<1> ranges =

@@ -30,9 +30,9 @@ inline bool decode_grid_fits(const detail::FwdParams& params) {
   return rows <= kMaxX - kBlockM && ctas <= kMaxX && (params.num_splits == 1 || combine_rows <= kMaxX);
 }
 
-template <typename Traits, bool kMasked, bool kSoftcap>
+template <typename Traits, bool kMasked, bool kScoreMod>
 cudaError_t launch_decode(const detail::FwdParams& params, cudaStream_t stream) {
-  auto* kernel = &decode_kernel<Traits, kMasked, kSoftcap>;
+  auto* kernel = &decode_kernel<Traits, kMasked, kScoreMod>;
   constexpr int kSmemBytes = Traits::kSmemBytes;
   if constexpr (kSmemBytes > 48 * 1024) {
     const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
@@ -74,7 +74,7 @@ cudaError_t run_decode(const detail::FwdParams& params, cudaStream_t stream) {
   // nothing: cudaErrorInvalidConfiguration, CUDA's own code for such a grid.
   if (!decode_grid_fits(params)) return cudaErrorInvalidConfiguration;
   const bool window = params.window_left >= 0 || params.window_right >= 0;
-  const bool softcap = params.softcap > 0.f;
+  const bool softcap = params.softcap > 0.f || params.alibi_slopes != nullptr;  // the score-modifier variant
   cudaError_t err;
   if (window) {
     err = softcap ? launch_decode<Traits, true, true>(params, stream) : launch_decode<Traits, true, false>(params, stream);

@@ -146,9 +146,10 @@ struct PagedKV {
 };
 
 // kMasked: a causal or sliding-window mask (else only the ragged tail);
-// kSoftcap: the logit softcap; kPaged: K/V rows found through the block
+// kScoreMod: the logit softcap and ALiBi (each when the call asks for it;
+// ScoreMod, mask.cuh); kPaged: K/V rows found through the block
 // table. Varlen and seqused_k are runtime properties of the call (FwdParams).
-template <typename Traits, bool kMasked, bool kSoftcap, bool kPaged>
+template <typename Traits, bool kMasked, bool kScoreMod, bool kPaged>
 __global__ void __launch_bounds__(Traits::kNThreads)
     fwd_kernel(const __grid_constant__ detail::FwdParams p) {
   using Element = typename Traits::Element;
@@ -181,7 +182,9 @@ __global__ void __launch_bounds__(Traits::kNThreads)
   const int row_end = min(row_begin + kBlockM, seq.len_q);
 
   const WindowMask<kMasked> mask(seq.len_q, seq.len_k, p.window_left, p.window_right);
-  const Softcap<kSoftcap> softcap{p.softcap_prescale};
+  const ScoreMod<kScoreMod> mods(p);
+  const float alibi_neg = kScoreMod && p.alibi_slopes != nullptr ? mods.neg_slope(head) : 0.f;
+  const int diag_offset = seq.len_k - seq.len_q;  // d of ALiBi's |i + d - j|
   int n_begin, n_end, u_begin, u_end;
   mask.template visible_blocks<kBlockN>(row_begin, row_end - 1, &n_begin, &n_end);
   mask.template unmasked_blocks<kBlockN>(row_begin, row_end - 1, &u_begin, &u_end);
@@ -283,7 +286,10 @@ __global__ void __launch_bounds__(Traits::kNThreads)
       }
     }
 
-    softcap.apply(s);
+    mods.apply(
+        s, n_block * kBlockN, lane,
+        [&](int mt, int hi) { return row_begin + warp_row + mt * 16 + lane / 4 + hi * 8 + diag_offset; },
+        [&](int, int) { return alibi_neg; });
 
     // Only the blocks crossing a window edge or the ragged tail pay for the
     // per-element mask; the branch is uniform across the CTA.

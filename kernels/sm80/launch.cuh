@@ -12,9 +12,9 @@
 
 namespace flash::sm80 {
 
-template <typename Traits, bool kMasked, bool kSoftcap, bool kPaged>
+template <typename Traits, bool kMasked, bool kScoreMod, bool kPaged>
 cudaError_t launch_fwd(const detail::FwdParams& params, cudaStream_t stream) {
-  auto* kernel = &fwd_kernel<Traits, kMasked, kSoftcap, kPaged>;
+  auto* kernel = &fwd_kernel<Traits, kMasked, kScoreMod, kPaged>;
   constexpr int kSmemBytes = Traits::kSmemBytes;
   if constexpr (kSmemBytes > 48 * 1024) {
     const cudaError_t err =
@@ -45,7 +45,7 @@ template <DType kDType, int kHeadDim, int kIndex>
 cudaError_t run_candidate(const detail::FwdParams& params, cudaStream_t stream) {
   using Traits = CandidateTraits<kHeadDim, kIndex, typename ElementOf<kDType>::type>;
   const bool window = params.window_left >= 0 || params.window_right >= 0;
-  const bool softcap = params.softcap > 0.f;
+  const bool softcap = params.softcap > 0.f || params.alibi_slopes != nullptr;  // the score-modifier variant
   if (params.block_table != nullptr) {
     // Paged caches: one variant with every feature on (a window of (-1, -1)
     // and no softcap behave as none) keeps the instantiation count down.

@@ -30,19 +30,19 @@ namespace flash::sm90 {
 // kMasked: a causal or sliding-window mask (window from the parameters,
 // causal = (-1, 0)); else only the ragged tail. kLeft: the window has a left
 // edge (window_left >= 0); without one the left-edge work is compiled out.
-// kSoftcap: scores pass through the logit softcap (Softcap, mask.cuh) before
-// the mask and the softmax. kSplit: split-KV (p.num_splits > 1; the
+// kScoreMod: scores pass through the logit softcap and ALiBi (each when the
+// call asks for it; ScoreMod, mask.cuh) before the mask and the softmax. kSplit: split-KV (p.num_splits > 1; the
 // unsplit kernels carry none of its code): each tile covers its part of
 // the keys and stores a partial result for the combine kernel. kCache: a
 // KV cache (seqused_k, or pages loaded through the block table; see
 // CacheProducer and Mainloop::zero_v_tail); never split.
-template <typename Traits, bool kMasked, bool kLeft, bool kSoftcap, bool kSplit, bool kCache = false>
+template <typename Traits, bool kMasked, bool kLeft, bool kScoreMod, bool kSplit, bool kCache = false>
 __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_constant__ FwdParams params) {
   using Element = typename Traits::Element;
   using Scheduler =
       TileScheduler<kMasked, kLeft, Traits::kBlockM, Traits::kBlockN, Traits::kSchedSeqs, Traits::kNThreads, kSplit>;
   static_assert(!(kSplit && kCache), "KV-cache calls are not split");
-  using Loop = Mainloop<Traits, kMasked, kLeft, kSoftcap, kCache>;
+  using Loop = Mainloop<Traits, kMasked, kLeft, kScoreMod, kCache>;
   const detail::FwdParams& p = params.common;
 
   // The KV-cache producer (a warp looking up pages) needs more registers

@@ -17,9 +17,9 @@
 
 namespace flash::sm90 {
 
-template <typename Traits, bool kMasked, bool kLeft, bool kSoftcap, bool kSplit, bool kCache = false>
+template <typename Traits, bool kMasked, bool kLeft, bool kScoreMod, bool kSplit, bool kCache = false>
 cudaError_t launch_fwd(const FwdParams& params, cudaStream_t stream) {
-  auto* kernel = &fwd_kernel<Traits, kMasked, kLeft, kSoftcap, kSplit, kCache>;
+  auto* kernel = &fwd_kernel<Traits, kMasked, kLeft, kScoreMod, kSplit, kCache>;
   constexpr int kSmemBytes = Traits::kSmemBytes;
   const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
   if (err != cudaSuccess) return err;
@@ -52,7 +52,7 @@ cudaError_t launch_fwd(const FwdParams& params, cudaStream_t stream) {
 // Builds the four tensor maps for Traits' boxes and launches; returns
 // cudaErrorNotSupported, having launched nothing, if the driver refuses one.
 // kCache: the KV-cache kernel (seqused_k or a paged cache), unsplit.
-template <typename Traits, bool kMasked, bool kLeft, bool kSoftcap, bool kCache = false>
+template <typename Traits, bool kMasked, bool kLeft, bool kScoreMod, bool kCache = false>
 cudaError_t run_with_traits(const detail::FwdParams& p, cudaStream_t stream);
 
 // Tail-only and causal calls: a kernel without the softmax's float32 row
@@ -81,7 +81,7 @@ cudaError_t run_candidate(const detail::FwdParams& p, MaskVariant mask, cudaStre
       case MaskVariant::kWindow: return run_with_traits<Traits, true, true, false>(p, stream);
       // One variant for every softcap call: a window of (-1, -1) masks
       // only the ragged tail, so it serves calls without a window too.
-      case MaskVariant::kSoftcap: return run_with_traits<Traits, true, true, true>(p, stream);
+      case MaskVariant::kScoreMod: return run_with_traits<Traits, true, true, true>(p, stream);
       default: return cudaErrorInvalidValue;
     }
   }
@@ -120,12 +120,12 @@ cudaError_t run_fwd_cache(const detail::FwdParams& p, MaskVariant mask, cudaStre
     case MaskVariant::kTail: return run_lse_variant<Tail, false, true>(p, stream);
     case MaskVariant::kCausal: return run_lse_variant<Masked, true, true>(p, stream);
     case MaskVariant::kWindow: return run_with_traits<Masked, true, true, false, true>(p, stream);
-    case MaskVariant::kSoftcap: return run_with_traits<Masked, true, true, true, true>(p, stream);
+    case MaskVariant::kScoreMod: return run_with_traits<Masked, true, true, true, true>(p, stream);
     default: return cudaErrorInvalidValue;
   }
 }
 
-template <typename Traits, bool kMasked, bool kLeft, bool kSoftcap, bool kCache>
+template <typename Traits, bool kMasked, bool kLeft, bool kScoreMod, bool kCache>
 cudaError_t run_with_traits(const detail::FwdParams& p, cudaStream_t stream) {
   constexpr bool kIsBf16 = std::is_same_v<typename Traits::Element, __nv_bfloat16>;
   // A kernel without float32 row sums would write an LSE from the rounded
@@ -147,14 +147,14 @@ cudaError_t run_with_traits(const detail::FwdParams& p, cudaStream_t stream) {
                   make_tensor_map(&params.tma_o, t.o, kIsBf16, 64);
   if (!ok) return cudaErrorNotSupported;
   if constexpr (kCache) {
-    return launch_fwd<Traits, kMasked, kLeft, kSoftcap, false, true>(params, stream);
+    return launch_fwd<Traits, kMasked, kLeft, kScoreMod, false, true>(params, stream);
   } else {
     // The split-KV variant only for split calls: the others run kernels without its code.
     if (p.num_splits > 1) {
-      if constexpr (Traits::kLseSums) return launch_fwd<Traits, kMasked, kLeft, kSoftcap, true>(params, stream);
+      if constexpr (Traits::kLseSums) return launch_fwd<Traits, kMasked, kLeft, kScoreMod, true>(params, stream);
       return cudaErrorInvalidValue;
     }
-    return launch_fwd<Traits, kMasked, kLeft, kSoftcap, false>(params, stream);
+    return launch_fwd<Traits, kMasked, kLeft, kScoreMod, false>(params, stream);
   }
 }
 

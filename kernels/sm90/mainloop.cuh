@@ -52,7 +52,7 @@ struct Turns {
 // sequence's keys may hold anything, NaN included: the tile's last block
 // has those V rows zeroed before P V reads them (zero_v_tail); their keys
 // are masked like any ragged tail.
-template <typename Traits, bool kMasked, bool kLeft, bool kSoftcap, bool kCache = false>
+template <typename Traits, bool kMasked, bool kLeft, bool kScoreMod, bool kCache = false>
 struct Mainloop {
   using Element = typename Traits::Element;
   using Smem = SmemLayout<Traits>;
@@ -142,13 +142,26 @@ struct Mainloop {
     return r;
   }
 
-  // Softcap, the mask (only on blocks that need it), then the online
-  // softmax. Returns whether O must be rescaled by `correction`: with the
-  // lazy max (Traits::kLazyMax) most blocks leave the max, and O, alone.
-  __device__ __forceinline__ bool softmax_step(const Tile& tile, const RowRange<1>& ranges, STile& s, int n_block,
-                                               OnlineSoftmax<1>& softmax, float (&correction)[2]) const {
+  // ALiBi's -slope / softmax_scale for the tile's head (0 when off), read once per tile.
+  __device__ __forceinline__ float alibi_neg_slope(const Tile& tile) const {
+    if constexpr (kScoreMod) {
+      if (p.alibi_slopes != nullptr) return ScoreMod<true>(p).neg_slope(tile.head);
+    }
+    return 0.f;
+  }
+
+  // The score modifiers (softcap, ALiBi with `alibi_neg` from
+  // alibi_neg_slope()), the mask (only on blocks that need it), then the
+  // online softmax. Returns whether O must be rescaled by `correction`:
+  // with the lazy max (Traits::kLazyMax) most blocks leave the max, and O,
+  // alone.
+  __device__ __forceinline__ bool softmax_step(const Tile& tile, const RowRange<1>& ranges, float alibi_neg, STile& s,
+                                               int n_block, OnlineSoftmax<1>& softmax,
+                                               float (&correction)[2]) const {
     auto& s_frag = *reinterpret_cast<float(*)[1][kBlockN / 8][4]>(&s);
-    Softcap<kSoftcap>{p.softcap_prescale}.apply(s_frag);
+    ScoreMod<kScoreMod>(p).apply(
+        s_frag, n_block * kBlockN, lane, [&](int, int hi) { return row(tile, hi) + tile.len_k - tile.len_q; },
+        [&](int, int) { return alibi_neg; });
     if (tile.needs_mask(n_block)) apply_mask<kLeft>(s_frag, ranges, n_block * kBlockN, lane);
     return softmax.template update<Traits::kLazyMax, Traits::kLseSums>(s_frag, p.softmax_scale_log2, correction);
   }
@@ -212,7 +225,8 @@ struct Mainloop {
     fence_registers(s);
     consumer_release(smem, Barrier::kKEmpty, Smem::stage_of(kv_count), lane);
     if (kEarlyQ && n == 1) release_q();
-    bool rescale_o = softmax_step(tile, ranges, s, tile.n_first + n - 1, softmax, correction);
+    const float alibi_neg = alibi_neg_slope(tile);
+    bool rescale_o = softmax_step(tile, ranges, alibi_neg, s, tile.n_first + n - 1, softmax, correction);
     convert_p(s, pa);
     if constexpr (kCache) zero_v_tail(tile, kv_count);
 
@@ -233,7 +247,7 @@ struct Mainloop {
       fence_registers(s);
       consumer_release(smem, Barrier::kKEmpty, Smem::stage_of(cur), lane);
       if (kEarlyQ && i == n - 1) release_q();
-      rescale_o = softmax_step(tile, ranges, s, tile.n_first + n - 1 - i, softmax, correction);
+      rescale_o = softmax_step(tile, ranges, alibi_neg, s, tile.n_first + n - 1 - i, softmax, correction);
       wgmma_wait<0>();
       fence_registers(o);
       consumer_release(smem, Barrier::kVEmpty, Smem::stage_of(prev), lane);

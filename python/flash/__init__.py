@@ -45,7 +45,8 @@ __version__: str = _flash.__version__
 __all__ = ["attention", "workspace_size", "kernel_choice", "validate", "__version__"]
 
 _KEYS = (
-    "causal", "scale", "window_left", "window_right", "softcap", "sinks", "cu_seqlens_q", "cu_seqlens_k",
+    "causal", "scale", "window_left", "window_right", "softcap", "sinks", "alibi_slopes",
+    "cu_seqlens_q", "cu_seqlens_k",
     "max_seqlen_q", "max_seqlen_k", "seqused_k", "block_table", "num_splits", "backend", "autotune", "workspace",
 )
 
@@ -148,6 +149,7 @@ def attention(
     Keyword options (the C++ API's fields): causal=False, scale=None
     (1/sqrt(head_dim)), window=(-1, -1) or window_left / window_right,
     softcap=0.0, sinks (float32 [heads_q] logits, attention sinks),
+    alibi_slopes (float32 [heads_q]: scores gain -slope * |i + d - j|),
     cu_seqlens_q / cu_seqlens_k with max_seqlen_q / max_seqlen_k,
     seqused_k, block_table, num_splits=0 (flash chooses; it splits only with
     a workspace, which is allocated here when flash wants one and none is

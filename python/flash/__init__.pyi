@@ -20,6 +20,7 @@ def attention(
     window_right: int = ...,
     softcap: float = ...,
     sinks: Any = ...,
+    alibi_slopes: Any = ...,
     cu_seqlens_q: Any = ...,
     cu_seqlens_k: Any = ...,
     max_seqlen_q: int = ...,

@@ -96,11 +96,11 @@ void expect_int32_vector(const AnyArray& a, const char* name) {
 flash::AttentionParams make_params(AnyArray q, AnyArray k, AnyArray v, std::optional<AnyArray> out,
                                    std::optional<AnyArray> lse, bool causal, std::optional<double> scale,
                                    int64_t window_left, int64_t window_right, double softcap,
-                                   std::optional<AnyArray> sinks, std::optional<AnyArray> cu_seqlens_q,
-                                   std::optional<AnyArray> cu_seqlens_k, int64_t max_seqlen_q, int64_t max_seqlen_k,
-                                   std::optional<AnyArray> seqused_k, std::optional<AnyArray> block_table,
-                                   int64_t batch, int32_t num_splits, std::optional<AnyArray> workspace,
-                                   const std::string& backend, bool autotune) {
+                                   std::optional<AnyArray> sinks, std::optional<AnyArray> alibi_slopes,
+                                   std::optional<AnyArray> cu_seqlens_q, std::optional<AnyArray> cu_seqlens_k,
+                                   int64_t max_seqlen_q, int64_t max_seqlen_k, std::optional<AnyArray> seqused_k,
+                                   std::optional<AnyArray> block_table, int64_t batch, int32_t num_splits,
+                                   std::optional<AnyArray> workspace, const std::string& backend, bool autotune) {
   flash::AttentionParams p;
   const bool varlen_q = cu_seqlens_q.has_value();
   const bool varlen_k = cu_seqlens_k.has_value();
@@ -251,6 +251,15 @@ flash::AttentionParams make_params(AnyArray q, AnyArray k, AnyArray v, std::opti
     }
     p.sinks = static_cast<const float*>(s.data());
   }
+  if (alibi_slopes.has_value()) {
+    const AnyArray& s = *alibi_slopes;
+    expect_cuda(s, "alibi_slopes");
+    if (!is_dtype(s, nb::dlpack::dtype_code::Float, 32) || s.ndim() != 1 ||
+        static_cast<int64_t>(s.shape(0)) != p.heads_q || stride(s, 0) != 1) {
+      bad("alibi_slopes must be a contiguous float32 [heads_q] tensor");
+    }
+    p.alibi_slopes = static_cast<const float*>(s.data());
+  }
   p.num_splits = num_splits;
   if (workspace.has_value()) {
     expect_cuda(*workspace, "workspace");
@@ -280,7 +289,7 @@ const char* backend_name(flash::Backend b) {
   nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::kw_only(), nb::arg("out").none() = nb::none(),                   \
       nb::arg("lse").none() = nb::none(), nb::arg("causal") = false, nb::arg("scale").none() = nb::none(),     \
       nb::arg("window_left") = -1, nb::arg("window_right") = -1, nb::arg("softcap") = 0.0,                     \
-      nb::arg("sinks").none() = nb::none(),                                                                     \
+      nb::arg("sinks").none() = nb::none(), nb::arg("alibi_slopes").none() = nb::none(),                       \
       nb::arg("cu_seqlens_q").none() = nb::none(), nb::arg("cu_seqlens_k").none() = nb::none(),                \
       nb::arg("max_seqlen_q") = 0, nb::arg("max_seqlen_k") = 0, nb::arg("seqused_k").none() = nb::none(),      \
       nb::arg("block_table").none() = nb::none(), nb::arg("batch") = -1, nb::arg("num_splits") = 0,            \
@@ -352,8 +361,8 @@ flash::MergeParams make_merge_params(AnyArray o_states, AnyArray lse_states, Any
 NB_MODULE(_flash, m) {
   m.doc() = "flash's extension module; use the flash package (flash.attention) instead.";
   m.attr("__version__") = FLASH_VERSION_STRING;
-  m.def("library_version", []() { return std::string(flash::version()); },
-        "The linked library's version string.");
+  m.def(
+      "library_version", []() { return std::string(flash::version()); }, "The linked library's version string.");
 
   // The call's parameters, built once from the tensors and options; the
   // entry points below take them. They hold the tensors' addresses, not
@@ -363,13 +372,13 @@ NB_MODULE(_flash, m) {
       "params",
       [](AnyArray q, AnyArray k, AnyArray v, std::optional<AnyArray> out, std::optional<AnyArray> lse, bool causal,
          std::optional<double> scale, int64_t window_left, int64_t window_right, double softcap,
-         std::optional<AnyArray> sinks, std::optional<AnyArray> cu_seqlens_q, std::optional<AnyArray> cu_seqlens_k,
-         int64_t max_seqlen_q, int64_t max_seqlen_k, std::optional<AnyArray> seqused_k,
-         std::optional<AnyArray> block_table, int64_t batch, int32_t num_splits, std::optional<AnyArray> workspace,
-         const std::string& backend, bool autotune) {
-        return make_params(q, k, v, out, lse, causal, scale, window_left, window_right, softcap, sinks, cu_seqlens_q,
-                           cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_k, block_table, batch, num_splits,
-                           workspace, backend, autotune);
+         std::optional<AnyArray> sinks, std::optional<AnyArray> alibi_slopes, std::optional<AnyArray> cu_seqlens_q,
+         std::optional<AnyArray> cu_seqlens_k, int64_t max_seqlen_q, int64_t max_seqlen_k,
+         std::optional<AnyArray> seqused_k, std::optional<AnyArray> block_table, int64_t batch, int32_t num_splits,
+         std::optional<AnyArray> workspace, const std::string& backend, bool autotune) {
+        return make_params(q, k, v, out, lse, causal, scale, window_left, window_right, softcap, sinks, alibi_slopes,
+                           cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_k, block_table, batch,
+                           num_splits, workspace, backend, autotune);
       },
       FLASH_ARGS, "The call's parameters from DLPack tensors (shapes, strides, dtypes checked here).");
 

@@ -91,7 +91,7 @@ def test_merge_states_rejects_host_arrays():
         flash.merge_states(o, lse)  # NumPy: flash does not allocate for it
 
 
-def reference(q, k, v, causal=False, scale=None, window=(-1, -1), softcap=0.0):
+def reference(q, k, v, causal=False, scale=None, window=(-1, -1), softcap=0.0, alibi=None):
     """float32 attention of [B, S, H, D] tensors, bottom-right masks; returns (O, LSE [B, H, Sq])."""
     b, sq, hq, d = q.shape
     sk, hk = k.shape[1], k.shape[2]
@@ -104,6 +104,8 @@ def reference(q, k, v, causal=False, scale=None, window=(-1, -1), softcap=0.0):
         s = softcap * torch.tanh(s / softcap)
     i = torch.arange(sq, device=q.device)[:, None] + (sk - sq)
     j = torch.arange(sk, device=q.device)[None, :]
+    if alibi is not None:
+        s = s - alibi[None, :, None, None] * (i - j).abs().float()
     left, right = window
     if causal:
         right = 0
@@ -172,6 +174,20 @@ def test_sinks_match_an_extra_logit_column(window):
     assert ((plain.float() - out.float()).norm() / out.float().norm()).item() > 0.1
     with pytest.raises(ValueError, match="sinks"):
         flash.attention(q, k, v, sinks=sinks[:4])
+
+
+@gpu
+@pytest.mark.parametrize("causal", [False, True])
+def test_alibi_matches_a_biased_reference(causal):
+    q, k, v = rand(2, 300, 8, 128), rand(2, 500, 2, 128), rand(2, 500, 2, 128)
+    slopes = torch.tensor([2.0 ** (-h) for h in range(1, 9)], device="cuda")
+    out, lse = flash.attention(q, k, v, causal=causal, alibi_slopes=slopes, return_lse=True)
+    torch.cuda.synchronize()
+    ref, ref_lse = reference(q, k, v, causal=causal, alibi=slopes)
+    assert_close(out, ref, torch.bfloat16)
+    assert torch.allclose(lse, ref_lse, atol=1e-3, rtol=1e-4)
+    plain = flash.attention(q, k, v, causal=causal)
+    assert ((plain.float() - out.float()).norm() / out.float().norm()).item() > 0.1
 
 
 @gpu

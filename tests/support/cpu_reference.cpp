@@ -13,7 +13,7 @@
 namespace flash::ref {
 
 Status cpu_attention(const AttentionParams& p, const uint16_t* q, const uint16_t* k, const uint16_t* v,
-                     std::vector<double>* o, std::vector<double>* lse, const float* sinks) {
+                     std::vector<double>* o, std::vector<double>* lse, const float* sinks, const float* alibi) {
   o->clear();
   lse->clear();
   if (uses_varlen_or_paging(p)) {
@@ -66,6 +66,7 @@ Status cpu_attention(const AttentionParams& p, const uint16_t* q, const uint16_t
           for (int64_t d = 0; d < head_dim; ++d) dot += q_row[d] * load(k, k_offset + d);
           double score = scale * dot;
           if (softcap > 0) score = softcap * std::tanh(score / softcap);
+          if (alibi != nullptr) score -= alibi[h] * std::fabs(static_cast<double>(i + seqlen_k - seqlen_q - j));
           scores[j] = score;
           max_score = std::max(max_score, score);
         }

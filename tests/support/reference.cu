@@ -126,12 +126,14 @@ __device__ __forceinline__ RowStats warp_combine(RowStats s) {
 // With `sinks` (null: none), query head sink_head0 + sink_head_step * head
 // has one more logit in its softmax, sinks[...], with no column in P: it
 // adds to the denominator and the LSE only (a row that sees no key: LSE =
-// the sink). Two passes over the row: online max/sum, then write.
+// the sink). With `alibi` (null: none), the score of key j gains
+// -alibi[...same head...] * |row + seqlen_k - seqlen_q - j| after the cap.
+// Two passes over the row: online max/sum, then write.
 template <typename T>
 __global__ void __launch_bounds__(kSoftmaxThreads)
     masked_softmax_kernel(const float* s, T* p, float* lse, int64_t lse_head_stride, int seqlen_q, int seqlen_k,
                           float scale, float softcap, int64_t first_offset, int64_t last_offset,
-                          const float* sinks, int64_t sink_head0, int64_t sink_head_step) {
+                          const float* sinks, const float* alibi, int64_t sink_head0, int64_t sink_head_step) {
   constexpr int kWarps = kSoftmaxThreads / 32;
   __shared__ RowStats warp_stats[kWarps];
   __shared__ RowStats row_stats;
@@ -149,9 +151,11 @@ __global__ void __launch_bounds__(kSoftmaxThreads)
   const int first = static_cast<int>(first64 < seqlen_k ? first64 : seqlen_k);
   const int last = static_cast<int>(last64 >= -1 ? last64 : -1);
   const bool sees_keys = first <= last;
+  const float slope = alibi != nullptr ? alibi[sink_head0 + sink_head_step * head] : 0.f;
   auto score = [&](int j) {
     const float x = s_row[j] * scale;
-    return softcap > 0.f ? softcap * tanhf(x / softcap) : x;
+    const float capped = softcap > 0.f ? softcap * tanhf(x / softcap) : x;
+    return capped - slope * fabsf(static_cast<float>(diagonal - j));
   };
 
   RowStats stats{-INFINITY, 0.f};
@@ -344,12 +348,12 @@ Status standard_attention(const AttentionParams& p, float* o_f32, void* workspac
         masked_softmax_kernel<<<grid, kSoftmaxThreads, 0, stream>>>(s, static_cast<__half*>(prob), lse,
                                                                     group * p.seqlen_q, seqlen_q, seqlen_k, scale,
                                                                     p.softcap, first_offset, last_offset, p.sinks,
-                                                                    g, group);
+                                                                    p.alibi_slopes, g, group);
       } else {
         masked_softmax_kernel<<<grid, kSoftmaxThreads, 0, stream>>>(s, static_cast<__nv_bfloat16*>(prob), lse,
                                                                     group * p.seqlen_q, seqlen_q, seqlen_k, scale,
                                                                     p.softcap, first_offset, last_offset, p.sinks,
-                                                                    g, group);
+                                                                    p.alibi_slopes, g, group);
       }
       const cudaError_t err = cudaGetLastError();
       if (err != cudaSuccess) return cuda_error(err, "the mask + softmax kernel");

@@ -6,9 +6,9 @@
 //     the input dtype and the LSE, then O = P V with float32 accumulation.
 //   cpu_attention: float64 on the CPU, for small shapes.
 //
-// Both honour causal, window_left/window_right, softcap and sinks (see
-// AttentionParams; standard_attention reads p.sinks on the device,
-// cpu_attention takes a host copy) and are dense-only: cu_seqlens_q/k, seqused_k and
+// Both honour causal, window_left/window_right, softcap, sinks and ALiBi
+// (see AttentionParams; standard_attention reads p.sinks and
+// p.alibi_slopes on the device, cpu_attention takes host copies) and are dense-only: cu_seqlens_q/k, seqused_k and
 // block_table must be null (varlen and paged calls are checked per sequence,
 // see tests/feature_case.h). num_splits and the workspace are flash's
 // business and are ignored.
@@ -73,12 +73,13 @@ Status standard_attention(const AttentionParams& p, float* o_f32, void* workspac
                           cublasHandle_t handle, cudaStream_t stream);
 
 // float64 reference on host copies of Q, K, V (elements in p.dtype, laid
-// out with p's strides, pointers in `p` ignored; `sinks`: heads_q host
-// floats, or null for none). Returns O densely packed
+// out with p's strides, pointers in `p` ignored; `sinks` and `alibi`:
+// heads_q host floats each, or null for none). Returns O densely packed
 // [batch, seqlen_q, heads_q, head_dim] and LSE [batch, heads_q, seqlen_q].
 // Returns kInvalidArgument (and leaves o and lse empty) for a varlen or paged
 // call.
 Status cpu_attention(const AttentionParams& p, const uint16_t* q, const uint16_t* k, const uint16_t* v,
-                     std::vector<double>* o, std::vector<double>* lse, const float* sinks = nullptr);
+                     std::vector<double>* o, std::vector<double>* lse, const float* sinks = nullptr,
+                     const float* alibi = nullptr);
 
 }  // namespace flash::ref

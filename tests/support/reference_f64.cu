@@ -277,7 +277,9 @@ Status double_attention(const AttentionParams& p, const std::vector<int64_t>& ba
   if (p.head_dim > INT32_MAX || p.heads_kv <= 0 || p.heads_q % p.heads_kv != 0) {
     return make_error(StatusCode::kInvalidArgument, "double_attention: bad heads or head_dim");
   }
-  if (p.sinks != nullptr) return make_error(StatusCode::kInvalidArgument, "double_attention: no sinks");
+  if (p.sinks != nullptr || p.alibi_slopes != nullptr) {
+    return make_error(StatusCode::kInvalidArgument, "double_attention: no sinks or ALiBi");
+  }
   if (p.dtype == DType::kFloat16) return run<__half>(p, batches, handle, stream, o, lse);
   if (p.dtype == DType::kBFloat16) return run<__nv_bfloat16>(p, batches, handle, stream, o, lse);
   return make_error(StatusCode::kInvalidArgument, "double_attention: fp16 and bf16 only");

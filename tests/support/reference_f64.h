@@ -22,7 +22,7 @@ namespace flash::ref {
 
 // Computes O and the LSE of the dense call `p` (pointers and strides as in
 // flash::attention_forward; fp16 or bf16; causal, windows and softcap
-// honoured; no varlen, paging or sinks) for the batches listed in `batches`, or
+// honoured; no varlen, paging, sinks or ALiBi) for the batches listed in `batches`, or
 // every batch when it is empty. `o` receives float64 [batch, seqlen_q,
 // heads_q, head_dim] and `lse` [batch, heads_q, seqlen_q], both on the
 // host, sized for every batch; rows of batches not computed are NaN.

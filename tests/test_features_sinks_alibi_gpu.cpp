@@ -1,9 +1,11 @@
-// Attention sinks (AttentionParams::sinks) against the per-sequence
-// reference, whose softmax carries each head's sink as one more logit with
-// no V row: every mask (none, causal, the gpt-oss window, softcap), dense,
-// varlen, seqused_k and paged caches, decode shapes, and split-KV on each
-// kernel (the combine must count a sink once). Heads mix sinks well below,
-// near and above the rows' log-sum-exp (about log(keys)), and -inf (off).
+// Attention sinks (AttentionParams::sinks) and ALiBi (alibi_slopes),
+// apart and together, against the per-sequence reference, whose softmax
+// carries each head's sink as one more logit with no V row and adds
+// -slope * |i + d - j| to each score: every mask (none, causal, the gpt-oss
+// window, softcap), dense, varlen, seqused_k and paged caches, decode
+// shapes, and split-KV on each kernel (the combine must count a sink
+// once). Heads mix sinks well below, near and above the rows' log-sum-exp
+// (about log(keys)), and -inf (off); ALiBi slopes are the usual 2^(-8h/H).
 #include <cmath>
 #include <string>
 #include <utility>
@@ -20,6 +22,25 @@ std::vector<float> sinks_for(int64_t heads_q, int shift) {
   std::vector<float> s;
   for (int64_t h = 0; h < heads_q; ++h) s.push_back(values[(h + shift) % 8]);
   return s;
+}
+
+// heads_q ALiBi slopes 2^(-8 (h + 1) / heads_q), rotated by `shift`.
+std::vector<float> alibi_for(int64_t heads_q, int shift) {
+  std::vector<float> s;
+  for (int64_t h = 0; h < heads_q; ++h) {
+    const int64_t k = (h + shift) % heads_q + 1;
+    s.push_back(std::exp2(-8.f * static_cast<float>(k) / static_cast<float>(heads_q)));
+  }
+  return s;
+}
+
+enum class Feature { kSinks, kAlibi, kBoth };
+const char* feature_name(Feature f) {
+  return f == Feature::kSinks ? "sinks" : f == Feature::kAlibi ? "alibi" : "sinks_alibi";
+}
+void set_feature(FeatureConfig* cfg, Feature f, int shift) {
+  if (f != Feature::kAlibi) cfg->sinks = sinks_for(cfg->heads_q, shift);
+  if (f != Feature::kSinks) cfg->alibi = alibi_for(cfg->heads_q, shift);
 }
 
 // The split runs of a prefill case besides all_backends(): flash's choice
@@ -46,14 +67,17 @@ constexpr Mask kMasks[] = {
     {"softcap", true, -1, -1, 30.f},
 };
 
-std::vector<FeatureRow> sink_rows() {
+std::vector<FeatureRow> feature_rows(Feature feature) {
   FeatureTable t;
-  uint64_t seed = kFeatureSeedBase + 7000;
+  uint64_t seed = kFeatureSeedBase + 7000 + 1000 * static_cast<uint64_t>(feature);
+  const std::string suffix = std::string("_") + feature_name(feature);
+  // Both together: head dim 128 only.
+  const bool both = feature == Feature::kBoth;
   int variant = 0;
   // Dense prefill: more keys than queries, and more queries than keys (rows
   // near the top see no key under a causal mask: their LSE is the sink).
   for (int64_t hd : {64, 128, 256}) {
-    if (!head_dim_compiled(hd)) continue;
+    if (!head_dim_compiled(hd) || (both && hd != 128)) continue;
     for (const Mask& m : kMasks) {
       ++variant;
       FeatureConfig cfg = make_config(variant % 2 ? DType::kBFloat16 : DType::kFloat16, hd, 8, 2, seed++);
@@ -64,9 +88,9 @@ std::vector<FeatureRow> sink_rows() {
       const bool tall = variant % 3 == 0;
       cfg.seqlens_q = repeat(tall ? 1000 : 300, 1);
       cfg.seqlens_k = repeat(tall ? 300 : 1000, 1);
-      cfg.sinks = sinks_for(cfg.heads_q, variant);
+      set_feature(&cfg, feature, variant);
       cfg.with_lse = variant % 5 != 4;
-      t.add(std::string("dense_") + m.name + "_sinks", cfg, prefill_runs());
+      t.add(std::string("dense_") + m.name + suffix, cfg, prefill_runs());
     }
   }
   // Varlen Q and K with empty sequences and rows that see no key.
@@ -79,8 +103,8 @@ std::vector<FeatureRow> sink_rows() {
     cfg.seqlens_q = rotated(shift + 1);
     cfg.seqlens_k = rotated(shift + 3);
     cfg.kv = KvLayout::kVarlen;
-    cfg.sinks = sinks_for(cfg.heads_q, shift);
-    t.add("varlen_sinks", cfg);
+    set_feature(&cfg, feature, shift);
+    t.add("varlen" + suffix, cfg);
   }
   // KV caches: seqused_k, pages of 16 keys (the Hopper kernel) and of 1 key
   // (sm80), chunked prefill and decode shapes, with their split runs.
@@ -94,6 +118,7 @@ std::vector<FeatureRow> sink_rows() {
   for (const Cache& cache : caches) {
     for (int64_t seqlen_q : {1, 4, 200}) {
       ++variant;
+      if (both && seqlen_q == 4) continue;
       const int64_t hd = variant % 2 ? 128 : 64;
       if (!head_dim_compiled(hd)) continue;
       FeatureConfig cfg = make_config(variant % 2 ? DType::kBFloat16 : DType::kFloat16, hd, 16, 4, seed++);
@@ -104,16 +129,25 @@ std::vector<FeatureRow> sink_rows() {
       cfg.use_seqused_k = true;
       if (cache.kv == KvLayout::kDense) cfg.k_capacity = 1600;
       if (cache.kv == KvLayout::kPaged) cfg.page_size = cache.page_size;
-      cfg.sinks = sinks_for(cfg.heads_q, variant);
-      t.add("q" + std::to_string(seqlen_q) + "_" + cache.name + "_sinks", cfg,
+      set_feature(&cfg, feature, variant);
+      t.add("q" + std::to_string(seqlen_q) + "_" + cache.name + suffix, cfg,
             seqlen_q <= 16 ? decode_runs() : prefill_runs());
     }
   }
   return t.rows();
 }
 
-class Sinks : public FeatureTest {};
-TEST_P(Sinks, MatchesReference) {
+std::vector<FeatureRow> all_rows() {
+  std::vector<FeatureRow> rows;
+  for (Feature f : {Feature::kSinks, Feature::kAlibi, Feature::kBoth}) {
+    const std::vector<FeatureRow> part = feature_rows(f);
+    rows.insert(rows.end(), part.begin(), part.end());
+  }
+  return rows;
+}
+
+class SinksAlibi : public FeatureTest {};
+TEST_P(SinksAlibi, MatchesReference) {
   const FeatureConfig cfg = row_config();
   // The Hopper kernel splits dense calls too: three splits asked of it.
   check_case(cfg, GetParam().runs,
@@ -132,7 +166,7 @@ TEST_P(Sinks, MatchesReference) {
                expect_params_match(c, p, ref_o, ref_lse);
              });
 }
-INSTANTIATE_TEST_SUITE_P(Features, Sinks, ::testing::ValuesIn(sink_rows()), RowName());
+INSTANTIATE_TEST_SUITE_P(Features, SinksAlibi, ::testing::ValuesIn(all_rows()), RowName());
 
 // The premise: the sinks change the result. The same case's reference
 // with and without them differs in O and in the LSE, and flash run without
@@ -165,7 +199,34 @@ TEST_F(SinksPremise, SinksChangeTheResult) {
   EXPECT_FALSE(check_attention(with.check_params(), o, lse, o_with, lse_with, &errors));
 }
 
-// The cuBLAS reference's sinks against the float64 CPU reference's, with
+// The same premise for ALiBi.
+TEST_F(SinksPremise, AlibiChangesTheResult) {
+  if (!head_dim_compiled(128)) GTEST_SKIP() << "head_dim 128 not compiled";
+  FeatureConfig cfg = make_config(DType::kBFloat16, 128, 8, 2, case_seed(kFeatureSeedBase + 7998));
+  cfg.seqlens_q = repeat(300, 1);
+  cfg.seqlens_k = repeat(1000, 1);
+  cfg.alibi = alibi_for(cfg.heads_q, 0);
+  FeatureConfig plain = cfg;
+  plain.alibi.clear();
+  FeatureCase with(cfg, stream_), without(plain, stream_);
+  ASSERT_TRUE(with.init());
+  ASSERT_TRUE(without.init());
+  std::vector<double> o_with, lse_with, o_without, lse_without;
+  ASSERT_TRUE(reference(with, &o_with, &lse_with));
+  ASSERT_TRUE(reference(without, &o_without, &lse_without));
+  EXPECT_GT(relative_l2(o_without, o_with), 0.1);
+  EXPECT_GT(relative_l2(lse_without, lse_with), 0.1);
+  AttentionParams p = with.params();
+  p.alibi_slopes = nullptr;
+  ASSERT_TRUE(with.run(p).ok());
+  std::vector<float> o, lse;
+  ASSERT_TRUE(with.read_output(&o, &lse));
+  Errors errors;
+  EXPECT_FALSE(check_attention(with.check_params(), o, lse, o_with, lse_with, &errors));
+}
+
+// The cuBLAS reference's sinks and ALiBi against the float64 CPU
+// reference's, with
 // rows that see no key (more queries than keys under a causal mask or a
 // window: their LSE is the sink, or -inf where the sink is off) and varlen
 // sequences with no key at all.
@@ -197,7 +258,8 @@ TEST_F(SinksPremise, CublasReferenceMatchesFloat64) {
         cfg.seqlens_q = repeat(77, 2);
         cfg.seqlens_k = repeat(33, 2);
       }
-      cfg.sinks = sinks_for(cfg.heads_q, shift++);
+      cfg.sinks = sinks_for(cfg.heads_q, shift);
+      cfg.alibi = alibi_for(cfg.heads_q, shift++);
       SCOPED_TRACE(cfg.name());
       FeatureCase c(cfg, stream_);
       ASSERT_TRUE(c.init());
