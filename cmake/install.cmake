@@ -1,16 +1,24 @@
 # Install rules and the CMake package: `cmake --install <build> --prefix P`
 # puts
-#   P/include/flash/{flash.hpp,flash.h,version.h}
-#   P/lib/libflash.{a,so}
+#   P/include/flash/{flash.hpp,flash.h,version.h,cp.hpp}
+#   P/lib/libflash.{a,so} (and libflash_cp.{a,so} when NCCL was found)
 #   P/lib/cmake/flash/{flashConfig,flashConfigVersion,flashTargets*}.cmake
 #   P/lib/pkgconfig/flash.pc
-# so that find_package(flash CONFIG) gives the imported target flash::flash,
+# so that find_package(flash CONFIG) gives the imported target flash::flash
+# (and flash::cp when flash_CP is ON),
 # and `pkg-config --cflags --libs flash` the flags to build with it.
 include(CMakePackageConfigHelpers)
 
 set(flash_install_cmakedir ${CMAKE_INSTALL_LIBDIR}/cmake/flash)
 
-install(TARGETS flash
+# flash::cp, when built, joins the same export; it links the NCCL found at
+# configure time by its absolute path.
+set(flash_install_targets flash)
+if(FLASH_HAS_CP)
+  list(APPEND flash_install_targets flash_cp)
+  set_target_properties(flash_cp PROPERTIES EXPORT_NAME cp)
+endif()
+install(TARGETS ${flash_install_targets}
   EXPORT flashTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
