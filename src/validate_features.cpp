@@ -40,6 +40,13 @@ Status validate_engine_features(const AttentionParams& p) noexcept {
                        "kernels' float32 softmax)",
                        static_cast<double>(p.softcap));
   }
+  // ALiBi's bias is scaled by 1 / softmax_scale in the kernels (the softcap
+  // folds its cap, at least 1e-6, into that scale): it must stay finite.
+  if (p.alibi_slopes != nullptr && p.softcap == 0.f && p.softmax_scale != 0.f && p.softmax_scale < 1e-30f) {
+    return make_status(StatusCode::kInvalidArgument,
+                       "softmax_scale is %g; with alibi_slopes it must be 0 (default) or at least 1e-30",
+                       static_cast<double>(p.softmax_scale));
+  }
   if (p.num_splits < 0 || p.num_splits > 128) {
     return invalid("num_splits is %lld; it must be 0 (automatic), 1 (no split) or up to 128", p.num_splits);
   }

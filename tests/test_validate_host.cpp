@@ -222,6 +222,10 @@ TEST(Validate, RejectsMisalignedPointers) {
   EXPECT_TRUE(invalid(p, {"alibi_slopes", "4-byte aligned"}));
   p.alibi_slopes = static_cast<const float*>(fake_ptr(11, 4));
   EXPECT_TRUE(validate(p).ok()) << validate(p).message;
+  p.softmax_scale = 1e-35f;  // 1 / scale, ALiBi's factor, would overflow
+  EXPECT_TRUE(invalid(p, {"softmax_scale", "alibi_slopes"}));
+  p.alibi_slopes = nullptr;
+  EXPECT_TRUE(validate(p).ok()) << validate(p).message;
 }
 
 struct StrideField {

@@ -181,9 +181,12 @@ struct AttentionParams {
   // ALiBi: null, or device memory holding heads_q float32 slopes, one per
   // query head. The score of query row i and key j of a sequence gains
   // -alibi_slopes[h] * |i + d - j| (d = seqlen_k - seqlen_q of that
-  // sequence, the masks' diagonal; FlashAttention-2's convention), in the
-  // units of the scaled (and capped) scores, before masking and the
-  // softmax. Every kernel, mask and layout takes them.
+  // sequence, the masks' diagonal), in the units of the scaled (and capped)
+  // scores, before masking and the softmax. This is FlashAttention-2's
+  // non-causal bias, kept under every mask (FlashAttention-2's causal form,
+  // +slope * j, gives the same O and an LSE larger by slope * (i + d)).
+  // softmax_scale must then be 0 or at least 1e-30. Every kernel, mask and
+  // layout takes them.
   const float* alibi_slopes = nullptr;
 
   // Split-KV (flash-decoding): the keys are split across CTAs, each writing

@@ -137,11 +137,12 @@ __device__ __forceinline__ void apply_mask(float (&s)[kM][kN][4], const RowRange
 // across the CTA:
 //   softcap (prescale > 0): s <- tanh(s * prescale); the cap itself is
 //     folded into the softmax scale by the host (see FwdParams);
-//   ALiBi (slopes non-null; FlashAttention-2's convention): the score of
-//     row i and key j of a sequence gains -slope * |i + d - j|, d =
-//     seqlen_k - seqlen_q, slope that of the row's query head. The kernels'
-//     scores are in units of 1 / softmax_scale, so the bias is scaled by
-//     alibi_scale = 1 / softmax_scale (after the softcap's folding).
+//   ALiBi (slopes non-null): the score of row i and key j of a sequence
+//     gains -slope * |i + d - j|, d = seqlen_k - seqlen_q, slope that of the
+//     row's query head (FlashAttention-2's non-causal bias, under every
+//     mask). The kernels' scores are in units of 1 / softmax_scale, so the
+//     bias is scaled by alibi_scale = 1 / softmax_scale (after the softcap's
+//     folding).
 // Both come before the mask: a masked score is -inf whatever the bias.
 template <bool kEnabled>
 struct ScoreMod {

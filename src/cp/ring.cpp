@@ -166,11 +166,23 @@ Status Ring::finish(cudaStream_t stream) const {
   const AttentionParams& p = params_.local;
   const int64_t c = layout_.chunk;
   const size_t row_bytes = static_cast<size_t>(c * p.heads_q * p.head_dim) * 2;  // one chunk of one sequence
+  // cudaMemcpy2DAsync takes pitches below 2^31 bytes; longer chunks go one
+  // sequence at a time.
+  const bool one_copy = 2 * row_bytes < (size_t{1} << 31);
   for (int x = 0; x < 2; ++x) {
     char* o = static_cast<char*>(p.o) + static_cast<size_t>(x) * row_bytes;
-    Status s = cuda_status(cudaMemcpy2DAsync(o, 2 * row_bytes, at(layout_.o_states[x]), row_bytes, row_bytes,
-                                             static_cast<size_t>(p.batch), cudaMemcpyDeviceToDevice, stream),
-                           "copying O");
+    Status s;
+    if (one_copy) {
+      s = cuda_status(cudaMemcpy2DAsync(o, 2 * row_bytes, at(layout_.o_states[x]), row_bytes, row_bytes,
+                                        static_cast<size_t>(p.batch), cudaMemcpyDeviceToDevice, stream),
+                      "copying O");
+    }
+    for (int64_t b = 0; !one_copy && b < p.batch && s.ok(); ++b) {
+      s = cuda_status(cudaMemcpyAsync(o + static_cast<size_t>(b) * 2 * row_bytes,
+                                      at(layout_.o_states[x] + static_cast<size_t>(b) * row_bytes), row_bytes,
+                                      cudaMemcpyDeviceToDevice, stream),
+                      "copying O");
+    }
     if (!s.ok()) return s;
     if (p.lse == nullptr) continue;
     const size_t lse_row = static_cast<size_t>(c) * sizeof(float);
@@ -283,6 +295,8 @@ Status ring_attention_forward(const RingParams& params, ncclComm_t comm, CUstrea
     }
   }
   if (s.ok()) s = ring.finish(stream);
+  // Whatever was enqueued on comm_stream joins `stream`, also after a failure part-way.
+  if (cudaEventRecord(ev.received, comm_stream) == cudaSuccess) cudaStreamWaitEvent(stream, ev.received, 0);
   return s;
 }
 
