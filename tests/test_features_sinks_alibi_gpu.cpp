@@ -168,66 +168,52 @@ TEST_P(SinksAlibi, MatchesReference) {
 }
 INSTANTIATE_TEST_SUITE_P(Features, SinksAlibi, ::testing::ValuesIn(all_rows()), RowName());
 
-// The premise: the sinks change the result. The same case's reference
-// with and without them differs in O and in the LSE, and flash run without
-// sinks fails the sinks reference.
-class SinksPremise : public FeatureFixture {};
+// The premise: each feature changes the result. The same case's reference
+// with and without it differs in O and in the LSE (by more than
+// `lse_change`), and flash run without it fails the reference with it.
+class SinksPremise : public FeatureFixture {
+ protected:
+  void expect_feature_matters(Feature feature, uint64_t seed, double lse_change) {
+    FeatureConfig cfg = make_config(DType::kBFloat16, 128, 8, 2, case_seed(kFeatureSeedBase + seed));
+    cfg.causal = feature == Feature::kSinks;
+    cfg.seqlens_q = repeat(300, 1);
+    cfg.seqlens_k = repeat(1000, 1);
+    set_feature(&cfg, feature, 0);
+    FeatureConfig plain = cfg;
+    plain.sinks.clear();
+    plain.alibi.clear();
+    FeatureCase with(cfg, stream_), without(plain, stream_);
+    ASSERT_TRUE(with.init());
+    ASSERT_TRUE(without.init());
+    std::vector<double> o_with, lse_with, o_without, lse_without;
+    ASSERT_TRUE(reference(with, &o_with, &lse_with));
+    ASSERT_TRUE(reference(without, &o_without, &lse_without));
+    EXPECT_GT(relative_l2(o_without, o_with), 0.1);
+    EXPECT_GT(relative_l2(lse_without, lse_with), lse_change);
+    // flash without the feature, checked against the reference with it.
+    AttentionParams p = with.params();
+    p.sinks = nullptr;
+    p.alibi_slopes = nullptr;
+    ASSERT_TRUE(with.run(p).ok());
+    std::vector<float> o, lse;
+    ASSERT_TRUE(with.read_output(&o, &lse));
+    Errors errors;
+    EXPECT_FALSE(check_attention(with.check_params(), o, lse, o_with, lse_with, &errors));
+  }
+};
+
 TEST_F(SinksPremise, SinksChangeTheResult) {
   if (!head_dim_compiled(128)) GTEST_SKIP() << "head_dim 128 not compiled";
-  FeatureConfig cfg = make_config(DType::kBFloat16, 128, 8, 2, case_seed(kFeatureSeedBase + 7999));
-  cfg.causal = true;
-  cfg.seqlens_q = repeat(300, 1);
-  cfg.seqlens_k = repeat(1000, 1);
-  cfg.sinks = sinks_for(cfg.heads_q, 0);
-  FeatureConfig plain = cfg;
-  plain.sinks.clear();
-  FeatureCase with(cfg, stream_), without(plain, stream_);
-  ASSERT_TRUE(with.init());
-  ASSERT_TRUE(without.init());
-  std::vector<double> o_with, lse_with, o_without, lse_without;
-  ASSERT_TRUE(reference(with, &o_with, &lse_with));
-  ASSERT_TRUE(reference(without, &o_without, &lse_without));
-  EXPECT_GT(relative_l2(o_without, o_with), 0.1);
-  EXPECT_GT(relative_l2(lse_without, lse_with), 0.01);
-  // flash without the sinks, checked against the reference with them.
-  AttentionParams p = with.params();
-  p.sinks = nullptr;
-  ASSERT_TRUE(with.run(p).ok());
-  std::vector<float> o, lse;
-  ASSERT_TRUE(with.read_output(&o, &lse));
-  Errors errors;
-  EXPECT_FALSE(check_attention(with.check_params(), o, lse, o_with, lse_with, &errors));
+  expect_feature_matters(Feature::kSinks, 7999, 0.01);
 }
 
-// The same premise for ALiBi.
 TEST_F(SinksPremise, AlibiChangesTheResult) {
   if (!head_dim_compiled(128)) GTEST_SKIP() << "head_dim 128 not compiled";
-  FeatureConfig cfg = make_config(DType::kBFloat16, 128, 8, 2, case_seed(kFeatureSeedBase + 7998));
-  cfg.seqlens_q = repeat(300, 1);
-  cfg.seqlens_k = repeat(1000, 1);
-  cfg.alibi = alibi_for(cfg.heads_q, 0);
-  FeatureConfig plain = cfg;
-  plain.alibi.clear();
-  FeatureCase with(cfg, stream_), without(plain, stream_);
-  ASSERT_TRUE(with.init());
-  ASSERT_TRUE(without.init());
-  std::vector<double> o_with, lse_with, o_without, lse_without;
-  ASSERT_TRUE(reference(with, &o_with, &lse_with));
-  ASSERT_TRUE(reference(without, &o_without, &lse_without));
-  EXPECT_GT(relative_l2(o_without, o_with), 0.1);
-  EXPECT_GT(relative_l2(lse_without, lse_with), 0.1);
-  AttentionParams p = with.params();
-  p.alibi_slopes = nullptr;
-  ASSERT_TRUE(with.run(p).ok());
-  std::vector<float> o, lse;
-  ASSERT_TRUE(with.read_output(&o, &lse));
-  Errors errors;
-  EXPECT_FALSE(check_attention(with.check_params(), o, lse, o_with, lse_with, &errors));
+  expect_feature_matters(Feature::kAlibi, 7998, 0.1);
 }
 
 // The cuBLAS reference's sinks and ALiBi against the float64 CPU
-// reference's, with
-// rows that see no key (more queries than keys under a causal mask or a
+// reference's, with rows that see no key (more queries than keys under a causal mask or a
 // window: their LSE is the sink, or -inf where the sink is off) and varlen
 // sequences with no key at all.
 TEST_F(SinksPremise, CublasReferenceMatchesFloat64) {
