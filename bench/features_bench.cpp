@@ -54,14 +54,6 @@ std::string row_name(const FeatureKey& key) {
   return std::string("features/") + kShapes[key.shape].name + "/" + feature_name(key.feature);
 }
 
-// Causal (query, key) pairs of a square n x n call with a left window w
-// (-1: none): row i sees min(i, w) + 1 keys.
-double causal_pairs(int64_t n, int64_t w) {
-  const int64_t full = w < 0 ? n : std::min(n, w + 1);
-  return 0.5 * static_cast<double>(full) * static_cast<double>(full + 1) +
-         static_cast<double>(n - full) * static_cast<double>(w + 1);
-}
-
 struct FeatureRun {
   DeviceBuffer q, k, v, o, per_head, workspace;
   flash::AttentionParams p;
@@ -80,7 +72,7 @@ struct FeatureRun {
     p.window_left = s.window_left;
     p.backend = env.options.backend;
     p.set_contiguous_bnhd();
-    const double pairs = s.decode ? static_cast<double>(p.batch) * kSeqlen : causal_pairs(kSeqlen, s.window_left);
+    const double pairs = s.decode ? static_cast<double>(p.batch) * kSeqlen : window_pairs(kSeqlen, s.window_left);
     flops = 4.0 * static_cast<double>(s.heads_q * s.head_dim) * pairs;
     const size_t q_elems = static_cast<size_t>(p.batch * p.seqlen_q * p.heads_q * p.head_dim);
     const size_t kv_elems = static_cast<size_t>(p.batch * p.seqlen_k * p.heads_kv * p.head_dim);
@@ -110,14 +102,7 @@ struct FeatureRun {
     p.o = o.get();
     p.sinks = key.feature == Feature::kSinks ? static_cast<const float*>(per_head.get()) : nullptr;
     p.alibi_slopes = key.feature == Feature::kAlibi ? static_cast<const float*>(per_head.get()) : nullptr;
-    size_t bytes = 0;
-    err = status_error("flash::attention_workspace_size", flash::attention_workspace_size(p, &bytes));
-    if (err.empty() && bytes > 0) {
-      err = workspace.allocate(bytes, "cudaMalloc(workspace)");
-      p.workspace = workspace.get();
-      p.workspace_bytes = bytes;
-    }
-    return err;
+    return attach_workspace(&p, &workspace);
   }
 };
 

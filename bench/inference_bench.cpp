@@ -99,15 +99,8 @@ struct DecodeRun {
     p.o = o.get();
     p.seqused_k = static_cast<const int32_t*>(seqused_k.get());
     p.block_table = table.empty() ? nullptr : static_cast<const int32_t*>(block_table.get());
-    // The workspace, sized for this call (0: flash would not split it).
-    size_t bytes = 0;
-    err = status_error("flash::attention_workspace_size", flash::attention_workspace_size(p, &bytes));
-    if (err.empty() && bytes > 0) {
-      err = workspace.allocate(bytes, "cudaMalloc(workspace)");  // cudaMalloc: 256-byte aligned
-      p.workspace = workspace.get();
-      p.workspace_bytes = bytes;
-    }
-    return err;
+    // The workspace, sized for this call (none: flash would not split it).
+    return attach_workspace(&p, &workspace);
   }
 };
 
@@ -275,14 +268,6 @@ std::string window_row_name(const WindowKey& key) {
   return "window/bf16/hd" + std::to_string(kHeadDim) + "/q" + std::to_string(kDecodeHeadsQ) + "kv" +
          std::to_string(kDecodeHeadsKv) + "/N" + std::to_string(kWindowSeqlen) + "/W" +
          std::to_string(key.window_left) + "/" + backend_name(key.backend);
-}
-
-// (query, key) pairs a causal call with a left window of w sees on a square
-// n x n problem: row i sees min(i, w) + 1 keys.
-double window_pairs(int64_t n, int64_t w) {
-  const int64_t full = std::min(n, w + 1);  // rows 0..w see i + 1 keys
-  return 0.5 * static_cast<double>(full) * static_cast<double>(full + 1) +
-         static_cast<double>(n - full) * static_cast<double>(w + 1);
 }
 
 struct WindowRun {

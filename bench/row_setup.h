@@ -6,6 +6,7 @@
 #include <benchmark/benchmark.h>
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -57,6 +58,27 @@ inline std::string upload(BenchEnv& env, const std::vector<int32_t>& host, Devic
   std::string err = dst->allocate(bytes, what);
   if (err.empty()) {
     err = cuda_error(what, cudaMemcpyAsync(dst->get(), host.data(), bytes, cudaMemcpyHostToDevice, env.stream));
+  }
+  return err;
+}
+
+// (query, key) pairs a causal call with a left window of w (-1: none) sees
+// on a square n x n problem, exactly: row i sees min(i, w) + 1 keys.
+inline double window_pairs(int64_t n, int64_t w) {
+  const int64_t full = w < 0 ? n : std::min(n, w + 1);  // rows 0..w see i + 1 keys
+  return 0.5 * static_cast<double>(full) * static_cast<double>(full + 1) +
+         static_cast<double>(n - full) * static_cast<double>(w + 1);
+}
+
+// A workspace of attention_workspace_size() bytes for `p` in *workspace,
+// set in p (none when flash would not split the call).
+inline std::string attach_workspace(flash::AttentionParams* p, DeviceBuffer* workspace) {
+  size_t bytes = 0;
+  std::string err = status_error("flash::attention_workspace_size", flash::attention_workspace_size(*p, &bytes));
+  if (err.empty() && bytes > 0) {
+    err = workspace->allocate(bytes, "cudaMalloc(workspace)");  // cudaMalloc: 256-byte aligned
+    p->workspace = workspace->get();
+    p->workspace_bytes = bytes;
   }
   return err;
 }

@@ -29,7 +29,8 @@ const char* dtype_name(DType dtype) {
   return dtype == DType::kFloat16 ? "fp16" : "bf16";
 }
 
-std::string list(const std::vector<int64_t>& values) {
+template <typename T>
+std::string list(const std::vector<T>& values) {
   std::string s = "[";
   for (size_t i = 0; i < values.size(); ++i) s += (i ? "," : "") + std::to_string(values[i]);
   return s + "]";
@@ -103,16 +104,8 @@ std::string FeatureConfig::name() const {
     s += " window(" + std::to_string(window_left) + "," + std::to_string(window_right) + ")";
   }
   if (softcap != 0.f) s += " softcap " + std::to_string(softcap);
-  if (!sinks.empty()) {
-    s += " sinks[";
-    for (size_t h = 0; h < sinks.size(); ++h) s += (h == 0 ? "" : ",") + std::to_string(sinks[h]);
-    s += "]";
-  }
-  if (!alibi.empty()) {
-    s += " alibi[";
-    for (size_t h = 0; h < alibi.size(); ++h) s += (h == 0 ? "" : ",") + std::to_string(alibi[h]);
-    s += "]";
-  }
+  if (!sinks.empty()) s += " sinks" + list(sinks);
+  if (!alibi.empty()) s += " alibi" + list(alibi);
   if (softmax_scale != 0.f) s += " scale " + std::to_string(softmax_scale);
   if (input_scale != 1.f) s += " inputs x" + std::to_string(input_scale);
   if (!with_lse) s += " no-lse";

@@ -15,6 +15,7 @@
 #include "device_tensor.h"
 #include "feature_case.h"
 #include "flash/cp.hpp"
+#include "full_call.h"
 #include "gpu_case.h"
 #include "src/cp/ring.h"
 
@@ -23,55 +24,27 @@ namespace {
 
 constexpr uint64_t kCpSeedBase = uint64_t{1} << 30;
 
-int64_t first_compiled(std::initializer_list<int64_t> dims) {
-  for (int64_t d : dims) {
-    if (head_dim_compiled(d)) return d;
-  }
-  return 0;
+// The unsharded call: [batch, n, heads, head_dim], LSE on.
+::testing::AssertionResult run_full(FullCall* full, DType dtype, int64_t hd, int64_t batch, int64_t n, int64_t hq,
+                                    int64_t hkv, bool causal, uint64_t seed, cudaStream_t stream) {
+  AttentionParams shape;
+  shape.dtype = dtype;
+  shape.head_dim = hd;
+  shape.batch = batch;
+  shape.seqlen_q = shape.seqlen_k = n;
+  shape.heads_q = hq;
+  shape.heads_kv = hkv;
+  shape.causal = causal;
+  return full->run(shape, seed, stream);
 }
-
-// The unsharded call over [batch, n, heads, head_dim] and its output.
-struct Full {
-  AttentionParams p;
-  DeviceBuffer q, k, v, o, lse;
-  ::testing::AssertionResult run(DType dtype, int64_t hd, int64_t batch, int64_t n, int64_t hq, int64_t hkv,
-                                 bool causal, uint64_t seed, cudaStream_t stream) {
-    p.dtype = dtype;
-    p.head_dim = hd;
-    p.batch = batch;
-    p.seqlen_q = p.seqlen_k = n;
-    p.heads_q = hq;
-    p.heads_kv = hkv;
-    p.causal = causal;
-    p.set_contiguous_bnhd();
-    const size_t qn = static_cast<size_t>(batch * n * hq * hd), kn = static_cast<size_t>(batch * n * hkv * hd);
-    if (q.allocate(qn * 2) != cudaSuccess || k.allocate(kn * 2) != cudaSuccess || v.allocate(kn * 2) != cudaSuccess ||
-        o.allocate(qn * 2) != cudaSuccess || lse.allocate(static_cast<size_t>(batch * hq * n) * 4) != cudaSuccess) {
-      return ::testing::AssertionFailure() << "cudaMalloc";
-    }
-    if (ref::fill_uniform(q.ptr, dtype, qn, seed + 1, 1.f, stream) != cudaSuccess ||
-        ref::fill_uniform(k.ptr, dtype, kn, seed + 2, 1.f, stream) != cudaSuccess ||
-        ref::fill_uniform(v.ptr, dtype, kn, seed + 3, 1.f, stream) != cudaSuccess) {
-      return ::testing::AssertionFailure() << "fill";
-    }
-    p.q = q.ptr;
-    p.k = k.ptr;
-    p.v = v.ptr;
-    p.o = o.ptr;
-    p.lse = static_cast<float*>(lse.ptr);
-    const Status s = attention_forward(p, stream);
-    if (!s.ok()) return ::testing::AssertionFailure() << s.message;
-    return ::testing::AssertionSuccess();
-  }
-};
 
 // One rank's shard of `full`: chunks r and 2R - 1 - r of every sequence,
 // gathered densely, and its own O, LSE and ring buffer.
 struct Shard {
   cp::RingParams rp;
   DeviceBuffer q, k, v, o, lse, buffer;
-  ::testing::AssertionResult make(const Full& full, int rank, int world, cudaStream_t stream) {
-    const AttentionParams& f = full.p;
+  ::testing::AssertionResult make(const FullCall& full, int rank, int world, cudaStream_t stream) {
+    const AttentionParams& f = full.params;
     const int64_t c = f.seqlen_q / (2 * world);
     AttentionParams p = f;
     p.seqlen_q = p.seqlen_k = 2 * c;
@@ -119,27 +92,26 @@ struct Shard {
   }
 };
 
-template <typename T>
-std::vector<T> download(const void* src, size_t count, cudaStream_t stream) {
-  std::vector<T> host(count);
-  cudaMemcpyAsync(host.data(), src, count * sizeof(T), cudaMemcpyDeviceToHost, stream);
-  cudaStreamSynchronize(stream);
-  return host;
-}
-
 // Each shard's O and LSE against the unsharded call's rows at its chunks:
 // relative L2 of O and the largest LSE difference, over all shards.
-void compare(const Full& full, const std::vector<std::unique_ptr<Shard>>& shards, cudaStream_t stream, double* rel_l2,
-             double* lse_err) {
-  const AttentionParams& f = full.p;
+::testing::AssertionResult compare(const FullCall& full, const std::vector<std::unique_ptr<Shard>>& shards,
+                                   cudaStream_t stream, double* rel_l2, double* lse_err) {
+  const AttentionParams& f = full.params;
   const int world = static_cast<int>(shards.size());
   const int64_t c = f.seqlen_q / (2 * world), hq = f.heads_q, hd = f.head_dim, n = f.seqlen_q;
-  const auto ref_o = download<uint16_t>(full.o.ptr, static_cast<size_t>(f.batch * n * hq * hd), stream);
-  const auto ref_lse = download<float>(full.lse.ptr, static_cast<size_t>(f.batch * hq * n), stream);
+  std::vector<uint16_t> ref_o, o;
+  std::vector<float> ref_lse, lse;
+  if (!download(&ref_o, full.o.ptr, full.q_count, stream) ||
+      !download(&ref_lse, full.lse.ptr, full.lse_count, stream)) {
+    return ::testing::AssertionFailure() << "download failed";
+  }
   double diff = 0, norm = 0, lse_max = 0;
   for (int r = 0; r < world; ++r) {
-    const auto o = download<uint16_t>(shards[r]->o.ptr, static_cast<size_t>(f.batch * 2 * c * hq * hd), stream);
-    const auto lse = download<float>(shards[r]->lse.ptr, static_cast<size_t>(f.batch * hq * 2 * c), stream);
+    if (!download(&o, shards[r]->o.ptr, static_cast<size_t>(f.batch * 2 * c * hq * hd), stream) ||
+        !download(&lse, static_cast<const float*>(shards[r]->lse.ptr), static_cast<size_t>(f.batch * hq * 2 * c),
+                  stream)) {
+      return ::testing::AssertionFailure() << "download failed";
+    }
     for (int64_t b = 0; b < f.batch; ++b) {
       for (int64_t x = 0; x < 2; ++x) {
         const int64_t g = x == 0 ? r : 2 * world - 1 - r;
@@ -161,6 +133,7 @@ void compare(const Full& full, const std::vector<std::unique_ptr<Shard>>& shards
   }
   *rel_l2 = std::sqrt(diff / norm);
   *lse_err = lse_max;
+  return ::testing::AssertionSuccess();
 }
 
 class CpRing : public GpuTest {};
@@ -172,8 +145,8 @@ TEST_F(CpRing, LockstepRanksMatchTheUnshardedCall) {
     for (bool causal : {true, false}) {
       SCOPED_TRACE("world " + std::to_string(world) + (causal ? " causal" : " full"));
       const int64_t c = 80;  // not a multiple of the kernels' tiles
-      Full full;
-      ASSERT_TRUE(full.run(DType::kBFloat16, hd, 2, 2 * world * c, 8, 2, causal,
+      FullCall full;
+      ASSERT_TRUE(run_full(&full, DType::kBFloat16, hd, 2, 2 * world * c, 8, 2, causal,
                            case_seed(kCpSeedBase + static_cast<uint64_t>(world * 2 + causal)), stream_));
       std::vector<std::unique_ptr<Shard>> shards;
       std::vector<std::unique_ptr<cp::detail::Ring>> rings;
@@ -207,7 +180,7 @@ TEST_F(CpRing, LockstepRanksMatchTheUnshardedCall) {
         ASSERT_TRUE(s.ok()) << s.message;
       }
       double rel_l2 = 0, lse_err = 0;
-      compare(full, shards, stream_, &rel_l2, &lse_err);
+      ASSERT_TRUE(compare(full, shards, stream_, &rel_l2, &lse_err));
       std::printf("[cp] world %d %s: rel_l2 %.3g, max |lse diff| %.3g\n", world, causal ? "causal" : "full", rel_l2,
                   lse_err);
       EXPECT_LE(rel_l2, 1e-2);  // partial results are rounded to bf16 between merges
@@ -228,16 +201,16 @@ TEST_F(CpRing, OneRankCommunicatorMatchesTheUnshardedCall) {
   cudaStream_t comm_stream = nullptr;
   ASSERT_EQ(cudaStreamCreateWithFlags(&comm_stream, cudaStreamNonBlocking), cudaSuccess);
   for (bool causal : {true, false}) {
-    Full full;
+    FullCall full;
     ASSERT_TRUE(
-        full.run(DType::kFloat16, hd, 2, 2 * 200, 8, 8, causal, case_seed(kCpSeedBase + 100 + causal), stream_));
+        run_full(&full, DType::kFloat16, hd, 2, 2 * 200, 8, 8, causal, case_seed(kCpSeedBase + 100 + causal), stream_));
     std::vector<std::unique_ptr<Shard>> shards;
     shards.push_back(std::make_unique<Shard>());
     ASSERT_TRUE(shards[0]->make(full, 0, 1, stream_));
     const Status s = cp::ring_attention_forward(shards[0]->rp, comm, stream_, comm_stream);
     ASSERT_TRUE(s.ok()) << s.message;
     double rel_l2 = 0, lse_err = 0;
-    compare(full, shards, stream_, &rel_l2, &lse_err);
+    ASSERT_TRUE(compare(full, shards, stream_, &rel_l2, &lse_err));
     EXPECT_LE(rel_l2, 5e-3) << (causal ? "causal" : "full");
     EXPECT_LE(lse_err, 1e-3);
     // The wrong rank count is refused before anything is enqueued.

@@ -11,85 +11,11 @@
 
 #include "device_tensor.h"
 #include "feature_case.h"
+#include "full_call.h"
 #include "gpu_case.h"
 
 namespace flash::test {
 namespace {
-
-int64_t first_compiled(std::initializer_list<int64_t> wanted) {
-  for (int64_t hd : wanted) {
-    if (head_dim_compiled(hd)) return hd;
-  }
-  for (int64_t hd : {32, 64, 96, 128, 256}) {
-    if (head_dim_compiled(hd)) return hd;
-  }
-  return 0;
-}
-
-// Waits for the stream, then copies `count` elements from the device.
-template <typename T>
-::testing::AssertionResult download(std::vector<T>* host, const void* src, size_t count, cudaStream_t s) {
-  host->resize(count);
-  if (cudaStreamSynchronize(s) != cudaSuccess ||
-      cudaMemcpy(host->data(), src, count * sizeof(T), cudaMemcpyDeviceToHost) != cudaSuccess) {
-    return ::testing::AssertionFailure() << "download failed";
-  }
-  return ::testing::AssertionSuccess();
-}
-
-// Q, K and V of one call filled with uniform values, and that call (LSE on)
-// run over all the keys: the reference the merges of partial calls match.
-struct FullCall {
-  AttentionParams params;
-  DeviceBuffer q, k, v, o, lse;
-  size_t q_count = 0, kv_count = 0, lse_count = 0;
-
-  ::testing::AssertionResult run(const AttentionParams& shape, uint64_t seed, cudaStream_t stream) {
-    params = shape;
-    params.set_contiguous_bnhd();
-    q_count = static_cast<size_t>(params.batch * params.seqlen_q * params.heads_q * params.head_dim);
-    kv_count = static_cast<size_t>(params.batch * params.seqlen_k * params.heads_kv * params.head_dim);
-    lse_count = static_cast<size_t>(params.batch * params.heads_q * params.seqlen_q);
-    if (q.allocate(q_count * 2) != cudaSuccess || k.allocate(kv_count * 2) != cudaSuccess ||
-        v.allocate(kv_count * 2) != cudaSuccess || o.allocate(q_count * 2) != cudaSuccess ||
-        lse.allocate(lse_count * 4) != cudaSuccess ||
-        ref::fill_uniform(q.ptr, params.dtype, q_count, seed, 1.f, stream) != cudaSuccess ||
-        ref::fill_uniform(k.ptr, params.dtype, kv_count, seed + 1, 1.f, stream) != cudaSuccess ||
-        ref::fill_uniform(v.ptr, params.dtype, kv_count, seed + 2, 1.f, stream) != cudaSuccess) {
-      return ::testing::AssertionFailure() << "allocation or fill failed";
-    }
-    params.q = q.ptr;
-    params.k = k.ptr;
-    params.v = v.ptr;
-    params.o = o.ptr;
-    params.lse = static_cast<float*>(lse.ptr);
-    const Status st = attention_forward(params, stream);
-    if (!st.ok()) return ::testing::AssertionFailure() << st.message;
-    return ::testing::AssertionSuccess();
-  }
-
-  // How far `got` (O as raw elements) is from this call's O.
-  struct Distance {
-    double rel_l2 = 0.0, max_abs = 0.0, max_ref = 0.0;  // max |got - ref|, max |ref|
-  };
-  ::testing::AssertionResult distance(const void* got, Distance* d, cudaStream_t stream) const {
-    std::vector<uint16_t> ref_o, got_o;
-    if (!download(&ref_o, o.ptr, q_count, stream) || !download(&got_o, got, q_count, stream)) {
-      return ::testing::AssertionFailure() << "download failed";
-    }
-    double err2 = 0.0, ref2 = 0.0;
-    *d = Distance{};
-    for (size_t i = 0; i < q_count; ++i) {
-      const double r = ref::to_float(ref_o[i], params.dtype), g = ref::to_float(got_o[i], params.dtype);
-      err2 += (g - r) * (g - r);
-      ref2 += r * r;
-      d->max_abs = std::fmax(d->max_abs, std::fabs(g - r));
-      d->max_ref = std::fmax(d->max_ref, std::fabs(r));
-    }
-    d->rel_l2 = std::sqrt(err2 / ref2);
-    return ::testing::AssertionSuccess();
-  }
-};
 
 class MergeStates : public GpuTest {};
 
@@ -102,8 +28,8 @@ TEST_F(MergeStates, MatchesAFloat64Merge) {
   uint64_t seed = case_seed(7001);
   for (DType dtype : {DType::kFloat16, DType::kBFloat16}) {
     for (int64_t n : {1, 2, 3, 7, 128}) {
-      SCOPED_TRACE((dtype == DType::kFloat16 ? std::string("fp16") : std::string("bf16")) + " n " +
-                   std::to_string(n) + " hd " + std::to_string(hd));
+      SCOPED_TRACE((dtype == DType::kFloat16 ? std::string("fp16") : std::string("bf16")) + " n " + std::to_string(n) +
+                   " hd " + std::to_string(hd));
       MergeParams p;
       p.dtype = dtype;
       p.num_states = n;
@@ -169,8 +95,8 @@ TEST_F(MergeStates, MatchesAFloat64Merge) {
               if (ref_lse != -INFINITY) {
                 for (int64_t s = 0; s < n; ++s) {
                   const double w = std::exp(lse_host[static_cast<size_t>(s * rows + row)] - ref_lse);
-                  ref_o += w * ref::to_float(in_host[static_cast<size_t>(s * static_cast<int64_t>(o_count) + o_row + c)],
-                                             dtype);
+                  ref_o += w * ref::to_float(
+                                   in_host[static_cast<size_t>(s * static_cast<int64_t>(o_count) + o_row + c)], dtype);
                 }
               }
               const float got = ref::to_float(out_host[static_cast<size_t>(o_row + c)], dtype);
@@ -362,7 +288,7 @@ TEST_F(MergeStates, ZigzagShardsMergeToTheUnshardedCall) {
       m.set_contiguous();
       m.o_states = static_cast<const char*>(o_states.ptr) + static_cast<size_t>(qi * chunks) * chunk_o * 2;
       m.lse_states = static_cast<const float*>(lse_states.ptr) + static_cast<size_t>(qi * chunks) * chunk_lse;
-      m.o = static_cast<char*>(o.ptr) + static_cast<size_t>(qi) * chunk_o * 2;  // rows qi*c.. of [1, n, H, D]
+      m.o = static_cast<char*>(o.ptr) + static_cast<size_t>(qi) * chunk_o * 2;     // rows qi*c.. of [1, n, H, D]
       m.lse = static_cast<float*>(lse.ptr) + static_cast<size_t>(qi) * chunk_lse;  // [H, c] per chunk
       st = merge_states(m, stream_);
       ASSERT_TRUE(st.ok()) << st.message;
