@@ -54,6 +54,7 @@
 #include "device_tensor.h"
 #include "flash/flash.hpp"
 #include "features_bench.h"
+#include "head_dims_bench.h"
 #include "gemm_ceiling.h"
 #include "inference_bench.h"
 #include "options.h"
@@ -197,6 +198,7 @@ void register_benchmarks(BenchEnv* env) {
   if (o.varlen) register_varlen_benchmarks(env);
   if (o.window) register_window_benchmarks(env);
   if (o.features) register_feature_benchmarks(env);
+  if (o.head_dim_rows) register_head_dim_benchmarks(env);
   if (!o.run_sweep) return;
   for (flash::DType dtype : o.dtypes) {
     for (int64_t head_dim : o.head_dims) {
@@ -275,6 +277,7 @@ int run(int argc, char** argv) {
   if (env.options.window) print_window_summary(stdout, env);
   if (env.options.serving) print_serving_summary(stdout, env);
   if (env.options.features) print_feature_summary(stdout, env);
+  if (env.options.head_dim_rows) print_head_dim_summary(stdout, env);
   benchmark::Shutdown();
   return 0;
 }

@@ -149,6 +149,9 @@ const char* usage() {
          "  --features                  run the feature-cost rows (bench/features_bench.h): gpt-oss-like prefill,\n"
          "                              windowed prefill and decode, and hd128 prefill, each plain, with sinks\n"
          "                              and with ALiBi\n"
+         "  --head_dim_rows              run the head-dim rows (bench/head_dims_bench.h): bf16, N 16384, not causal,\n"
+         "                              head dims 64 to 256 between and at the compiled ones, each against hd128\n"
+         "                              and against the compiled head dim that ran it\n"
          "  --num_splits=N              the decode rows' split count (default 0: flash picks; 1: no split)\n"
          "  --decode_head_dims=LIST     the decode rows' head dims (default 128; compiled ones only)\n"
          "  --softcap=X                 the sweep's rows with logit softcap X (default 0: none; the\n"
@@ -162,9 +165,8 @@ const char* usage() {
          "                              for 20480 keys) and paged caches (pages of 1, 16, 64, 256 keys); and decode\n"
          "                              (the --decode rows' shapes on dense and paged16 caches)\n"
          "  --serving_head_dims=LIST    the serving rows' head dims (default: those of 64,128,256 compiled in)\n"
-         "  --sweep                     with --decode, --varlen, --window, --serving or --features: run the seed's\n"
-         "                              sweep too\n"
-         "                              (else they replace it)\n"
+         "  --sweep                     with --decode, --varlen, --window, --serving, --features or --head_dim_rows:\n"
+         "                              run the seed's sweep too (else they replace it)\n"
          "  --autotune                  also run each flash row with autotuning on (the first warm-up call\n"
          "                              tunes) and print heuristic vs autotuned\n"
          "  --flash_iters=N             timed launches per flash row (default 30, after 5 warm-up)\n"
@@ -200,6 +202,8 @@ std::string parse_options(int* argc, char** argv, Options* options, bool* help) 
       options->window = true;
     } else if (std::strcmp(arg, "--features") == 0) {
       options->features = true;
+    } else if (std::strcmp(arg, "--head_dim_rows") == 0) {
+      options->head_dim_rows = true;
     } else if (std::strcmp(arg, "--sweep") == 0) {
       sweep_flag = true;
     } else if (const char* v = flag_value(arg, "--warmup_ms")) {
@@ -247,7 +251,8 @@ std::string parse_options(int* argc, char** argv, Options* options, bool* help) 
   *argc = kept;
   argv[kept] = nullptr;
   options->run_sweep =
-      sweep_flag || (!options->decode && !options->varlen && !options->window && !options->serving && !options->features);
+      sweep_flag || (!options->decode && !options->varlen && !options->window && !options->serving && !options->features &&
+                     !options->head_dim_rows);
   return {};
 }
 

@@ -32,6 +32,11 @@ struct FwdParams {
   int heads_q;    // Query heads (gridDim.y).
   int heads_kv;   // Key/value heads.
   int q_per_kv;   // heads_q / heads_kv: query heads sharing one K/V head.
+  // The call's head dim, a multiple of 8 at most the kernel's compiled one
+  // (kHeadDim). Narrower calls run on the next compiled size: the columns
+  // from head_dim on are zero in the kernel's tiles (never read from global
+  // memory) and never stored to O. Split partials keep kHeadDim columns.
+  int head_dim;
   int num_sms;    // Multiprocessors of the device: bounds a persistent grid.
   int cc_major;   // Compute capability major of the device (programmatic dependent launch from 9).
 

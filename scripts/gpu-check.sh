@@ -2,7 +2,7 @@
 # Build, test and benchmark flash on a GPU machine in one go.
 #
 #   scripts/gpu-check.sh [phases...]     phases: build sass test ctest sanitize stress python ncu bench quickbench decode serving
-#                                        features
+#                                        features headdims
 #                                        (default: build sass test sanitize bench)
 #
 # stress: flash_stress_tests (tests/test_stress_gpu.cpp: millions of keys,
@@ -27,6 +27,10 @@
 # feature, sinks and ALiBi, against the same call without it; features_bench.h),
 # JSON in $OUT/bench_features.json, its table in the summary.
 #
+# headdims: flash_bench --head_dim_rows --no-standard (head dims 64 to 256,
+# between and at the compiled ones, against hd128 and the compiled head dim
+# that ran each; head_dims_bench.h), JSON in $OUT/bench_head_dims.json.
+#
 # Full logs go to $OUT (or ./gpu-check-out when OUT is unset); the last thing
 # printed is a short summary table. Environment: BUILD_DIR (default
 # build/gpu-check), CUDA_ARCHS (default 90a), HEAD_DIMS (default all),
@@ -41,7 +45,7 @@ OUT=${OUT:-$PWD/gpu-check-out}
 mkdir -p "$OUT"
 BUILD_DIR=${BUILD_DIR:-build/gpu-check}
 CUDA_ARCHS=${CUDA_ARCHS:-90a}
-HEAD_DIMS=${HEAD_DIMS:-32;64;96;128;256}
+HEAD_DIMS=${HEAD_DIMS:-32;64;96;128;192;256}
 TEST_FILTER=${TEST_FILTER:-*}
 PHASES=${*:-build sass test sanitize bench}
 SUMMARY="$OUT/summary.txt"
@@ -168,6 +172,15 @@ if has_phase features; then
   note "features bench: exit $? in $(( $(date +%s) - t0 ))s"
   grep -E "^\| " "$OUT/bench_features.log" >>"$SUMMARY"
   grep -E "ERROR OCCURRED" "$OUT/bench_features.log" | head -10 | tee -a "$SUMMARY"
+fi
+
+if has_phase headdims; then
+  t0=$(date +%s)
+  "$BUILD_DIR/bench/flash_bench" --head_dim_rows --no-standard \
+    --benchmark_out="$OUT/bench_head_dims.json" --benchmark_out_format=json >"$OUT/bench_head_dims.log" 2>&1
+  note "head-dim bench: exit $? in $(( $(date +%s) - t0 ))s"
+  grep -E "^\| " "$OUT/bench_head_dims.log" >>"$SUMMARY"
+  grep -E "ERROR OCCURRED" "$OUT/bench_head_dims.log" | head -10 | tee -a "$SUMMARY"
 fi
 
 # The device tool returns at most 8 files: keep the summary and the bench

@@ -57,7 +57,7 @@ int kernel_window_right(const AttentionParams& p) noexcept {
 
 bool describe(const Plan& plan, const Candidate& c, const AttentionParams& p, KernelChoice* choice) {
   if (c.backend == Backend::kSm80) {
-    if (!sm80::describe_candidate(p.head_dim, c.index, choice)) return false;
+    if (!sm80::describe_candidate(kernel_head_dim(p.head_dim), c.index, choice)) return false;
     if (plan.num_splits > 1) {
       const size_t len = std::strlen(choice->name);
       std::snprintf(choice->name + len, sizeof(choice->name) - len, " %d splits", plan.num_splits);
@@ -69,14 +69,17 @@ bool describe(const Plan& plan, const Candidate& c, const AttentionParams& p, Ke
     choice->block_m = decode::kBlockM;
     choice->block_n = decode::kBlockN;
     choice->warps = 4;
-    choice->stages = decode::stages(p.head_dim);
+    choice->stages = decode::stages(kernel_head_dim(p.head_dim));
     std::snprintf(choice->name, sizeof(choice->name), "decode %dx%d 4w %dst %d split%s", decode::kBlockM,
                   decode::kBlockN, choice->stages, plan.num_splits, plan.num_splits == 1 ? "" : "s");
     return true;
   }
 #if FLASH_HAS_SM90
   if (c.backend == Backend::kSm90) {
-    if (!sm90::describe_candidate(p.head_dim, plan.mask != MaskVariant::kTail, c.index, choice)) return false;
+    if (!sm90::describe_candidate(kernel_head_dim(p.head_dim, true), plan.mask != MaskVariant::kTail, c.index,
+                                  choice)) {
+      return false;
+    }
     if (plan.num_splits > 1) {
       const size_t len = std::strlen(choice->name);
       std::snprintf(choice->name + len, sizeof(choice->name) - len, " %d splits", plan.num_splits);
@@ -92,19 +95,20 @@ LaunchRecord last_launch() noexcept { return t_last_launch; }
 cudaError_t launch(const Plan& plan, const Candidate& c, const AttentionParams& p, cudaStream_t stream) {
   t_last_launch = LaunchRecord{c, plan.num_splits};
   FwdParams f = make_fwd_params(p, plan.caps);
+  const int d = kernel_head_dim(p.head_dim, c.backend == Backend::kSm90);
   if (plan.num_splits > 1) {
     f.num_splits = plan.num_splits;
     const size_t rows = static_cast<size_t>(plan.num_splits) * static_cast<size_t>(p.batch) *
                         static_cast<size_t>(p.heads_q) * static_cast<size_t>(p.seqlen_q);
     f.o_partial = static_cast<float*>(p.workspace);
-    f.lse_partial = f.o_partial + rows * static_cast<size_t>(p.head_dim);
+    f.lse_partial = f.o_partial + rows * static_cast<size_t>(workspace_head_dim(p.head_dim));
   }
-  return with_head_dim(p.head_dim, cudaErrorInvalidValue, [&](auto head_dim) -> cudaError_t {
+  return with_head_dim(d, cudaErrorInvalidValue, [&](auto head_dim) -> cudaError_t {
     constexpr int kHeadDim = decltype(head_dim)::value;
     if (c.backend == Backend::kSm80) return launch_sm80<kHeadDim>(p.dtype, f, c.index, stream);
     if (c.backend == Backend::kDecode) return launch_decode<kHeadDim>(p.dtype, f, stream);
 #if FLASH_HAS_SM90
-    if constexpr (kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256) {
+    if constexpr (sm90_head_dim(kHeadDim)) {
       if (c.backend == Backend::kSm90) return launch_sm90<kHeadDim>(p.dtype, f, plan.mask, c.index, stream);
     }
 #endif
@@ -137,6 +141,7 @@ FwdParams make_fwd_params(const AttentionParams& p, const DeviceCaps& caps) noex
   f.heads_q = static_cast<int>(p.heads_q);
   f.heads_kv = static_cast<int>(p.heads_kv);
   f.q_per_kv = static_cast<int>(p.heads_q / p.heads_kv);
+  f.head_dim = static_cast<int>(p.head_dim);
   f.num_sms = caps.num_sms;
   f.cc_major = caps.major;
   constexpr float kLog2e = 1.4426950408889634f;

@@ -1,5 +1,6 @@
-// The head dims compiled into this build (FLASH_HEAD_DIMS), and the one
-// switch from a runtime head dim to a template argument.
+// The head dims compiled into this build (FLASH_HEAD_DIMS), which kernel
+// serves a call's head dim, and the one switch from a runtime head dim to a
+// template argument.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +25,9 @@ R with_head_dim(int64_t head_dim, R otherwise, F&& f) {
 #if FLASH_HAS_HEAD_DIM_128
     case 128: return f(std::integral_constant<int, 128>{});
 #endif
+#if FLASH_HAS_HEAD_DIM_192
+    case 192: return f(std::integral_constant<int, 192>{});
+#endif
 #if FLASH_HAS_HEAD_DIM_256
     case 256: return f(std::integral_constant<int, 256>{});
 #endif
@@ -33,6 +37,28 @@ R with_head_dim(int64_t head_dim, R otherwise, F&& f) {
 
 inline bool head_dim_compiled(int64_t head_dim) {
   return with_head_dim(head_dim, false, [](auto) { return true; });
+}
+
+// The head dims kernels can be compiled for, narrowest first; the sm90
+// (Hopper) kernel has the multiples of 64 among them.
+inline constexpr int kKernelHeadDims[] = {32, 64, 96, 128, 192, 256};
+constexpr bool sm90_head_dim(int d) { return d % 64 == 0; }
+
+// The compiled head dim whose kernels run a call of head dim `d`: the
+// smallest compiled one at least d (the sm80 and decode kernels), or the
+// smallest such multiple of 64 (`sm90`). 0 when none is compiled.
+inline int kernel_head_dim(int64_t d, bool sm90 = false) {
+  for (const int k : kKernelHeadDims) {
+    if (k >= d && head_dim_compiled(k) && (!sm90 || sm90_head_dim(k))) return k;
+  }
+  return 0;
+}
+
+// Columns of a split-KV partial row in the workspace: wide enough for
+// whichever kernel runs the call (each writes rows of its compiled head dim).
+inline int workspace_head_dim(int64_t d) {
+  const int a = kernel_head_dim(d), b = kernel_head_dim(d, true);
+  return a > b ? a : b;
 }
 
 }  // namespace flash::detail

@@ -73,9 +73,8 @@ Status validate(const MergeParams& p) noexcept {
   if (p.num_states < 1 || p.num_states > kMaxStates) {
     return invalid("num_states is %lld; it must be 1 to %lld", p.num_states, kMaxStates);
   }
-  if (std::find(std::begin(detail::kSupportedHeadDims), std::end(detail::kSupportedHeadDims), p.head_dim) ==
-      std::end(detail::kSupportedHeadDims)) {
-    return invalid("head_dim is %lld; supported: 32, 64, 96, 128, 256", p.head_dim);
+  if (!detail::head_dim_supported(p.head_dim)) {
+    return invalid("head_dim is %lld; it must be " FLASH_HEAD_DIM_RULE, p.head_dim);
   }
   for (auto [name, v] : {std::pair{"batch", p.batch}, std::pair{"seqlen_q", p.seqlen_q}, std::pair{"heads", p.heads}}) {
     if (v < 0 || v > kMaxRows) {
@@ -164,10 +163,6 @@ Status validate(const MergeParams& p) noexcept {
 Status merge_states(const MergeParams& p, CUstream_st* stream) noexcept {
   const Status valid = validate(p);
   if (!valid.ok()) return valid;
-  if (!detail::head_dim_compiled(p.head_dim)) {
-    return make_status(StatusCode::kUnsupported, "head_dim %lld was not compiled into this build (FLASH_HEAD_DIMS: %s)",
-                       static_cast<long long>(p.head_dim), FLASH_HEAD_DIMS_STRING);
-  }
   if (p.batch == 0 || p.seqlen_q == 0 || p.heads == 0) return Status{};
   merge::MergeArgs a{};
   a.o_states = p.o_states;
@@ -183,10 +178,11 @@ Status merge_states(const MergeParams& p, CUstream_st* stream) noexcept {
   a.out_seq_stride = p.o_seq_stride;
   a.out_head_stride = p.o_head_stride;
   a.num_states = static_cast<int>(p.num_states);
+  a.head_dim = static_cast<int>(p.head_dim);
   a.batch = static_cast<int>(p.batch);
   a.seqlen_q = static_cast<int>(p.seqlen_q);
   a.heads = static_cast<int>(p.heads);
-  const cudaError_t err = merge::launch_merge(a, p.dtype, p.head_dim, stream);
+  const cudaError_t err = merge::launch_merge(a, p.dtype, stream);
   if (err != cudaSuccess) {
     return make_status(StatusCode::kCudaError, "merge_states: %s (%s)", cudaGetErrorName(err),
                        cudaGetErrorString(err));

@@ -28,8 +28,13 @@ MaskVariant mask_variant(const AttentionParams& p, int window_left, int window_r
 
 // ---------------------------------------------------------------- decode
 
+// The compiled head dim of the sm80 and decode kernels that run p, and of
+// the sm90 kernel (src/head_dims.h); 0 when none is compiled.
+int sm80_head_dim(const AttentionParams& p) { return kernel_head_dim(p.head_dim); }
+int sm90_head_dim(const AttentionParams& p) { return kernel_head_dim(p.head_dim, /*sm90=*/true); }
+
 bool decode_fits(const AttentionParams& p, const DeviceCaps& caps) {
-  return caps.max_smem == 0 || decode::smem_bytes(p.head_dim) <= caps.max_smem;
+  return caps.max_smem == 0 || decode::smem_bytes(sm80_head_dim(p)) <= caps.max_smem;
 }
 
 // The longest run of keys one query row may accumulate (before the split
@@ -96,7 +101,7 @@ int decode_splits_wanted(const AttentionParams& p, const DeviceCaps& caps) {
     if (units >= target || max_splits <= 1) return static_cast<int>(std::max<int64_t>(accurate, 1));
     return static_cast<int>(std::max(accurate, std::min(ceil_div(target, units), max_splits)));
   }
-  const int smem = decode::smem_bytes(p.head_dim) + 1024;  // + the per-block reservation
+  const int smem = decode::smem_bytes(sm80_head_dim(p)) + 1024;  // + the per-block reservation
   const int per_sm = caps.smem_per_sm > 0 ? std::max(1, caps.smem_per_sm / smem) : 1;
   const int64_t slots = num_sms * per_sm;
   if (units * 5 >= slots * 4 || max_splits <= 1) return static_cast<int>(std::max<int64_t>(accurate, 1));
@@ -147,10 +152,10 @@ const char* sm90_problem(const AttentionParams& p, const DeviceCaps& caps, const
     return "Backend::kSm90: the CUDA driver offers no TMA tensor-map encoder (cuTensorMapEncodeTiled); use "
            "Backend::kAuto or kSm80";
   }
-  if (sm90::num_candidates(p.head_dim, plan.mask != MaskVariant::kTail) == 0) {
+  if (sm90::num_candidates(sm90_head_dim(p), plan.mask != MaskVariant::kTail) == 0) {
     std::snprintf(buf, len,
-                  "Backend::kSm90 does not cover head_dim %lld in this build (it has 64, 128, 256 when they are in "
-                  "FLASH_HEAD_DIMS)",
+                  "Backend::kSm90 has no kernel for head_dim %lld in this build (it runs a head dim on the next of "
+                  "64, 128, 192, 256 in FLASH_HEAD_DIMS)",
                   static_cast<long long>(p.head_dim));
     return buf;
   }
@@ -202,9 +207,10 @@ void add(Plan* plan, Backend backend, int index) {
 // fallback-only one only when nothing before it fits.
 void add_sm80(const AttentionParams& p, const DeviceCaps& caps, Plan* plan) {
   bool any = false;
-  for (int i = 0; i < sm80::num_candidates(p.head_dim); ++i) {
-    if (caps.max_smem > 0 && sm80::candidate_smem_bytes(p.head_dim, i) > caps.max_smem) continue;
-    if (any && sm80::candidate_is_fallback(p.head_dim, i)) continue;
+  const int d = sm80_head_dim(p);
+  for (int i = 0; i < sm80::num_candidates(d); ++i) {
+    if (caps.max_smem > 0 && sm80::candidate_smem_bytes(d, i) > caps.max_smem) continue;
+    if (any && sm80::candidate_is_fallback(d, i)) continue;
     add(plan, Backend::kSm80, i);
     any = true;
   }
@@ -212,8 +218,9 @@ void add_sm80(const AttentionParams& p, const DeviceCaps& caps, Plan* plan) {
 
 int sm80_min_smem(const AttentionParams& p) {
   int least = 0;
-  for (int i = 0; i < sm80::num_candidates(p.head_dim); ++i) {
-    const int bytes = sm80::candidate_smem_bytes(p.head_dim, i);
+  const int d = sm80_head_dim(p);
+  for (int i = 0; i < sm80::num_candidates(d); ++i) {
+    const int bytes = sm80::candidate_smem_bytes(d, i);
     if (least == 0 || bytes < least) least = bytes;
   }
   return least;
@@ -229,9 +236,11 @@ bool uses_engine_features(const AttentionParams& p) noexcept {
 
 size_t decode_workspace_bytes(const AttentionParams& p, int num_splits) noexcept {
   if (num_splits <= 1) return 0;
-  // num_splits * batch * heads_q * seqlen_q rows of head_dim + 1 floats.
+  // num_splits * batch * heads_q * seqlen_q rows of D + 1 floats, D the
+  // widest compiled head dim a kernel of the call may run on.
   uint64_t bytes = static_cast<uint64_t>(num_splits);
-  for (const int64_t factor : {p.batch, p.heads_q, p.seqlen_q, p.head_dim + 1, int64_t{sizeof(float)}}) {
+  for (const int64_t factor :
+       {p.batch, p.heads_q, p.seqlen_q, int64_t{workspace_head_dim(p.head_dim)} + 1, int64_t{sizeof(float)}}) {
     if (factor < 0 || __builtin_mul_overflow(bytes, static_cast<uint64_t>(factor), &bytes)) return SIZE_MAX;
   }
   return bytes > SIZE_MAX ? SIZE_MAX : static_cast<size_t>(bytes);
@@ -244,9 +253,9 @@ Status make_plan(const AttentionParams& p, const DeviceCaps& caps, Plan* plan) n
   plan->window_right = kernel_window_right(p);
   plan->mask = mask_variant(p, plan->window_left, plan->window_right);
 
-  if (!head_dim_compiled(p.head_dim)) {
-    return make_status(StatusCode::kUnsupported, "head_dim %lld was not compiled into this build; rebuild with it in FLASH_HEAD_DIMS (this "
-                       "build has: %s)",
+  if (sm80_head_dim(p) == 0) {
+    return make_status(StatusCode::kUnsupported, "head_dim %lld is wider than every head dim compiled into this build; "
+                       "rebuild with one at least as wide in FLASH_HEAD_DIMS (this build has: %s)",
                        static_cast<long long>(p.head_dim), FLASH_HEAD_DIMS_STRING);
   }
   const Backend b = p.backend;
@@ -266,7 +275,7 @@ Status make_plan(const AttentionParams& p, const DeviceCaps& caps, Plan* plan) n
     if (b == Backend::kDecode) {
       return make_status(StatusCode::kUnsupported, "the split-KV decode kernel (Backend::kDecode) for head_dim %lld needs "
                          "%d KiB of shared memory per block; device %d allows %d KiB",
-                         static_cast<long long>(p.head_dim), decode::smem_bytes(p.head_dim) / 1024, caps.device,
+                         static_cast<long long>(p.head_dim), decode::smem_bytes(sm80_head_dim(p)) / 1024, caps.device,
                          caps.max_smem / 1024);
     }
   }
@@ -287,7 +296,7 @@ Status make_plan(const AttentionParams& p, const DeviceCaps& caps, Plan* plan) n
     }
     if (sm90_why == nullptr) {
 #if FLASH_HAS_SM90
-      const int candidates = cache ? 1 : sm90::num_candidates(p.head_dim, plan->mask != MaskVariant::kTail);
+      const int candidates = cache ? 1 : sm90::num_candidates(sm90_head_dim(p), plan->mask != MaskVariant::kTail);
       for (int i = 0; i < candidates; ++i) add(plan, Backend::kSm90, i);
       plan_splits(p, cache ? 1 : prefill_splits_wanted(p, caps), plan);
       if (split.splits_wanted > 1) {

@@ -23,7 +23,7 @@ using detail::kMaxSeqlen;
 using detail::kMaxSoftmaxScale;
 using detail::kMinSoftcap;
 using detail::kMaxSoftcap;
-using detail::kSupportedHeadDims;
+using detail::head_dim_supported;
 
 
 // One strided 4-d tensor as the checks see it: sizes, strides, base address.
@@ -153,9 +153,8 @@ Status validate_call(const AttentionParams& p, bool check_workspace) noexcept {
                          static_cast<long long>(s.value));
     }
   }
-  if (std::find(std::begin(kSupportedHeadDims), std::end(kSupportedHeadDims), p.head_dim) ==
-      std::end(kSupportedHeadDims)) {
-    return invalid("head_dim %lld is not supported; supported: 32, 64, 96, 128, 256", p.head_dim);
+  if (!head_dim_supported(p.head_dim)) {
+    return invalid("head_dim %lld is not supported; it must be " FLASH_HEAD_DIM_RULE, p.head_dim);
   }
   if (p.heads_q < 1 || p.heads_kv < 1) {
     return invalid("heads_q (%lld) and heads_kv (%lld) must be >= 1", p.heads_q, p.heads_kv);

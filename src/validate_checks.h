@@ -9,7 +9,12 @@
 
 namespace flash::detail {
 
-inline constexpr int64_t kSupportedHeadDims[] = {32, 64, 96, 128, 256};
+// Head dims a call may have: every multiple of 8 from 8 to kMaxHeadDim (16-byte
+// rows of fp16/bf16). Each runs on the smallest compiled kernel at least as
+// wide (src/head_dims.h).
+inline constexpr int64_t kMaxHeadDim = 256;
+constexpr bool head_dim_supported(int64_t d) { return d >= 8 && d <= kMaxHeadDim && d % 8 == 0; }
+#define FLASH_HEAD_DIM_RULE "a multiple of 8 from 8 to 256"
 // Grid dimensions y (heads) and z (batch) are limited to 65535.
 inline constexpr int64_t kMaxGridYZ = 65535;
 // Row indices are 32-bit inside the kernels, with room for a block past the end.

@@ -196,7 +196,7 @@ TEST(CApi, InitGivesTheCppDefaults) {
 
 TEST(CApi, ValidCallsSucceedAndClearTheMessage) {
   flash_attention_params p = valid_params();
-  p.head_dim = 80;  // leave a message behind first
+  p.head_dim = 84;  // leave a message behind first
   ASSERT_EQ(flash_validate(&p), FLASH_INVALID_ARGUMENT);
   ASSERT_STRNE(flash_last_error_message(), "");
 
@@ -346,13 +346,13 @@ std::vector<Rejection> rejections() {
        [](flash_attention_params& p) { p.backend = static_cast<flash_backend>(9); },
        FLASH_INVALID_ARGUMENT,
        {"backend", "9"}},
-      {"head_dim 80",
+      {"head_dim 84",
        [](flash_attention_params& p) {
-         p.head_dim = 80;
+         p.head_dim = 84;
          flash_set_contiguous_bnhd(&p);
        },
        FLASH_INVALID_ARGUMENT,
-       {"head_dim 80", "32, 64, 96, 128, 256"}},
+       {"head_dim 84", "a multiple of 8 from 8 to 256"}},
       {"heads ratio",
        [](flash_attention_params& p) {
          p.heads_q = 6, p.heads_kv = 4;
@@ -462,11 +462,11 @@ TEST(CApi, EveryRejectionOfTheCppApiComesBackThroughC) {
 // The C entry points return exactly what the C++ ones do, message included.
 TEST(CApi, MessagesAreTheCppMessages) {
   flash_attention_params p = valid_params();
-  p.head_dim = 80;
+  p.head_dim = 84;
   flash::AttentionParams cpp;
   cpp.q = p.q, cpp.k = p.k, cpp.v = p.v, cpp.o = p.o, cpp.lse = p.lse;
   cpp.batch = p.batch, cpp.seqlen_q = p.seqlen_q, cpp.seqlen_k = p.seqlen_k;
-  cpp.heads_q = p.heads_q, cpp.heads_kv = p.heads_kv, cpp.head_dim = 80;
+  cpp.heads_q = p.heads_q, cpp.heads_kv = p.heads_kv, cpp.head_dim = 84;
   cpp.set_contiguous_bnhd();
   const flash::Status expected = flash::validate(cpp);
   ASSERT_FALSE(expected.ok());
@@ -688,11 +688,11 @@ TEST(CApi, WorkspaceSizeNullArguments) {
 // A rejected call reports no workspace.
 TEST(CApi, WorkspaceSizeOfARejectedCallIsZero) {
   flash_attention_params p = valid_paged_decode_params();
-  p.head_dim = 80;
+  p.head_dim = 84;
   size_t bytes = 99;
   EXPECT_EQ(flash_attention_workspace_size(&p, &bytes), FLASH_INVALID_ARGUMENT);
   EXPECT_EQ(bytes, size_t{0});
-  EXPECT_NE(std::string(flash_last_error_message()).find("head_dim 80"), std::string::npos)
+  EXPECT_NE(std::string(flash_last_error_message()).find("head_dim 84"), std::string::npos)
       << flash_last_error_message();
 }
 
@@ -710,11 +710,11 @@ TEST(CApi, EmptyWorkSucceedsWithoutGpu) {
 
 TEST(CApi, LastErrorMessageIsPerThreadAndStable) {
   flash_attention_params p = valid_params();
-  p.head_dim = 80;
+  p.head_dim = 84;
   ASSERT_EQ(flash_validate(&p), FLASH_INVALID_ARGUMENT);
   const char* message = flash_last_error_message();
   const std::string saved = message;
-  ASSERT_NE(saved.find("head_dim 80"), std::string::npos) << saved;
+  ASSERT_NE(saved.find("head_dim 84"), std::string::npos) << saved;
 
   // Another thread's calls neither see nor change this thread's message.
   std::string other_initial;
@@ -1206,7 +1206,7 @@ TEST(CApiMerge, SetContiguousMatchesTheCppHelper) {
 // code and message, for valid calls and for each kind of rejection.
 TEST(CApiMerge, ValidateAgreesWithTheCppValidate) {
   flash_merge_params p = valid_merge_params();
-  p.head_dim = 80;  // leave a message behind first
+  p.head_dim = 84;  // leave a message behind first
   ASSERT_EQ(flash_validate_merge(&p), FLASH_INVALID_ARGUMENT);
   ASSERT_STRNE(flash_last_error_message(), "");
   p = valid_merge_params();
@@ -1244,7 +1244,7 @@ TEST(CApiMerge, ValidateAgreesWithTheCppValidate) {
        true},
       {"num_states 0", [](flash_merge_params& m) { m.num_states = 0; }, false},
       {"num_states 129", [](flash_merge_params& m) { m.num_states = 129; }, false},
-      {"head_dim 80", [](flash_merge_params& m) { m.head_dim = 80; }, false},
+      {"head_dim 84", [](flash_merge_params& m) { m.head_dim = 84; }, false},
       {"dtype 7", [](flash_merge_params& m) { m.dtype = static_cast<flash_dtype>(7); }, false},
       {"dtype bytes 0x5A5A5A5A", [](flash_merge_params& m) { std::memset(&m.dtype, 0x5A, sizeof(m.dtype)); }, false},
       {"heads -1", [](flash_merge_params& m) { m.heads = -1; }, false},

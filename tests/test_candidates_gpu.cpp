@@ -24,7 +24,7 @@ TEST_F(Candidates, EveryCompiledConfigurationMatchesTheReference) {
   ASSERT_TRUE(device.ok()) << device.message;
   uint64_t index = 0;
   int ran = 0;
-  for (int64_t d : {32, 64, 96, 128, 256}) {
+  for (int64_t d : {32, 64, 96, 128, 192, 256}) {
     if (!head_dim_compiled(d)) continue;
     for (bool causal : {false, true}) {
       CaseConfig cfg;

@@ -17,7 +17,7 @@ namespace {
 
 std::vector<int64_t> compiled_head_dims() {
   std::vector<int64_t> dims;
-  for (int64_t d : {32, 64, 96, 128, 256}) {
+  for (int64_t d : {32, 64, 96, 128, 192, 256}) {
     if (head_dim_compiled(d)) dims.push_back(d);
   }
   return dims;
@@ -180,7 +180,7 @@ TEST_F(ForwardEdge, RejectedCallWritesNothing) {
   AttentionCase c(cfg, stream_);
   ASSERT_TRUE(c.init());
   AttentionParams p = c.params();
-  p.head_dim = 80;
+  p.head_dim = 84;
   EXPECT_EQ(c.run_flash_with(p).code, StatusCode::kInvalidArgument);
   EXPECT_TRUE(c.outputs_untouched());
   p = c.params();

@@ -43,7 +43,7 @@ struct MatrixParam {
 std::vector<MatrixParam> all_params() {
   std::vector<MatrixParam> params;
   for (DType dtype : {DType::kFloat16, DType::kBFloat16}) {
-    for (int64_t head_dim : {32, 64, 96, 128, 256}) {
+    for (int64_t head_dim : {32, 64, 96, 128, 192, 256}) {
       for (bool causal : {false, true}) {
         params.push_back({dtype, head_dim, causal, static_cast<int>(params.size())});
       }

@@ -21,6 +21,8 @@
 
 #include <cfloat>
 #include <cmath>
+#include <algorithm>
+#include <vector>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -46,11 +48,44 @@ using flash::StatusCode;
 
 constexpr uint64_t kSeed = 0x5eed2024;
 constexpr int kCases = 300000;
-constexpr int64_t kHeadDims[] = {32, 64, 96, 128, 256};
+constexpr int64_t kHeadDims[] = {8, 32, 40, 64, 80, 96, 112, 128, 160, 192, 224, 256};
 
 // Regions of fake device memory, 1 TiB apart; nothing is ever dereferenced.
 enum Region { kQ, kK, kV, kO, kLse, kCuQ, kCuK, kUsed, kTable, kWorkspace, kRegions };
 uintptr_t region_base(int r) { return (uintptr_t{1} << 40) * static_cast<uintptr_t>(r + 1); }
+
+// The split workspace's row width for head dim d: the smallest compiled head
+// dim at least d, and the smallest compiled multiple of 64 at least d (the
+// Hopper kernel's), whichever is wider (the FLASH_HAS_HEAD_DIM_* macros are
+// the library's, which this binary is compiled with).
+int64_t workspace_width(int64_t d) {
+  std::vector<int64_t> dims;
+#if FLASH_HAS_HEAD_DIM_32
+  dims.push_back(32);
+#endif
+#if FLASH_HAS_HEAD_DIM_64
+  dims.push_back(64);
+#endif
+#if FLASH_HAS_HEAD_DIM_96
+  dims.push_back(96);
+#endif
+#if FLASH_HAS_HEAD_DIM_128
+  dims.push_back(128);
+#endif
+#if FLASH_HAS_HEAD_DIM_192
+  dims.push_back(192);
+#endif
+#if FLASH_HAS_HEAD_DIM_256
+  dims.push_back(256);
+#endif
+  int64_t any = 0, sm90 = 0;
+  for (int64_t c : dims) {
+    if (c < d) continue;
+    if (any == 0) any = c;
+    if (sm90 == 0 && c % 64 == 0) sm90 = c;
+  }
+  return std::max(any, sm90);
+}
 
 class Fuzzer {
  public:
@@ -176,7 +211,8 @@ AttentionParams make_valid(Fuzzer& f) {
   fill_strides(f, kv_rows, p.heads_kv, p.head_dim, &p.k_batch_stride, &p.k_seq_stride, &p.k_head_stride);
   fill_strides(f, kv_rows, p.heads_kv, p.head_dim, &p.v_batch_stride, &p.v_seq_stride, &p.v_head_stride);
 
-  // Split-KV: n > 1 needs n * batch * heads_q * seqlen_q * (head_dim + 1) * 4 bytes.
+  // Split-KV: n > 1 needs n * batch * heads_q * seqlen_q * (W + 1) * 4 bytes,
+  // W the widest compiled head dim that may run the call (workspace_width).
   switch (f.range(0, 3)) {
     case 0: p.num_splits = 0; break;
     case 1: p.num_splits = 1; break;
@@ -185,7 +221,7 @@ AttentionParams make_valid(Fuzzer& f) {
   if (p.num_splits > 1 || f.coin(0.3)) {
     p.workspace = at<void>(kWorkspace, 256 * f.range(0, 100));
     const int64_t n = p.num_splits > 1 ? p.num_splits : 1;
-    p.workspace_bytes = static_cast<size_t>(n * p.batch * p.heads_q * p.seqlen_q * (p.head_dim + 1) * 4) +
+    p.workspace_bytes = static_cast<size_t>(n * p.batch * p.heads_q * p.seqlen_q * (workspace_width(p.head_dim) + 1) * 4) +
                         static_cast<size_t>(f.range(0, 1) * 256);
   }
   return p;
@@ -224,7 +260,7 @@ Expectation violate(Fuzzer& f, AttentionParams* pp) {
     case 4: p.seqlen_k = -f.range(1, INT64_MAX); return {StatusCode::kInvalidArgument, "seqlen_k"};
     case 5: {
       int64_t hd = f.range(-5, 600);
-      while (hd == 32 || hd == 64 || hd == 96 || hd == 128 || hd == 256) ++hd;
+      while (hd >= 8 && hd <= 256 && hd % 8 == 0) ++hd;  // not a multiple of 8 from 8 to 256
       p.head_dim = hd;
       return {StatusCode::kInvalidArgument, "head_dim"};
     }

@@ -68,7 +68,7 @@ TEST(MergeValidate, RejectsBadSizes) {
   p.num_states = 129;
   expect_invalid(p, "num_states");
   p = valid_params();
-  p.head_dim = 80;
+  p.head_dim = 84;
   expect_invalid(p, "head_dim");
   p = valid_params();
   p.dtype = static_cast<DType>(7);

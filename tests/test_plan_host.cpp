@@ -6,6 +6,7 @@
 // compiled configuration of the right family.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -96,7 +97,11 @@ TEST_P(PlanTable, PicksTheFamilyAndOnlyCompiledConfigurations) {
   c.edit(p);
   ASSERT_TRUE(validate(p).ok()) << validate(p).message;
   Expect expect = c.expect;
-  if (expect == Expect::kSm90 && !kHasSm90) expect = p.backend == Backend::kSm90 ? Expect::kUnsupported : Expect::kSm80;
+  bool sm90_kernel = false;  // a compiled Hopper head dim (a multiple of 64) at least c.head_dim
+  for (int64_t d : {64, 128, 192, 256}) sm90_kernel = sm90_kernel || (d >= c.head_dim && head_dim_compiled(d));
+  if (expect == Expect::kSm90 && (!kHasSm90 || !sm90_kernel)) {
+    expect = p.backend == Backend::kSm90 ? Expect::kUnsupported : Expect::kSm80;
+  }
   Plan plan;
   const Status s = detail::make_plan(p, c.caps, &plan);
   if (expect == Expect::kUnsupported) {
@@ -137,8 +142,9 @@ const PlanCase kPlanCases[] = {
     {"H200Hd128Causal", 128, kH200, [](AttentionParams& p) { p.causal = true; }, Expect::kSm90},
     {"H200Hd256Window", 256, kH200, [](AttentionParams& p) { p.window_left = 100; }, Expect::kSm90},
     {"H200Hd128Softcap", 128, kH200, [](AttentionParams& p) { p.softcap = 30.f; }, Expect::kSm90},
-    {"H200Hd96Sm80", 96, kH200, [](AttentionParams&) {}, Expect::kSm80},
-    {"H200Hd32Sm80", 32, kH200, [](AttentionParams&) {}, Expect::kSm80},
+    // Head dims without a Hopper kernel of their own run on the next one.
+    {"H200Hd96Sm90", 96, kH200, [](AttentionParams&) {}, Expect::kSm90},
+    {"H200Hd32Sm90", 32, kH200, [](AttentionParams&) {}, Expect::kSm90},
     // Ampere: never the sm90 kernel; hd256 fits only on the A100.
     {"A100Hd128", 128, kA100, [](AttentionParams&) {}, Expect::kSm80},
     {"A100Hd256", 256, kA100, [](AttentionParams&) {}, Expect::kSm80},
@@ -274,7 +280,7 @@ INSTANTIATE_TEST_SUITE_P(Plan, PlanTable, testing::ValuesIn(kPlanCases), case_na
 
 // Every sm90 configuration the plan offers is one the device has shared memory for.
 TEST(Plan, OffersOnlyConfigurationsThatFit) {
-  for (int64_t d : {32, 64, 96, 128, 256}) {
+  for (int64_t d : {32, 64, 96, 128, 192, 256}) {
     if (!head_dim_compiled(d)) continue;
     for (const DeviceCaps& caps : {kH200, kA100, kL40}) {
       Plan plan;
@@ -309,6 +315,45 @@ TEST(Plan, OneMaskDecision) {
     Plan plan;
     if (!detail::make_plan(*p, kH200, &plan).ok()) continue;  // head_dim 128 pruned
     EXPECT_EQ(plan.mask, mask);
+  }
+}
+
+// A head dim between the compiled ones runs on the next compiled kernel of
+// each path (the Hopper kernel's next multiple of 64); one wider than every
+// compiled head dim is refused as unsupported. A split call's workspace
+// holds rows as wide as the widest kernel that may run it.
+TEST(Plan, HeadDimRunsOnTheNextCompiledKernel) {
+  // The smallest compiled head dim at least d (a multiple of 64: `sm90`), or 0.
+  auto next_compiled = [](int64_t d, bool sm90) -> int64_t {
+    for (int64_t c = d; c <= 256; ++c) {
+      if (head_dim_compiled(c) && (!sm90 || c % 64 == 0)) return c;
+    }
+    return 0;
+  };
+  for (int64_t d = 8; d <= 256; d += 8) {
+    SCOPED_TRACE("head_dim " + std::to_string(d));
+    const int64_t k80 = next_compiled(d, false);
+    const int64_t k90 = next_compiled(d, true);
+    Plan plan;
+    const Status planned = detail::make_plan(dense(d, 2048, 2048, true), kH200, &plan);
+    if (k80 == 0) {
+      EXPECT_EQ(k90, 0);
+      EXPECT_EQ(planned.code, StatusCode::kUnsupported);
+      continue;
+    }
+    ASSERT_TRUE(planned.ok()) << planned.message;
+    ASSERT_GT(plan.num_candidates, 0);
+    EXPECT_EQ(plan.candidates[0].backend, kHasSm90 && k90 != 0 ? Backend::kSm90 : Backend::kSm80);
+
+    // Decode with 4 splits: 4 x 64 query rows (2 x 32 heads) of W + 1 floats, W the wider kernel's head dim.
+    AttentionParams split = dense(d, 1, 32768);
+    split.backend = Backend::kDecode;
+    split.num_splits = 4;
+    split.workspace = const_cast<void*>(fake(4));
+    split.workspace_bytes = size_t{1} << 30;
+    ASSERT_TRUE(detail::make_plan(split, kH200, &plan).ok());
+    EXPECT_EQ(plan.num_splits, 4);
+    EXPECT_EQ(plan.workspace_bytes, size_t{4} * 64 * static_cast<size_t>(std::max(k80, k90) + 1) * sizeof(float));
   }
 }
 

@@ -157,7 +157,7 @@ TEST_F(StandardAttention, DtypeOutputIsTheRoundedFloat32Output) {
     ASSERT_TRUE(c.init());
     // Poison O through a rejected flash call's path, then let the reference write it.
     AttentionParams rejected = c.params();
-    rejected.head_dim = 80;
+    rejected.head_dim = 84;
     ASSERT_FALSE(c.run_flash_with(rejected).ok());
 
     const size_t count = static_cast<size_t>(cfg.batch * cfg.seqlen_q * cfg.heads_q * cfg.head_dim);
@@ -207,7 +207,7 @@ TEST_F(StandardAttention, RejectsBadArguments) {
   EXPECT_EQ(s.code, StatusCode::kInvalidArgument) << s.message;
   EXPECT_NE(std::string(s.message).find("workspace"), std::string::npos) << s.message;
   AttentionParams p = c.params();
-  p.head_dim = 80;
+  p.head_dim = 84;
   s = ref::standard_attention(p, nullptr, workspace, needed, cublas_, stream_);
   EXPECT_EQ(s.code, StatusCode::kInvalidArgument) << s.message;
   s = ref::standard_attention(c.params(), nullptr, workspace, needed, cublas_, stream_);

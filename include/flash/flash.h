@@ -39,7 +39,7 @@ typedef enum flash_dtype { FLASH_DTYPE_FLOAT16 = 0, FLASH_DTYPE_BFLOAT16 = 1 } f
 typedef enum flash_backend {
   FLASH_BACKEND_AUTO = 0, /* the Hopper kernel on sm_90 where it supports the shape, else the sm80 kernel */
   FLASH_BACKEND_SM80 = 1, /* the FlashAttention-2 mma.sync kernel (sm_80 and newer) */
-  FLASH_BACKEND_SM90 = 2, /* the Hopper wgmma/TMA kernel (sm_90 with an sm_90a build; head_dim 64, 128, 256) */
+  FLASH_BACKEND_SM90 = 2, /* the Hopper wgmma/TMA kernel (sm_90 with an sm_90a build; runs head dims on 64, 128, 192, 256) */
   FLASH_BACKEND_DECODE = 3 /* the split-KV decode kernel (mma.sync, sm_80 and newer; short queries: seqlen_q <= 16) */
 } flash_backend;
 
@@ -93,7 +93,9 @@ typedef struct flash_attention_params {
   int64_t seqlen_k; /* Key/value rows per sequence. */
   int64_t heads_q;  /* Query heads; a multiple of heads_kv. */
   int64_t heads_kv; /* Key/value heads (== heads_q: MHA, 1: MQA, otherwise GQA). */
-  int64_t head_dim; /* 32, 64, 96, 128 or 256. */
+  /* A multiple of 8 from 8 to 256; one not compiled (FLASH_HEAD_DIMS: 32, 64,
+   * 96, 128, 192, 256) runs on the next compiled one, at its cost. */
+  int64_t head_dim;
 
   int64_t q_batch_stride; /* Elements between Q[b, i, h, :] and Q[b + 1, i, h, :]. */
   int64_t q_seq_stride;   /* Elements between Q[b, i, h, :] and Q[b, i + 1, h, :]. */
@@ -289,7 +291,7 @@ typedef struct flash_merge_params {
   int64_t batch;      /* Number of independent sequences. */
   int64_t seqlen_q;   /* Query rows per sequence. */
   int64_t heads;      /* Query heads. */
-  int64_t head_dim;   /* A head dim compiled into this build (32, 64, 96, 128 or 256). */
+  int64_t head_dim;   /* A multiple of 8 from 8 to 256. */
 
   const void* o_states;          /* State 0's O, [batch, seqlen_q, heads, head_dim]. */
   int64_t o_state_stride;        /* Elements from state s's O to state s + 1's. */

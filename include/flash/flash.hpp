@@ -27,7 +27,7 @@ enum class DType : int32_t {
 enum class Backend : int32_t {
   kAuto = 0,  // the Hopper kernel on sm_90 where it supports the shape, else the sm80 kernel
   kSm80 = 1,  // the FlashAttention-2 mma.sync kernel (sm_80 and newer)
-  kSm90 = 2,  // the Hopper wgmma/TMA kernel (sm_90 with an sm_90a build; head_dim 64, 128, 256)
+  kSm90 = 2,  // the Hopper wgmma/TMA kernel (sm_90 with an sm_90a build; runs head dims on 64, 128, 192, 256)
   kDecode = 3,  // the split-KV decode kernel (mma.sync, sm_80 and newer); for short queries (kAuto takes it
                 // for seqlen_q <= 16), correct but slow for long ones
 };
@@ -72,7 +72,11 @@ struct AttentionParams {
   int64_t seqlen_k = 0;  // Key/value rows per sequence.
   int64_t heads_q = 0;   // Query heads; a multiple of heads_kv.
   int64_t heads_kv = 0;  // Key/value heads (== heads_q: MHA, 1: MQA, otherwise GQA).
-  int64_t head_dim = 0;  // 32, 64, 96, 128 or 256.
+  // A multiple of 8 from 8 to 256. Kernels are compiled for 32, 64, 96,
+  // 128, 192 and 256 (FLASH_HEAD_DIMS); another head dim runs on the next
+  // compiled one (the sm90 kernel: the next of 64, 128, 192, 256), whose
+  // extra columns are zero and never stored, at that size's cost.
+  int64_t head_dim = 0;
 
   int64_t q_batch_stride = 0;  // Elements between Q[b, i, h, :] and Q[b + 1, i, h, :].
   int64_t q_seq_stride = 0;    // Elements between Q[b, i, h, :] and Q[b, i + 1, h, :].
@@ -198,8 +202,9 @@ struct AttentionParams {
   // 1 never splits; n > 1 asks for n (at most 128; a split that gets no
   // keys costs a little and changes nothing). Splitting
   // needs a workspace of attention_workspace_size() bytes (for n > 1,
-  // validate() checks it: n * batch * heads_q * seqlen_q * (head_dim + 1) *
-  // 4 bytes). With num_splits = 0 the workspace never makes a call fail:
+  // validate() checks it: n * batch * heads_q * seqlen_q * (W + 1) * 4
+  // bytes, W the widest compiled head dim a kernel runs the call on, which
+  // is head_dim when head_dim is compiled). With num_splits = 0 the workspace never makes a call fail:
   // flash takes the most splits, up to its choice, that the workspace holds
   // (none without one). One exception: the Hopper kernel does not split
   // calls with seqused_k or a paged cache. Under kAuto flash runs the ones
@@ -280,7 +285,7 @@ struct MergeParams {
   int64_t batch = 0;
   int64_t seqlen_q = 0;
   int64_t heads = 0;
-  int64_t head_dim = 0;            // a head dim compiled into this build
+  int64_t head_dim = 0;            // a multiple of 8 from 8 to 256
 
   const void* o_states = nullptr;  // state 0's O
   int64_t o_state_stride = 0;      // elements from state s's O to state s + 1's

@@ -33,14 +33,14 @@ __device__ __forceinline__ float merge_load(const T* p) {
 // (-inf: none). A row whose every lse_s (and sink) is -inf gets O = 0 and
 // LSE -inf. Run by the CTA's
 // kMergeThreads threads, all of them. State s of the row: LSE at
-// lse_in[s * lse_stride], O's columns at o_in + s * o_stride (contiguous,
-// kHeadDim of them). Every warp derives the weights from the LSEs, warp w
+// lse_in[s * lse_stride], O's columns at o_in + s * o_stride (contiguous;
+// the first `cols` <= kHeadDim of them are read and written). Every warp derives the weights from the LSEs, warp w
 // sums the states w, w + 4, ... (loads independent and unrolled, so many
 // are in flight), and warp 0 adds the four partial sums in a fixed order
 // (deterministic). Lane l owns columns l, l + 32, ... lse_out may be null.
 template <int kHeadDim, typename In, typename Out>
 __device__ __forceinline__ void merge_row(const In* o_in, int64_t o_stride, const float* lse_in, int64_t lse_stride,
-                                          int n, float sink, Out* o_out, float* lse_out) {
+                                          int n, int cols, float sink, Out* o_out, float* lse_out) {
   constexpr int kCols = kHeadDim / 32;
   constexpr int kWarps = kMergeThreads / 32;
   __shared__ float weights[kMergeMaxStates];
@@ -86,7 +86,9 @@ __device__ __forceinline__ void merge_row(const In* o_in, int64_t o_stride, cons
   for (int s = warp; s < n; s += kWarps) {
     const float w = weights[s];
 #pragma unroll
-    for (int c = 0; c < kCols; ++c) acc[c] = fmaf(w, merge_load(src + s * o_stride + c * 32), acc[c]);
+    for (int c = 0; c < kCols; ++c) {
+      if (lane + c * 32 < cols) acc[c] = fmaf(w, merge_load(src + s * o_stride + c * 32), acc[c]);
+    }
   }
 #pragma unroll
   for (int c = 0; c < kCols; ++c) partial[warp][lane + c * 32] = acc[c];
@@ -95,7 +97,8 @@ __device__ __forceinline__ void merge_row(const In* o_in, int64_t o_stride, cons
 #pragma unroll
     for (int c = 0; c < kCols; ++c) {
       const int col = lane + c * 32;
-      o_out[lane + c * 32] =
+      if (col < cols)
+        o_out[col] =
           ptx::from_float<Out>(((partial[0][col] + partial[1][col]) + partial[2][col]) + partial[3][col]);
     }
   }

@@ -123,16 +123,18 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kMinBlocks)
       pages.fetch(table, p.page_size, p.page_shift, n_block * kBlockN, seq.len_k - n_block * kBlockN, tid);
     }
   };
+  const int chunks = p.head_dim / 8;  // 16-byte chunks of a row the call has
   auto load_kv = [&](int n_block, int stage) {
     const uint32_t sk = smem_kv + stage * Traits::kStageBytes;
     const int first = n_block * kBlockN;
     if (table == nullptr) {
-      sm80::load_tile<Traits, kBlockN>(sk, k + first * p.k_seq_stride, p.k_seq_stride, seq.len_k - first, tid);
+      sm80::load_tile<Traits, kBlockN>(sk, k + first * p.k_seq_stride, p.k_seq_stride, seq.len_k - first, chunks,
+                                       tid);
       sm80::load_tile<Traits, kBlockN>(sk + Traits::kKVBytes, v + first * p.v_seq_stride, p.v_seq_stride,
-                                       seq.len_k - first, tid);
+                                       seq.len_k - first, chunks, tid);
     } else {
       pages.issue(sk, sk + Traits::kKVBytes, k, v, p.k_batch_stride, p.v_batch_stride, p.k_seq_stride,
-                  p.v_seq_stride, p.page_size, p.page_shift, first, seq.len_k - first, tid);
+                  p.v_seq_stride, p.page_size, p.page_shift, first, seq.len_k - first, chunks, tid);
     }
   };
 
@@ -147,7 +149,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kMinBlocks)
         const int row = idx / kCPR;
         const int c = idx % kCPR;
         const int r = row_begin + row;
-        const bool valid = r < row_end;
+        const bool valid = r < row_end && c < chunks;
         const Element* src = q;
         if (valid) {
           src = q + static_cast<int64_t>(r / g) * p.q_seq_stride +
@@ -303,6 +305,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kMinBlocks)
     const int token = r / g;
     const int head = head_kv * g + r % g;
     if (p.num_splits == 1) {
+      if (col >= p.head_dim) continue;
       Element* o = static_cast<Element*>(p.o) + seq.o_offset + static_cast<int64_t>(token) * p.o_seq_stride +
                    static_cast<int64_t>(head) * p.o_head_stride + col;
       uint2 packed;

@@ -7,7 +7,6 @@
 
 #include "../common/merge_row.cuh"
 #include "merge.h"
-#include "src/head_dims.h"
 
 namespace flash::merge {
 namespace {
@@ -22,7 +21,8 @@ __global__ void __launch_bounds__(kMergeThreads) merge_kernel(const __grid_const
                       token * a.in_seq_stride + head * a.in_head_stride;
   Element* out = static_cast<Element*>(a.o) + batch * a.out_batch_stride + token * a.out_seq_stride +
                  head * a.out_head_stride;
-  merge_row<kHeadDim>(in, a.o_state_stride, a.lse_states + row, a.lse_state_stride, a.num_states, -INFINITY, out,
+  merge_row<kHeadDim>(in, a.o_state_stride, a.lse_states + row, a.lse_state_stride, a.num_states, a.head_dim,
+                      -INFINITY, out,
                       a.lse != nullptr ? a.lse + row : nullptr);
 }
 
@@ -39,12 +39,18 @@ cudaError_t launch(const MergeArgs& a, cudaStream_t stream) {
 
 }  // namespace
 
-cudaError_t launch_merge(const MergeArgs& args, DType dtype, int64_t head_dim, cudaStream_t stream) {
-  return detail::with_head_dim(head_dim, cudaErrorInvalidValue, [&](auto hd) {
-    constexpr int kHeadDim = decltype(hd)::value;
-    return dtype == DType::kFloat16 ? launch<kHeadDim, __half>(args, stream)
-                                    : launch<kHeadDim, __nv_bfloat16>(args, stream);
-  });
+template <int kHeadDim>
+cudaError_t launch_dtype(const MergeArgs& args, DType dtype, cudaStream_t stream) {
+  return dtype == DType::kFloat16 ? launch<kHeadDim, __half>(args, stream)
+                                  : launch<kHeadDim, __nv_bfloat16>(args, stream);
+}
+
+cudaError_t launch_merge(const MergeArgs& args, DType dtype, cudaStream_t stream) {
+  // Three widths serve every head dim (the row's first args.head_dim columns).
+  if (args.head_dim <= 0 || args.head_dim > 256) return cudaErrorInvalidValue;
+  if (args.head_dim <= 64) return launch_dtype<64>(args, dtype, stream);
+  if (args.head_dim <= 128) return launch_dtype<128>(args, dtype, stream);
+  return launch_dtype<256>(args, dtype, stream);
 }
 
 }  // namespace flash::merge

@@ -19,11 +19,12 @@ struct MergeArgs {
   int64_t in_batch_stride, in_seq_stride, in_head_stride;
   int64_t out_batch_stride, out_seq_stride, out_head_stride;
   int num_states;
+  int head_dim;  // columns of a row, at most 256
   int batch, seqlen_q, heads;  // batch * heads * seqlen_q rows, below 2^31
 };
 
-// Launches the merge for `dtype` and `head_dim` (compiled into this build):
-// one CTA per row. cudaErrorInvalidValue for a head dim not compiled.
-cudaError_t launch_merge(const MergeArgs& args, DType dtype, int64_t head_dim, cudaStream_t stream);
+// Launches the merge for `dtype`: one CTA per row. cudaErrorInvalidValue
+// for a head dim outside 1..256.
+cudaError_t launch_merge(const MergeArgs& args, DType dtype, cudaStream_t stream);
 
 }  // namespace flash::merge

@@ -48,6 +48,7 @@ CandidateFacts facts_for(int64_t head_dim, int index) {
     case 64: return facts<64>(index);
     case 96: return facts<96>(index);
     case 128: return facts<128>(index);
+    case 192: return facts<192>(index);
     case 256: return facts<256>(index);
     default: return {};
   }
@@ -79,6 +80,7 @@ int num_candidates(int64_t head_dim) {
     case 64: return kNumCandidates<64>;
     case 96: return kNumCandidates<96>;
     case 128: return kNumCandidates<128>;
+    case 192: return kNumCandidates<192>;
     case 256: return kNumCandidates<256>;
     default: return 0;
   }
@@ -90,6 +92,7 @@ bool describe_candidate(int64_t head_dim, int index, KernelChoice* choice) {
     case 64: return describe_head_dim<64>(index, choice);
     case 96: return describe_head_dim<96>(index, choice);
     case 128: return describe_head_dim<128>(index, choice);
+    case 192: return describe_head_dim<192>(index, choice);
     case 256: return describe_head_dim<256>(index, choice);
     default: return false;
   }

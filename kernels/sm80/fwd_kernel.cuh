@@ -60,10 +60,11 @@ struct LdsmAddress {
 };
 
 // Issues the cp.async copies of a [kRows, kHeadDim] tile whose first row is
-// at `gmem`; rows at or past `valid_rows` are zero-filled, not read.
+// at `gmem`; rows at or past `valid_rows` and 16-byte chunks at or past
+// `valid_chunks` (head_dim / 8) are zero-filled, not read.
 template <typename Traits, int kRows>
 __device__ __forceinline__ void load_tile(uint32_t smem, const typename Traits::Element* gmem, int64_t row_stride,
-                                          int valid_rows, int tid) {
+                                          int valid_rows, int valid_chunks, int tid) {
   constexpr int kCPR = Traits::kChunksPerRow;
   constexpr int kIters = kRows * kCPR / Traits::kNThreads;
   if constexpr (Traits::kNThreads % kCPR == 0 && (Traits::kNThreads / kCPR) % 8 == 0) {
@@ -73,11 +74,12 @@ __device__ __forceinline__ void load_tile(uint32_t smem, const typename Traits::
     constexpr int kRowStep = Traits::kNThreads / kCPR;
     const int row = tid / kCPR;
     const int c = tid % kCPR;
+    const bool column = c < valid_chunks;
     const uint32_t dst = smem + chunk_offset<Traits, kRows>(row, c);
     const auto* src = gmem + row * row_stride + c * 8;
 #pragma unroll
     for (int i = 0; i < kIters; ++i) {
-      const bool valid = row + i * kRowStep < valid_rows;
+      const bool valid = column && row + i * kRowStep < valid_rows;
       ptx::cp_async_16(dst + i * kRowStep * Traits::kSwizzleChunks * 16, valid ? src : gmem, valid);
       src += kRowStep * row_stride;
     }
@@ -87,7 +89,7 @@ __device__ __forceinline__ void load_tile(uint32_t smem, const typename Traits::
       const int idx = tid + i * Traits::kNThreads;
       const int row = idx / kCPR;
       const int c = idx % kCPR;
-      const bool valid = row < valid_rows;
+      const bool valid = row < valid_rows && c < valid_chunks;
       const auto* src = valid ? gmem + row * row_stride + c * 8 : gmem;
       ptx::cp_async_16(smem + chunk_offset<Traits, kRows>(row, c), src, valid);
     }
@@ -129,13 +131,13 @@ struct PagedKV {
   __device__ __forceinline__ void issue(uint32_t smem_k, uint32_t smem_v, const Element* k_head,
                                         const Element* v_head, int64_t k_page_stride, int64_t v_page_stride,
                                         int64_t k_row_stride, int64_t v_row_stride, int page_size,
-                                        int page_shift, int first, int valid_rows, int tid) const {
+                                        int page_shift, int first, int valid_rows, int valid_chunks, int tid) const {
 #pragma unroll
     for (int i = 0; i < kIters; ++i) {
       const int idx = tid + i * Traits::kNThreads;
       const int row = idx / kCPR;
       const int c = idx % kCPR;
-      const bool valid = row < valid_rows;
+      const bool valid = row < valid_rows && c < valid_chunks;
       const int in_page = row_in_page(first + row, page_size, page_shift);
       const Element* k_src = valid ? k_head + page[i] * k_page_stride + in_page * k_row_stride + c * 8 : k_head;
       const Element* v_src = valid ? v_head + page[i] * v_page_stride + in_page * v_row_stride + c * 8 : v_head;
@@ -202,25 +204,26 @@ __global__ void __launch_bounds__(Traits::kNThreads)
   const uint32_t smem_q = ptx::smem_addr(smem);
   const uint32_t smem_kv = smem_q + Traits::kQBytes;
 
+  const int chunks = p.head_dim / 8;  // 16-byte chunks of a row the call has
   auto load_kv = [&](int n_block, int stage) {
     const uint32_t sk = smem_kv + stage * Traits::kStageBytes;
     const int first = n_block * kBlockN;
     if constexpr (!kPaged) {
-      load_tile<Traits, kBlockN>(sk, k + first * p.k_seq_stride, p.k_seq_stride, seq.len_k - first, tid);
+      load_tile<Traits, kBlockN>(sk, k + first * p.k_seq_stride, p.k_seq_stride, seq.len_k - first, chunks, tid);
       load_tile<Traits, kBlockN>(sk + Traits::kKVBytes, v + first * p.v_seq_stride, p.v_seq_stride,
-                                 seq.len_k - first, tid);
+                                 seq.len_k - first, chunks, tid);
     } else {
       PagedKV<Traits, kBlockN> pages;
       pages.fetch(p.block_table + batch * p.block_table_batch_stride, p.page_size, p.page_shift, first,
                   seq.len_k - first, tid);
       pages.issue(sk, sk + Traits::kKVBytes, k, v, p.k_batch_stride, p.v_batch_stride, p.k_seq_stride,
-                  p.v_seq_stride, p.page_size, p.page_shift, first, seq.len_k - first, tid);
+                  p.v_seq_stride, p.page_size, p.page_shift, first, seq.len_k - first, chunks, tid);
     }
   };
 
   // Prologue: Q_i and the first kStages-1 K/V blocks, one commit group each
   // (Q rides in the first), so the wait below counts groups uniformly.
-  load_tile<Traits, kBlockM>(smem_q, q, p.q_seq_stride, seq.len_q - row_begin, tid);
+  load_tile<Traits, kBlockM>(smem_q, q, p.q_seq_stride, seq.len_q - row_begin, chunks, tid);
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
     if (n_end - 1 - s >= n_begin) load_kv(n_end - 1 - s, s);
@@ -395,7 +398,7 @@ __global__ void __launch_bounds__(Traits::kNThreads)
     const int idx = tid + i * Traits::kNThreads;
     const int row = idx / Traits::kChunksPerRow;
     const int c = idx % Traits::kChunksPerRow;
-    if (row_begin + row < out.len_q) {
+    if (row_begin + row < out.len_q && c * 8 < p.head_dim) {
       *reinterpret_cast<uint4*>(o + row * p.o_seq_stride + c * 8) =
           *reinterpret_cast<const uint4*>(smem + chunk_offset<Traits, kBlockM>(row, c));
     }

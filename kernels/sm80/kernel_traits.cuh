@@ -62,6 +62,7 @@ template <> struct CandidateTile<64, 1>  { static constexpr int kBlockM = 64,  k
 template <> struct CandidateTile<96, 0>  { static constexpr int kBlockM = 128, kBlockN = 64,  kNWarps = 4, kStages = 2; };
 template <> struct CandidateTile<128, 0> { static constexpr int kBlockM = 128, kBlockN = 64,  kNWarps = 4, kStages = 2; };
 template <> struct CandidateTile<128, 1> { static constexpr int kBlockM = 64,  kBlockN = 64,  kNWarps = 4, kStages = 2; };
+template <> struct CandidateTile<192, 0> { static constexpr int kBlockM = 128, kBlockN = 64,  kNWarps = 8, kStages = 2; };
 template <> struct CandidateTile<256, 0> { static constexpr int kBlockM = 128, kBlockN = 64,  kNWarps = 8, kStages = 2; };
 // 160 KiB instead of 192: for GPUs whose blocks cannot have 192 KiB of shared
 // memory (A100: 163 KiB). A fallback only: listed when candidate 0 does not fit.

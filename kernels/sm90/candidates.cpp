@@ -38,6 +38,7 @@ int num_candidates(int64_t head_dim, bool masked) {
   switch (head_dim) {
     case 64: return masked ? kNumCandidates<64, true> : kNumCandidates<64, false>;
     case 128: return masked ? kNumCandidates<128, true> : kNumCandidates<128, false>;
+    case 192: return masked ? kNumCandidates<192, true> : kNumCandidates<192, false>;
     case 256: return masked ? kNumCandidates<256, true> : kNumCandidates<256, false>;
     default: return 0;
   }
@@ -48,6 +49,8 @@ bool describe_candidate(int64_t head_dim, bool masked, int index, KernelChoice* 
     case 64: return masked ? describe_head_dim<64, true>(index, choice) : describe_head_dim<64, false>(index, choice);
     case 128:
       return masked ? describe_head_dim<128, true>(index, choice) : describe_head_dim<128, false>(index, choice);
+    case 192:
+      return masked ? describe_head_dim<192, true>(index, choice) : describe_head_dim<192, false>(index, choice);
     case 256:
       return masked ? describe_head_dim<256, true>(index, choice) : describe_head_dim<256, false>(index, choice);
     default: return false;

@@ -33,8 +33,9 @@ struct FwdTraits {
   static constexpr bool kPingpong = !(kHeadDim == 256 && !kMasked);
   // The lazy max (OnlineSoftmax::update<true>): the running max, and O's
   // rescale, move only when a row outgrows it by 2^8. It pays at head_dim
-  // 128 and 256 and costs at 64 (docs/perf/sm90-pingpong-and-lazy-max.md).
-  static constexpr bool kLazyMax = kHeadDim == 128 || kHeadDim == 256;
+  // 128 and 256 and costs at 64 (docs/perf/sm90-pingpong-and-lazy-max.md);
+  // 192 takes it with its neighbours.
+  static constexpr bool kLazyMax = kHeadDim >= 128;
 
   // Row sums on the tensor cores (head_dim 64): P V_j runs as m64n72, its
   // last eight columns reading a block of ones in shared memory, so O's
@@ -108,6 +109,11 @@ template <> struct CandidateTile<128, false, 1> { static constexpr int kBlockM =
 template <> struct CandidateTile<128, false, 2> { static constexpr int kBlockM = 128, kBlockN = 176, kStages = 2; };
 template <> struct CandidateTile<128, true, 0>  { static constexpr int kBlockM = 128, kBlockN = 128, kStages = 2; };
 template <> struct CandidateTile<128, true, 1>  { static constexpr int kBlockM = 128, kBlockN = 176, kStages = 2; };
+// 192 (DeepSeek's QK head dim, some vision towers): FlashAttention-3's
+// 112-key blocks fill shared memory (Q 48 KiB + two stages of K and V at
+// 42 KiB); 96 keys is the runner-up.
+template <bool kMasked> struct CandidateTile<192, kMasked, 0> { static constexpr int kBlockM = 128, kBlockN = 112, kStages = 2; };
+template <bool kMasked> struct CandidateTile<192, kMasked, 1> { static constexpr int kBlockM = 128, kBlockN = 96, kStages = 2; };
 template <bool kMasked> struct CandidateTile<256, kMasked, 0> { static constexpr int kBlockM = 128, kBlockN = 64, kStages = 2; };
 template <bool kMasked> struct CandidateTile<256, kMasked, 1> { static constexpr int kBlockM = 128, kBlockN = 80, kStages = 2; };
 

@@ -131,7 +131,7 @@ def rand(*shape, dtype=None):
 
 @gpu
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-@pytest.mark.parametrize("head_dim", [64, 128])
+@pytest.mark.parametrize("head_dim", [64, 80, 128, 192])
 @pytest.mark.parametrize("causal", [False, True])
 def test_dense_gqa_matches_reference(dtype, head_dim, causal):
     dt = getattr(torch, dtype)

@@ -1,0 +1,120 @@
+#include "head_dims_bench.h"
+
+#include <benchmark/benchmark.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "bench_util.h"
+#include "flash/flash.hpp"
+#include "options.h"
+#include "row_setup.h"
+
+namespace flash_bench {
+namespace {
+
+constexpr int64_t kSeqlen = 16384;
+constexpr int64_t kHeads = 16;
+constexpr int64_t kHeadDims[] = {64, 80, 96, 112, 128, 160, 192, 224, 256};
+
+bool compiled(int64_t d) {
+  const std::vector<int64_t> list = compiled_head_dims();
+  return std::find(list.begin(), list.end(), d) != list.end();
+}
+
+// The compiled head dim whose kernel runs d: the smallest at least d (a
+// multiple of 64 on the sm90 kernel); 0 when none.
+int64_t kernel_head_dim(int64_t d, bool sm90) {
+  for (int64_t k : {32, 64, 96, 128, 192, 256}) {
+    if (k >= d && compiled(k) && (!sm90 || k % 64 == 0)) return k;
+  }
+  return 0;
+}
+
+struct HeadDimRun {
+  DeviceBuffer q, k, v, o, workspace;
+  flash::AttentionParams p;
+  double flops = 0.0;
+
+  std::string setup(BenchEnv& env, int64_t d) {
+    p.dtype = kRowDtype;
+    p.batch = 1;
+    p.seqlen_q = p.seqlen_k = kSeqlen;
+    p.heads_q = p.heads_kv = kHeads;
+    p.head_dim = d;
+    p.causal = false;
+    p.backend = env.options.backend;
+    p.set_contiguous_bnhd();
+    flops = 4.0 * static_cast<double>(kHeads * d) * static_cast<double>(kSeqlen) * static_cast<double>(kSeqlen);
+    const size_t elems = static_cast<size_t>(kSeqlen * kHeads * d);
+    std::string err = alloc_filled(env, &q, elems, 1, "Q");
+    if (err.empty()) err = alloc_filled(env, &k, elems, 2, "K");
+    if (err.empty()) err = alloc_filled(env, &v, elems, 3, "V");
+    if (err.empty()) err = o.allocate(elems * kRowElemBytes, "cudaMalloc(O)");
+    if (err.empty()) err = cuda_error("cudaStreamSynchronize(setup)", cudaStreamSynchronize(env.stream));
+    if (!err.empty()) return err;
+    p.q = q.get();
+    p.k = k.get();
+    p.v = v.get();
+    p.o = o.get();
+    return attach_workspace(&p, &workspace);
+  }
+};
+
+std::map<int64_t, PrefillFigures>& head_dim_results() {
+  static std::map<int64_t, PrefillFigures> rows;
+  return rows;
+}
+
+void bench_head_dim(benchmark::State& state, BenchEnv* env, int64_t d) {
+  bench_prefill<HeadDimRun>(state, env, d, &head_dim_results());
+}
+
+}  // namespace
+
+void register_head_dim_benchmarks(BenchEnv* env) {
+  for (int64_t d : kHeadDims) {
+    if (kernel_head_dim(d, false) == 0) continue;
+    benchmark::RegisterBenchmark(("head_dims/hd" + std::to_string(d)).c_str(), bench_head_dim, env, d)
+        ->UseManualTime()
+        ->Iterations(env->options.flash_iters)
+        ->Unit(benchmark::kMillisecond);
+  }
+}
+
+void print_head_dim_summary(std::FILE* out, const BenchEnv& env) {
+  (void)env;
+  std::lock_guard<std::mutex> lock(rows_mutex());
+  std::fprintf(out, "\n## head dims: each against head dim 128 and the compiled head dim that ran it\n\n");
+  std::fprintf(out,
+               "- bf16, batch 1, N %lld, not causal, heads %lld/%lld; TFLOP/s from 4 * heads * head_dim * N^2 at "
+               "the true head dim\n\n",
+               static_cast<long long>(kSeqlen), static_cast<long long>(kHeads), static_cast<long long>(kHeads));
+  std::fprintf(out, "| head_dim | kernel | ms | TFLOP/s | / hd128 | ran as | / that head dim |\n");
+  std::fprintf(out, "|---|---|---|---|---|---|---|\n");
+  const auto& rows = head_dim_results();
+  const auto base = rows.find(128);
+  for (const auto& [d, fig] : rows) {
+    const bool sm90 = std::strncmp(fig.config.c_str(), "sm90", 4) == 0;
+    const int64_t ran_as = kernel_head_dim(d, sm90);
+    const auto same = rows.find(ran_as);
+    char vs128[16] = "-", vs_kernel[16] = "-";
+    if (base != rows.end() && base->second.tflops > 0.0) {
+      std::snprintf(vs128, sizeof(vs128), "%.2f", fig.tflops / base->second.tflops);
+    }
+    if (ran_as != d && same != rows.end() && same->second.tflops > 0.0) {
+      std::snprintf(vs_kernel, sizeof(vs_kernel), "%.2f", fig.tflops / same->second.tflops);
+    }
+    std::fprintf(out, "| %lld | %s | %.4f | %.1f | %s | %lld | %s |\n", static_cast<long long>(d), fig.config.c_str(),
+                 fig.median_ms, fig.tflops, vs128, static_cast<long long>(ran_as), vs_kernel);
+  }
+  std::fflush(out);
+}
+
+}  // namespace flash_bench
