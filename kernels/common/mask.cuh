@@ -192,6 +192,60 @@ struct ScoreMod {
       }
     }
   }
+
+  // apply() for OnlineSoftmax::update_shifted: the same scores, with ALiBi's
+  // bias split where a thread's columns of the block all lie on one side of
+  // its row's diagonal. There -slope * |i + d - j| is linear in j: the part
+  // at the thread's first column goes to shift[hi], and each score gains
+  // only its column's offset from it, one FFMA with a constant. Rows whose
+  // columns straddle the diagonal take the whole bias per score (shift 0).
+  template <int kN, typename Diag>
+  __device__ __forceinline__ void apply_shifted(float (&s)[1][kN][4], int col0, int lane, Diag&& diag, float neg,
+                                                float (&shift)[2]) const {
+    shift[0] = shift[1] = 0.f;
+    if constexpr (kEnabled) {
+      if (prescale > 0.f) {
+#pragma unroll
+        for (int n = 0; n < kN; ++n)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) s[0][n][e] = ptx::tanh_fast(s[0][n][e] * prescale);
+      }
+      if (slopes != nullptr) {
+        constexpr int kLastOffset = (kN - 1) * 8 + 1;  // the thread's last column, from its first
+#pragma unroll
+        for (int hi = 0; hi < 2; ++hi) {
+          // i + d - j at the thread's first column; exact in float below 2^24.
+          const int base = diag(0, hi) - col0 - (lane % 4) * 2;
+          const float fbase = static_cast<float>(base);
+          if (base >= kLastOffset || base <= 0) {
+            // Left of the diagonal (every j <= i + d): bias = neg * (base - k);
+            // right of it (j >= i + d): neg * (k - base); k the column's offset.
+            const float sign = base > 0 ? 1.f : -1.f;
+            shift[hi] = sign * neg * fbase;
+            const float coef = -sign * neg;
+#pragma unroll
+            for (int n = 0; n < kN; ++n) {
+#pragma unroll
+              for (int e = 0; e < 2; ++e) {
+                if (n * 8 + e == 0) continue;  // the first column's offset is 0
+                float& x = s[0][n][2 * hi + e];
+                x = fmaf(coef, static_cast<float>(n * 8 + e), x);
+              }
+            }
+          } else {
+#pragma unroll
+            for (int n = 0; n < kN; ++n) {
+#pragma unroll
+              for (int e = 0; e < 2; ++e) {
+                float& x = s[0][n][2 * hi + e];
+                x = fmaf(neg, fabsf(fbase - static_cast<float>(n * 8 + e)), x);
+              }
+            }
+          }
+        }
+      }
+    }
+  }
 };
 
 }  // namespace flash

@@ -69,10 +69,22 @@ struct OnlineSoftmax {
   // kSum = false: l is left alone, and the FADD work of the sums skipped,
   // for a caller that gets the row sums elsewhere (e.g. from the P V GEMM
   // against a column of ones) and finalizes with finalize_sums().
+  //
+  // update_shifted<..., kShift = true>: row r's scores are s + shift[r] (a
+  // per-thread row offset the caller took out of s, e.g. ALiBi's bias at a
+  // block's first column); the max compares s + shift against m and the
+  // exponents take s against m - shift, so the offset costs a few
+  // instructions per row instead of one per score.
   static constexpr float kLazyLog2 = 8.f;
   template <bool kLazy = false, bool kSum = true, int kNTiles>
   __device__ __forceinline__ bool update(float (&s)[kMTiles][kNTiles][4], float scale_log2,
                                          float (&correction)[kRows]) {
+    const float none[kRows] = {};
+    return update_shifted<kLazy, kSum, false>(s, scale_log2, correction, none);
+  }
+  template <bool kLazy, bool kSum, bool kShift, int kNTiles>
+  __device__ __forceinline__ bool update_shifted(float (&s)[kMTiles][kNTiles][4], float scale_log2,
+                                                 float (&correction)[kRows], const float (&shift)[kRows]) {
     constexpr int kAcc = kNTiles < 4 ? kNTiles : 4;  // independent partial max / sum chains per row
     // Both row reductions run as kAcc independent chains merged at the end,
     // not one chain through every column: a serial chain of 2 * kNTiles
@@ -85,7 +97,9 @@ struct OnlineSoftmax {
       for (int nt = kAcc; nt < kNTiles; ++nt) {
         part_max[nt % kAcc] = fmaxf(part_max[nt % kAcc], fmaxf(s[mt][nt][2 * hi], s[mt][nt][2 * hi + 1]));
       }
-      return quad_max(fmaxf(m[r], merge(part_max, [](float x, float y) { return fmaxf(x, y); })));
+      float block_max = merge(part_max, [](float x, float y) { return fmaxf(x, y); });
+      if constexpr (kShift) block_max += shift[r];
+      return quad_max(fmaxf(m[r], block_max));
     };
     // Scores of row r to probabilities against max m_new; l updated.
     // m * scale_log2 is rounded up, so every exponent s * scale_log2 -
@@ -98,12 +112,14 @@ struct OnlineSoftmax {
     auto exp_row = [&](int mt, int hi, int r, float m_new) {
       const float m_scaled = m_new == -INFINITY ? 0.f : __fmul_ru(m_new, scale_log2);
       correction[r] = ptx::exp2_approx(__fmul_ru(m[r], scale_log2) - m_scaled);
+      // The exponents' reference: the max as seen from the shifted scores.
+      const float ref = kShift ? (m_new == -INFINITY ? 0.f : __fmul_ru(m_new - shift[r], scale_log2)) : m_scaled;
       m[r] = m_new;
       float part_sum[kAcc];
 #pragma unroll
       for (int nt = 0; nt < kNTiles; ++nt) {
-        const float p0 = ptx::exp2_approx(fmaf(s[mt][nt][2 * hi], scale_log2, -m_scaled));
-        const float p1 = ptx::exp2_approx(fmaf(s[mt][nt][2 * hi + 1], scale_log2, -m_scaled));
+        const float p0 = ptx::exp2_approx(fmaf(s[mt][nt][2 * hi], scale_log2, -ref));
+        const float p1 = ptx::exp2_approx(fmaf(s[mt][nt][2 * hi + 1], scale_log2, -ref));
         s[mt][nt][2 * hi] = p0;
         s[mt][nt][2 * hi + 1] = p1;
         if constexpr (kSum) part_sum[nt % kAcc] = nt < kAcc ? p0 + p1 : part_sum[nt % kAcc] + (p0 + p1);

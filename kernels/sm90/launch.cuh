@@ -55,18 +55,19 @@ cudaError_t launch_fwd(const FwdParams& params, cudaStream_t stream) {
 template <typename Traits, bool kMasked, bool kLeft, bool kScoreMod, bool kCache = false>
 cudaError_t run_with_traits(const detail::FwdParams& p, cudaStream_t stream);
 
-// Tail-only and causal calls: a kernel without the softmax's float32 row
-// sums where the call wants no log-sum-exp and Traits can do without them
-// (kRowSumInO); window and softcap calls keep one variant, with the sums.
-template <typename Traits, bool kMasked, bool kCache = false>
+// Tail-only, causal and score-modifier (softcap, ALiBi) calls: a kernel
+// without the softmax's float32 row sums where the call wants no
+// log-sum-exp and Traits can do without them (kRowSumInO); window calls
+// keep one variant, with the sums.
+template <typename Traits, bool kMasked, bool kCache = false, bool kLeft = false, bool kScoreMod = false>
 cudaError_t run_lse_variant(const detail::FwdParams& p, cudaStream_t stream) {
   if constexpr (Traits::kRowSumInO) {
     // Split-KV needs the sums too: every split stores its LSE.
     if (p.lse == nullptr && p.num_splits <= 1) {
-      return run_with_traits<typename Traits::WithoutLseSums, kMasked, false, false, kCache>(p, stream);
+      return run_with_traits<typename Traits::WithoutLseSums, kMasked, kLeft, kScoreMod, kCache>(p, stream);
     }
   }
-  return run_with_traits<Traits, kMasked, false, false, kCache>(p, stream);
+  return run_with_traits<Traits, kMasked, kLeft, kScoreMod, kCache>(p, stream);
 }
 
 // Candidate kIndex of the tail-only (kMasked false) or masked configurations.
@@ -81,7 +82,7 @@ cudaError_t run_candidate(const detail::FwdParams& p, MaskVariant mask, cudaStre
       case MaskVariant::kWindow: return run_with_traits<Traits, true, true, false>(p, stream);
       // One variant for every softcap call: a window of (-1, -1) masks
       // only the ragged tail, so it serves calls without a window too.
-      case MaskVariant::kScoreMod: return run_with_traits<Traits, true, true, true>(p, stream);
+      case MaskVariant::kScoreMod: return run_lse_variant<Traits, true, false, true, true>(p, stream);
       default: return cudaErrorInvalidValue;
     }
   }
@@ -120,7 +121,7 @@ cudaError_t run_fwd_cache(const detail::FwdParams& p, MaskVariant mask, cudaStre
     case MaskVariant::kTail: return run_lse_variant<Tail, false, true>(p, stream);
     case MaskVariant::kCausal: return run_lse_variant<Masked, true, true>(p, stream);
     case MaskVariant::kWindow: return run_with_traits<Masked, true, true, false, true>(p, stream);
-    case MaskVariant::kScoreMod: return run_with_traits<Masked, true, true, true, true>(p, stream);
+    case MaskVariant::kScoreMod: return run_lse_variant<Masked, true, true, true, true>(p, stream);
     default: return cudaErrorInvalidValue;
   }
 }

@@ -159,11 +159,19 @@ struct Mainloop {
                                                int n_block, OnlineSoftmax<1>& softmax,
                                                float (&correction)[2]) const {
     auto& s_frag = *reinterpret_cast<float(*)[1][kBlockN / 8][4]>(&s);
-    ScoreMod<kScoreMod>(p).apply(
-        s_frag, n_block * kBlockN, lane, [&](int, int hi) { return row(tile, hi) + tile.len_k - tile.len_q; },
-        [&](int, int) { return alibi_neg; });
-    if (tile.needs_mask(n_block)) apply_mask<kLeft>(s_frag, ranges, n_block * kBlockN, lane);
-    return softmax.template update<Traits::kLazyMax, Traits::kLseSums>(s_frag, p.softmax_scale_log2, correction);
+    if constexpr (kScoreMod) {
+      // ALiBi's bias leaves part of itself in `shift`, a row offset (ScoreMod::apply_shifted).
+      float shift[2];
+      ScoreMod<true>(p).apply_shifted(
+          s_frag, n_block * kBlockN, lane, [&](int, int hi) { return row(tile, hi) + tile.len_k - tile.len_q; },
+          alibi_neg, shift);
+      if (tile.needs_mask(n_block)) apply_mask<kLeft>(s_frag, ranges, n_block * kBlockN, lane);
+      return softmax.template update_shifted<Traits::kLazyMax, Traits::kLseSums, true>(s_frag, p.softmax_scale_log2,
+                                                                                       correction, shift);
+    } else {
+      if (tile.needs_mask(n_block)) apply_mask<kLeft>(s_frag, ranges, n_block * kBlockN, lane);
+      return softmax.template update<Traits::kLazyMax, Traits::kLseSums>(s_frag, p.softmax_scale_log2, correction);
+    }
   }
 
   // P as the register A operand: per 16 keys, two adjacent n8 fragments.
