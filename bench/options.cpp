@@ -61,14 +61,13 @@ std::string check_head_dims(const std::vector<int64_t>& head_dims) {
   return {};
 }
 
-// The decode and serving rows' head dims: ones flash has kernels for, each
-// once (a repeat would register two rows of one name).
+// The decode and serving rows' head dims: ones flash takes (multiples of 8
+// from 8 to 256), each once (a repeat would register two rows of one name).
 std::string check_row_head_dims(const char* flag, const std::vector<int64_t>& head_dims) {
   for (size_t i = 0; i < head_dims.size(); ++i) {
     const int64_t hd = head_dims[i];
-    if (hd != 32 && hd != 64 && hd != 96 && hd != 128 && hd != 256) {
-      return std::string(flag) + ": " + std::to_string(hd) +
-             " is not a head dim flash has kernels for (32, 64, 96, 128, 256)";
+    if (hd < 8 || hd > 256 || hd % 8 != 0) {
+      return std::string(flag) + ": " + std::to_string(hd) + " is not a head dim flash takes (a multiple of 8 from 8 to 256)";
     }
     if (std::find(head_dims.begin(), head_dims.begin() + static_cast<std::ptrdiff_t>(i), hd) != head_dims.begin() + static_cast<std::ptrdiff_t>(i)) {
       return std::string(flag) + ": " + std::to_string(hd) + " is listed twice";

@@ -101,7 +101,7 @@ cudaError_t launch(const Plan& plan, const Candidate& c, const AttentionParams& 
     const size_t rows = static_cast<size_t>(plan.num_splits) * static_cast<size_t>(p.batch) *
                         static_cast<size_t>(p.heads_q) * static_cast<size_t>(p.seqlen_q);
     f.o_partial = static_cast<float*>(p.workspace);
-    f.lse_partial = f.o_partial + rows * static_cast<size_t>(workspace_head_dim(p.head_dim));
+    f.lse_partial = f.o_partial + rows * static_cast<size_t>(split_row_width(p));
   }
   return with_head_dim(d, cudaErrorInvalidValue, [&](auto head_dim) -> cudaError_t {
     constexpr int kHeadDim = decltype(head_dim)::value;

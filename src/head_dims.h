@@ -54,10 +54,11 @@ inline int kernel_head_dim(int64_t d, bool sm90 = false) {
   return 0;
 }
 
-// Columns of a split-KV partial row in the workspace: wide enough for
-// whichever kernel runs the call (each writes rows of its compiled head dim).
-inline int workspace_head_dim(int64_t d) {
-  const int a = kernel_head_dim(d), b = kernel_head_dim(d, true);
+// Columns of a split-KV partial row in the workspace: as wide as every
+// kernel that may run the call writes its rows (each writes rows of its
+// compiled head dim), the Hopper kernel's only when `hopper` (it may run).
+inline int workspace_head_dim(int64_t d, bool hopper) {
+  const int a = kernel_head_dim(d), b = hopper ? kernel_head_dim(d, true) : 0;
   return a > b ? a : b;
 }
 

@@ -234,13 +234,18 @@ bool uses_engine_features(const AttentionParams& p) noexcept {
          p.softcap > 0.f || p.alibi_slopes != nullptr || p.num_splits > 1;
 }
 
+int split_row_width(const AttentionParams& p) noexcept {
+  const bool hopper = FLASH_HAS_SM90 && (p.backend == Backend::kAuto || p.backend == Backend::kSm90);
+  return workspace_head_dim(p.head_dim, hopper);
+}
+
 size_t decode_workspace_bytes(const AttentionParams& p, int num_splits) noexcept {
   if (num_splits <= 1) return 0;
-  // num_splits * batch * heads_q * seqlen_q rows of D + 1 floats, D the
-  // widest compiled head dim a kernel of the call may run on.
+  // num_splits * batch * heads_q * seqlen_q rows of W + 1 floats
+  // (split_row_width).
   uint64_t bytes = static_cast<uint64_t>(num_splits);
   for (const int64_t factor :
-       {p.batch, p.heads_q, p.seqlen_q, int64_t{workspace_head_dim(p.head_dim)} + 1, int64_t{sizeof(float)}}) {
+       {p.batch, p.heads_q, p.seqlen_q, int64_t{split_row_width(p)} + 1, int64_t{sizeof(float)}}) {
     if (factor < 0 || __builtin_mul_overflow(bytes, static_cast<uint64_t>(factor), &bytes)) return SIZE_MAX;
   }
   return bytes > SIZE_MAX ? SIZE_MAX : static_cast<size_t>(bytes);

@@ -76,6 +76,10 @@ bool uses_engine_features(const AttentionParams& p) noexcept;
 
 // Bytes of split-KV workspace `num_splits` splits need for `p` (0 for one
 // split); SIZE_MAX when the size does not fit in size_t.
+// Columns of one split partial row in the workspace: the widest compiled
+// head dim a kernel that may run p writes (the Hopper kernel's counted only
+// when the build has it and p.backend is kAuto or kSm90).
+int split_row_width(const AttentionParams& p) noexcept;
 size_t decode_workspace_bytes(const AttentionParams& p, int num_splits) noexcept;
 
 }  // namespace flash::detail

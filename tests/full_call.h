@@ -22,7 +22,7 @@ inline int64_t first_compiled(std::initializer_list<int64_t> wanted) {
   for (int64_t hd : wanted) {
     if (head_dim_compiled(hd)) return hd;
   }
-  for (int64_t hd : {32, 64, 96, 128, 256}) {
+  for (int64_t hd : {32, 64, 96, 128, 192, 256}) {
     if (head_dim_compiled(hd)) return hd;
   }
   return 0;

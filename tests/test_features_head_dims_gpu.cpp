@@ -3,9 +3,13 @@
 // stored) and the compiled 192, against the per-sequence reference: dense
 // prefill under each mask, with the Hopper kernel split too; varlen;
 // seqused_k and paged caches in chunked-prefill and decode shapes with
-// their split runs. Half the rows pad every head and row of Q, K, V and O
-// with NaN: a kernel that read a column past head_dim would turn O to NaN,
-// and one that stored one would overwrite the padding (padding_untouched).
+// their split runs; sinks and ALiBi at 160 and 192 (the Hopper kernel's
+// 112-key blocks). Half the rows pad every head and row of Q, K, V and O
+// with NaN: a kernel that read a column of Q or K past head_dim would turn
+// O to NaN, and one that stored a column past it would overwrite the
+// padding (padding_untouched). This table cannot see a read of V past
+// head_dim: it reaches only O's columns that are never stored.
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -56,6 +60,22 @@ std::vector<FeatureRow> all_rows() {
       cfg.padded = variant % 2 == 0;
       cfg.with_lse = variant % 4 != 3;
       t.add(std::string("dense_") + m.name, cfg, prefill_runs());
+    }
+    if (hd == 160 || hd == 192) {
+      // Sinks and ALiBi together, causal and not.
+      for (bool causal : {false, true}) {
+        ++variant;
+        FeatureConfig cfg = make_config(variant % 2 ? DType::kBFloat16 : DType::kFloat16, hd, 8, 2, seed++);
+        cfg.causal = causal;
+        cfg.seqlens_q = repeat(causal ? 700 : 300, 1);
+        cfg.seqlens_k = repeat(causal ? 300 : 700, 1);
+        cfg.padded = variant % 2 == 0;
+        for (int64_t h = 0; h < cfg.heads_q; ++h) {
+          cfg.sinks.push_back(h % 3 == 0 ? -INFINITY : 0.5f * static_cast<float>(h));
+          cfg.alibi.push_back(std::exp2(-8.f * static_cast<float>(h + 1) / static_cast<float>(cfg.heads_q)));
+        }
+        t.add("dense_sinks_alibi", cfg, prefill_runs());
+      }
     }
     {
       ++variant;

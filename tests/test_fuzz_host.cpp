@@ -55,10 +55,11 @@ enum Region { kQ, kK, kV, kO, kLse, kCuQ, kCuK, kUsed, kTable, kWorkspace, kRegi
 uintptr_t region_base(int r) { return (uintptr_t{1} << 40) * static_cast<uintptr_t>(r + 1); }
 
 // The split workspace's row width for head dim d: the smallest compiled head
-// dim at least d, and the smallest compiled multiple of 64 at least d (the
-// Hopper kernel's), whichever is wider (the FLASH_HAS_HEAD_DIM_* macros are
-// the library's, which this binary is compiled with).
-int64_t workspace_width(int64_t d) {
+// dim at least d, or, where the Hopper kernel may run the call (a build with
+// it, Backend::kAuto or kSm90), the smallest compiled multiple of 64 at
+// least d when that is wider (the FLASH_HAS_HEAD_DIM_* macros and
+// FLASH_HAS_SM90 are the library's, which this binary is compiled with).
+int64_t workspace_width(int64_t d, Backend backend) {
   std::vector<int64_t> dims;
 #if FLASH_HAS_HEAD_DIM_32
   dims.push_back(32);
@@ -84,7 +85,8 @@ int64_t workspace_width(int64_t d) {
     if (any == 0) any = c;
     if (sm90 == 0 && c % 64 == 0) sm90 = c;
   }
-  return std::max(any, sm90);
+  const bool hopper = FLASH_HAS_SM90 && (backend == Backend::kAuto || backend == Backend::kSm90);
+  return hopper ? std::max(any, sm90) : any;
 }
 
 class Fuzzer {
@@ -212,7 +214,7 @@ AttentionParams make_valid(Fuzzer& f) {
   fill_strides(f, kv_rows, p.heads_kv, p.head_dim, &p.v_batch_stride, &p.v_seq_stride, &p.v_head_stride);
 
   // Split-KV: n > 1 needs n * batch * heads_q * seqlen_q * (W + 1) * 4 bytes,
-  // W the widest compiled head dim that may run the call (workspace_width).
+  // W the row width of workspace_width().
   switch (f.range(0, 3)) {
     case 0: p.num_splits = 0; break;
     case 1: p.num_splits = 1; break;
@@ -221,7 +223,7 @@ AttentionParams make_valid(Fuzzer& f) {
   if (p.num_splits > 1 || f.coin(0.3)) {
     p.workspace = at<void>(kWorkspace, 256 * f.range(0, 100));
     const int64_t n = p.num_splits > 1 ? p.num_splits : 1;
-    p.workspace_bytes = static_cast<size_t>(n * p.batch * p.heads_q * p.seqlen_q * (workspace_width(p.head_dim) + 1) * 4) +
+    p.workspace_bytes = static_cast<size_t>(n * p.batch * p.heads_q * p.seqlen_q * (workspace_width(p.head_dim, p.backend) + 1) * 4) +
                         static_cast<size_t>(f.range(0, 1) * 256);
   }
   return p;

@@ -345,15 +345,21 @@ TEST(Plan, HeadDimRunsOnTheNextCompiledKernel) {
     ASSERT_GT(plan.num_candidates, 0);
     EXPECT_EQ(plan.candidates[0].backend, kHasSm90 && k90 != 0 ? Backend::kSm90 : Backend::kSm80);
 
-    // Decode with 4 splits: 4 x 64 query rows (2 x 32 heads) of W + 1 floats, W the wider kernel's head dim.
-    AttentionParams split = dense(d, 1, 32768);
-    split.backend = Backend::kDecode;
-    split.num_splits = 4;
-    split.workspace = const_cast<void*>(fake(4));
-    split.workspace_bytes = size_t{1} << 30;
-    ASSERT_TRUE(detail::make_plan(split, kH200, &plan).ok());
-    EXPECT_EQ(plan.num_splits, 4);
-    EXPECT_EQ(plan.workspace_bytes, size_t{4} * 64 * static_cast<size_t>(std::max(k80, k90) + 1) * sizeof(float));
+    // 4 splits over 2 x 32 query rows of W + 1 floats each: W is the sm80
+    // and decode kernels' head dim when the call is forced onto them, and
+    // the wider of theirs and the Hopper kernel's when that kernel may run.
+    for (Backend b : {Backend::kDecode, Backend::kSm80, Backend::kAuto}) {
+      SCOPED_TRACE("backend " + std::to_string(static_cast<int>(b)));
+      AttentionParams split = dense(d, 1, 32768);
+      split.backend = b;
+      split.num_splits = 4;
+      split.workspace = const_cast<void*>(fake(4));
+      split.workspace_bytes = size_t{1} << 30;
+      ASSERT_TRUE(detail::make_plan(split, kH200, &plan).ok());
+      EXPECT_EQ(plan.num_splits, 4);
+      const int64_t width = b == Backend::kAuto && kHasSm90 ? std::max(k80, k90) : k80;
+      EXPECT_EQ(plan.workspace_bytes, size_t{4} * 64 * static_cast<size_t>(width + 1) * sizeof(float));
+    }
   }
 }
 

@@ -203,8 +203,9 @@ struct AttentionParams {
   // keys costs a little and changes nothing). Splitting
   // needs a workspace of attention_workspace_size() bytes (for n > 1,
   // validate() checks it: n * batch * heads_q * seqlen_q * (W + 1) * 4
-  // bytes, W the widest compiled head dim a kernel runs the call on, which
-  // is head_dim when head_dim is compiled). With num_splits = 0 the workspace never makes a call fail:
+  // bytes. W is the smallest compiled head dim at least head_dim; with
+  // Backend::kAuto or kSm90 in a build with the Hopper kernel, the larger
+  // of that and the smallest compiled multiple of 64 at least head_dim). With num_splits = 0 the workspace never makes a call fail:
   // flash takes the most splits, up to its choice, that the workspace holds
   // (none without one). One exception: the Hopper kernel does not split
   // calls with seqused_k or a paged cache. Under kAuto flash runs the ones
