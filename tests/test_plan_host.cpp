@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "build_config.h"
+#include "kernels/sm80/api.h"
 #include "src/dispatch.h"
 #include "src/plan.h"
 
@@ -278,17 +279,29 @@ const PlanCase kPlanCases[] = {
 };
 INSTANTIATE_TEST_SUITE_P(Plan, PlanTable, testing::ValuesIn(kPlanCases), case_name);
 
-// Every sm90 configuration the plan offers is one the device has shared memory for.
+// Every configuration the plan offers is one the device has shared memory
+// for (the sm90 kernel only on sm_90), and a head dim that fits nowhere is
+// refused as unsupported, naming the shared memory.
 TEST(Plan, OffersOnlyConfigurationsThatFit) {
   for (int64_t d : {32, 64, 96, 128, 192, 256}) {
     if (!head_dim_compiled(d)) continue;
     for (const DeviceCaps& caps : {kH200, kA100, kL40}) {
+      SCOPED_TRACE("head_dim " + std::to_string(d) + ", sm_" + std::to_string(caps.major) + ", " +
+                   std::to_string(caps.max_smem) + " bytes");
+      int fits = 0;  // sm80 configurations of d within the device's shared memory
+      for (int i = 0; i < sm80::num_candidates(d); ++i) fits += sm80::candidate_smem_bytes(d, i) <= caps.max_smem;
       Plan plan;
-      if (!detail::make_plan(dense(d, 2048, 2048, true), caps, &plan).ok()) continue;
+      const Status s = detail::make_plan(dense(d, 2048, 2048, true), caps, &plan);
+      if (!s.ok()) {
+        EXPECT_EQ(s.code, StatusCode::kUnsupported);
+        EXPECT_NE(std::strstr(s.message, "shared memory"), nullptr) << s.message;
+        EXPECT_EQ(fits, 0);
+        continue;
+      }
       for (int i = 0; i < plan.num_candidates; ++i) {
-        if (plan.candidates[i].backend == Backend::kSm90) {
-          EXPECT_EQ(caps.major, 9);
-        }
+        const Candidate& c = plan.candidates[i];
+        if (c.backend == Backend::kSm90) EXPECT_EQ(caps.major, 9);
+        if (c.backend == Backend::kSm80) EXPECT_LE(sm80::candidate_smem_bytes(d, c.index), caps.max_smem);
       }
     }
   }
