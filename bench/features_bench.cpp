@@ -55,7 +55,8 @@ std::string row_name(const FeatureKey& key) {
 }
 
 struct FeatureRun {
-  DeviceBuffer q, k, v, o, per_head, workspace;
+  RowTensors t;
+  DeviceBuffer per_head, workspace;
   flash::AttentionParams p;
   double flops = 0.0;
 
@@ -76,10 +77,7 @@ struct FeatureRun {
     flops = 4.0 * static_cast<double>(s.heads_q * s.head_dim) * pairs;
     const size_t q_elems = static_cast<size_t>(p.batch * p.seqlen_q * p.heads_q * p.head_dim);
     const size_t kv_elems = static_cast<size_t>(p.batch * p.seqlen_k * p.heads_kv * p.head_dim);
-    std::string err = alloc_filled(env, &q, q_elems, 1, "Q");
-    if (err.empty()) err = alloc_filled(env, &k, kv_elems, 2, "K");
-    if (err.empty()) err = alloc_filled(env, &v, kv_elems, 3, "V");
-    if (err.empty()) err = o.allocate(q_elems * kRowElemBytes, "cudaMalloc(O)");
+    std::string err = t.allocate(env, &p, q_elems, kv_elems);
     if (err.empty() && key.feature != Feature::kPlain) {
       // Sinks all kSinkValue; ALiBi slopes 2^(-8 (h + 1) / heads_q).
       std::vector<float> host(static_cast<size_t>(s.heads_q), kSinkValue);
@@ -94,12 +92,7 @@ struct FeatureRun {
                          cudaMemcpy(per_head.get(), host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice));
       }
     }
-    if (err.empty()) err = cuda_error("cudaStreamSynchronize(setup)", cudaStreamSynchronize(env.stream));
     if (!err.empty()) return err;
-    p.q = q.get();
-    p.k = k.get();
-    p.v = v.get();
-    p.o = o.get();
     p.sinks = key.feature == Feature::kSinks ? static_cast<const float*>(per_head.get()) : nullptr;
     p.alibi_slopes = key.feature == Feature::kAlibi ? static_cast<const float*>(per_head.get()) : nullptr;
     return attach_workspace(&p, &workspace);

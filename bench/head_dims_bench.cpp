@@ -38,7 +38,8 @@ int64_t kernel_head_dim(int64_t d, bool sm90) {
 }
 
 struct HeadDimRun {
-  DeviceBuffer q, k, v, o, workspace;
+  RowTensors t;
+  DeviceBuffer workspace;
   flash::AttentionParams p;
   double flops = 0.0;
 
@@ -53,17 +54,8 @@ struct HeadDimRun {
     p.set_contiguous_bnhd();
     flops = 4.0 * static_cast<double>(kHeads * d) * static_cast<double>(kSeqlen) * static_cast<double>(kSeqlen);
     const size_t elems = static_cast<size_t>(kSeqlen * kHeads * d);
-    std::string err = alloc_filled(env, &q, elems, 1, "Q");
-    if (err.empty()) err = alloc_filled(env, &k, elems, 2, "K");
-    if (err.empty()) err = alloc_filled(env, &v, elems, 3, "V");
-    if (err.empty()) err = o.allocate(elems * kRowElemBytes, "cudaMalloc(O)");
-    if (err.empty()) err = cuda_error("cudaStreamSynchronize(setup)", cudaStreamSynchronize(env.stream));
-    if (!err.empty()) return err;
-    p.q = q.get();
-    p.k = k.get();
-    p.v = v.get();
-    p.o = o.get();
-    return attach_workspace(&p, &workspace);
+    const std::string err = t.allocate(env, &p, elems, elems);
+    return err.empty() ? attach_workspace(&p, &workspace) : err;
   }
 };
 

@@ -62,6 +62,27 @@ inline std::string upload(BenchEnv& env, const std::vector<int32_t>& host, Devic
   return err;
 }
 
+// Q, K and V of bf16 elements filled from seeds 1, 2 and 3 and an O, in
+// the buffers of one row; p's q, k, v and o set once the stream has
+// finished filling them.
+struct RowTensors {
+  DeviceBuffer q, k, v, o;
+
+  std::string allocate(BenchEnv& env, flash::AttentionParams* p, size_t q_elems, size_t kv_elems) {
+    std::string err = alloc_filled(env, &q, q_elems, 1, "Q");
+    if (err.empty()) err = alloc_filled(env, &k, kv_elems, 2, "K");
+    if (err.empty()) err = alloc_filled(env, &v, kv_elems, 3, "V");
+    if (err.empty()) err = o.allocate(q_elems * kRowElemBytes, "cudaMalloc(O)");
+    if (err.empty()) err = cuda_error("cudaStreamSynchronize(setup)", cudaStreamSynchronize(env.stream));
+    if (!err.empty()) return err;
+    p->q = q.get();
+    p->k = k.get();
+    p->v = v.get();
+    p->o = o.get();
+    return {};
+  }
+};
+
 // (query, key) pairs a causal call with a left window of w (-1: none) sees
 // on a square n x n problem, exactly: row i sees min(i, w) + 1 keys.
 inline double window_pairs(int64_t n, int64_t w) {

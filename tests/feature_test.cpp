@@ -184,6 +184,22 @@ void FeatureFixture::expect_sm90(FeatureCase& c, const AttentionParams& params, 
   EXPECT_TRUE(c.outputs_untouched());
 }
 
+void FeatureFixture::expect_sm90_splits(FeatureCase& c, int32_t num_splits, const std::vector<double>& ref_o,
+                                        const std::vector<double>& ref_lse) {
+  AttentionParams p = c.params();
+  p.backend = Backend::kSm90;
+  p.num_splits = num_splits;
+  if (!sm90_runs(p)) return;
+  SCOPED_TRACE("backend sm90, num_splits " + std::to_string(num_splits));
+  DeviceBuffer workspace;
+  size_t bytes = 0;
+  ASSERT_TRUE(attention_workspace_size(p, &bytes).ok());
+  ASSERT_EQ(workspace.allocate(bytes), cudaSuccess);
+  p.workspace = workspace.ptr;
+  p.workspace_bytes = bytes;
+  expect_params_match(c, p, ref_o, ref_lse);
+}
+
 void FeatureFixture::check_case(const FeatureConfig& cfg, const std::vector<FlashRun>& runs,
                                 const MoreChecks& more) {
   SCOPED_TRACE(cfg.name() + ", seed " + std::to_string(cfg.seed));

@@ -124,6 +124,11 @@ class FeatureFixture : public GpuTest {
   // kUnsupported and write nothing.
   void expect_sm90(FeatureCase& c, const AttentionParams& params, const std::vector<double>& ref_o,
                    const std::vector<double>& ref_lse);
+  // Backend::kSm90 asked for `num_splits` splits on `c`, with a workspace
+  // of attention_workspace_size() bytes, where sm90_runs(): it must match
+  // the reference (the Hopper kernel splits dense calls too).
+  void expect_sm90_splits(FeatureCase& c, int32_t num_splits, const std::vector<double>& ref_o,
+                          const std::vector<double>& ref_lse);
   // More checks on a case, given its reference O and LSE.
   using MoreChecks = std::function<void(FeatureCase&, const std::vector<double>&, const std::vector<double>&)>;
   // Builds `cfg`, computes its reference, runs every entry of `runs`, then

@@ -117,22 +117,10 @@ std::vector<FeatureRow> all_rows() {
 
 class HeadDims : public FeatureTest {};
 TEST_P(HeadDims, MatchesReference) {
-  const FeatureConfig cfg = row_config();
   // The Hopper kernel splits dense calls too: three splits asked of it.
-  check_case(cfg, GetParam().runs,
+  check_case(row_config(), GetParam().runs,
              [this](FeatureCase& c, const std::vector<double>& ref_o, const std::vector<double>& ref_lse) {
-               AttentionParams p = c.params();
-               p.backend = Backend::kSm90;
-               p.num_splits = 3;
-               if (!sm90_runs(p)) return;
-               SCOPED_TRACE("backend sm90, num_splits 3");
-               DeviceBuffer workspace;
-               size_t bytes = 0;
-               ASSERT_TRUE(attention_workspace_size(p, &bytes).ok());
-               ASSERT_EQ(workspace.allocate(bytes), cudaSuccess);
-               p.workspace = workspace.ptr;
-               p.workspace_bytes = bytes;
-               expect_params_match(c, p, ref_o, ref_lse);
+               expect_sm90_splits(c, 3, ref_o, ref_lse);
              });
 }
 INSTANTIATE_TEST_SUITE_P(Features, HeadDims, ::testing::ValuesIn(all_rows()), RowName());
