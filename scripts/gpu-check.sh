@@ -183,11 +183,29 @@ if has_phase headdims; then
   grep -E "ERROR OCCURRED" "$OUT/bench_head_dims.log" | head -10 | tee -a "$SUMMARY"
 fi
 
-# The device tool returns at most 8 files: keep the summary and the bench
-# JSON loose, everything else in one archive.
+# The failing tests' own output, loose, so that it comes back even when the
+# archive below is too large to (the device tool takes files up to 16 MiB).
+{
+  for log in host_tests.log gpu_tests.log stress.log; do
+    [ -f "$OUT/$log" ] && grep -q '^\[  FAILED  \]' "$OUT/$log" &&
+      { echo "== $log"; grep -B2 -A14 -E '(Failure|^\[  FAILED  \])' "$OUT/$log" | head -1500; }
+  done
+  [ -f "$OUT/ctest.log" ] && grep -q 'tests failed out of' "$OUT/ctest.log" &&
+    ! grep -q ' 0 tests failed out of' "$OUT/ctest.log" &&
+    { echo "== ctest.log"; grep -B2 -A30 -E '\*\*\*Failed|Failure' "$OUT/ctest.log" | head -1500; }
+} >"$OUT/failures.txt" 2>/dev/null
+[ -s "$OUT/failures.txt" ] || rm -f "$OUT/failures.txt"
+
+# The whole library's SASS (the sass phase) is large: the archives of runs
+# with it (153, 156) were over the limit. Its per-kernel summary
+# (sass_summary.txt) travels instead.
+rm -f "$OUT/sass.txt"
+
+# The device tool returns at most 8 files: keep the summary, the failures
+# and the bench JSON loose, everything else in one archive.
 bundle=$(mktemp -d)/logs.tgz
-(cd "$OUT" && find . -maxdepth 1 -type f ! -name '*.json' ! -name summary.txt ! -name 'ncu_*' -printf '%P\n' | tar czf "$bundle" -T -) &&
-  find "$OUT" -maxdepth 1 -type f ! -name '*.json' ! -name summary.txt ! -name 'ncu_*' -delete && mv "$bundle" "$OUT/logs.tgz"
+(cd "$OUT" && find . -maxdepth 1 -type f ! -name '*.json' ! -name summary.txt ! -name failures.txt ! -name 'ncu_*' -printf '%P\n' | tar czf "$bundle" -T -) &&
+  find "$OUT" -maxdepth 1 -type f ! -name '*.json' ! -name summary.txt ! -name failures.txt ! -name 'ncu_*' -delete && mv "$bundle" "$OUT/logs.tgz"
 
 echo
 cat "$SUMMARY"
