@@ -60,6 +60,14 @@ std::vector<FlashRun> decode_runs() {
   };
 }
 
+std::vector<FlashRun> prefill_split_runs(bool decode) {
+  std::vector<FlashRun> runs = all_backends();
+  runs.push_back({Backend::kAuto, 0, true});
+  runs.push_back({Backend::kSm80, 3, true});
+  if (decode) runs.push_back({Backend::kDecode, 3, true});
+  return runs;
+}
+
 void PrintTo(const FeatureRow& row, std::ostream* os) {
   *os << row.name;
 }

@@ -63,6 +63,25 @@ struct FlashRun {
 std::vector<FlashRun> all_backends();
 // Split-KV runs of a decode-shaped case, plus the backends without splits.
 std::vector<FlashRun> decode_runs();
+// The split runs of a prefill case besides all_backends(): flash's choice
+// with a workspace (a few query tiles: it splits), three splits asked of
+// the sm80 kernel and, with `decode`, of the decode kernel.
+std::vector<FlashRun> prefill_split_runs(bool decode);
+
+// One mask of a feature table's dense rows: causal or not, a window
+// (-1: unbounded), a softcap (0: none), named in the row's role.
+struct MaskCase {
+  const char* name;
+  bool causal;
+  int64_t left, right;
+  float softcap;
+  void apply(FeatureConfig* cfg) const {
+    cfg->causal = causal;
+    cfg->window_left = left;
+    cfg->window_right = right;
+    cfg->softcap = softcap;
+  }
+};
 
 // One row of a feature table: the case, its name in the test's name, and
 // the runs it goes through (then kSm90, see FeatureFixture::expect_sm90).

@@ -21,20 +21,7 @@ namespace {
 // Narrow and wide neighbours of each compiled head dim, and 192 itself.
 constexpr int64_t kHeadDims[] = {8, 40, 80, 112, 160, 192, 224};
 
-std::vector<FlashRun> prefill_runs() {
-  std::vector<FlashRun> runs = all_backends();
-  runs.push_back({Backend::kAuto, 0, true});
-  runs.push_back({Backend::kSm80, 3, true});
-  return runs;
-}
-
-struct Mask {
-  const char* name;
-  bool causal;
-  int64_t left, right;
-  float softcap;
-};
-constexpr Mask kMasks[] = {
+constexpr MaskCase kMasks[] = {
     {"none", false, -1, -1, 0.f},
     {"causal", true, -1, -1, 0.f},
     {"window", false, 96, 16, 0.f},
@@ -47,19 +34,16 @@ std::vector<FeatureRow> all_rows() {
   int variant = 0;
   for (int64_t hd : kHeadDims) {
     if (!head_dim_runs(hd)) continue;
-    for (const Mask& m : kMasks) {
+    for (const MaskCase& m : kMasks) {
       ++variant;
       FeatureConfig cfg = make_config(variant % 2 ? DType::kBFloat16 : DType::kFloat16, hd, 8, 2, seed++);
-      cfg.causal = m.causal;
-      cfg.window_left = m.left;
-      cfg.window_right = m.right;
-      cfg.softcap = m.softcap;
+      m.apply(&cfg);
       const bool tall = variant % 3 == 0;
       cfg.seqlens_q = repeat(tall ? 700 : 300, 1);
       cfg.seqlens_k = repeat(tall ? 300 : 700, 1);
       cfg.padded = variant % 2 == 0;
       cfg.with_lse = variant % 4 != 3;
-      t.add(std::string("dense_") + m.name, cfg, prefill_runs());
+      t.add(std::string("dense_") + m.name, cfg, prefill_split_runs(false));
     }
     if (hd == 160 || hd == 192) {
       // Sinks and ALiBi together, causal and not.
@@ -74,7 +58,7 @@ std::vector<FeatureRow> all_rows() {
           cfg.sinks.push_back(h % 3 == 0 ? -INFINITY : 0.5f * static_cast<float>(h));
           cfg.alibi.push_back(std::exp2(-8.f * static_cast<float>(h + 1) / static_cast<float>(cfg.heads_q)));
         }
-        t.add("dense_sinks_alibi", cfg, prefill_runs());
+        t.add("dense_sinks_alibi", cfg, prefill_split_runs(false));
       }
     }
     {
@@ -108,7 +92,7 @@ std::vector<FeatureRow> all_rows() {
         if (cache.kv == KvLayout::kPaged) cfg.page_size = cache.page_size;
         cfg.padded = variant % 2 == 0;
         t.add("q" + std::to_string(seqlen_q) + "_" + cache.name, cfg,
-              seqlen_q <= 16 ? decode_runs() : prefill_runs());
+              seqlen_q <= 16 ? decode_runs() : prefill_split_runs(false));
       }
     }
   }

@@ -43,24 +43,7 @@ void set_feature(FeatureConfig* cfg, Feature f, int shift) {
   if (f != Feature::kSinks) cfg->alibi = alibi_for(cfg->heads_q, shift);
 }
 
-// The split runs of a prefill case besides all_backends(): flash's choice
-// with a workspace (a few query tiles: it splits), and three splits asked
-// of the sm80 and decode kernels.
-std::vector<FlashRun> prefill_runs() {
-  std::vector<FlashRun> runs = all_backends();
-  runs.push_back({Backend::kAuto, 0, true});
-  runs.push_back({Backend::kSm80, 3, true});
-  runs.push_back({Backend::kDecode, 3, true});
-  return runs;
-}
-
-struct Mask {
-  const char* name;
-  bool causal;
-  int64_t left, right;
-  float softcap;
-};
-constexpr Mask kMasks[] = {
+constexpr MaskCase kMasks[] = {
     {"none", false, -1, -1, 0.f},
     {"causal", true, -1, -1, 0.f},
     {"window128", false, 128, 0, 0.f},  // gpt-oss's sliding layers
@@ -78,19 +61,16 @@ std::vector<FeatureRow> feature_rows(Feature feature) {
   // near the top see no key under a causal mask: their LSE is the sink).
   for (int64_t hd : {64, 128, 256}) {
     if (!head_dim_compiled(hd) || (both && hd != 128)) continue;
-    for (const Mask& m : kMasks) {
+    for (const MaskCase& m : kMasks) {
       ++variant;
       FeatureConfig cfg = make_config(variant % 2 ? DType::kBFloat16 : DType::kFloat16, hd, 8, 2, seed++);
-      cfg.causal = m.causal;
-      cfg.window_left = m.left;
-      cfg.window_right = m.right;
-      cfg.softcap = m.softcap;
+      m.apply(&cfg);
       const bool tall = variant % 3 == 0;
       cfg.seqlens_q = repeat(tall ? 1000 : 300, 1);
       cfg.seqlens_k = repeat(tall ? 300 : 1000, 1);
       set_feature(&cfg, feature, variant);
       cfg.with_lse = variant % 5 != 4;
-      t.add(std::string("dense_") + m.name + suffix, cfg, prefill_runs());
+      t.add(std::string("dense_") + m.name + suffix, cfg, prefill_split_runs(true));
     }
   }
   // Varlen Q and K with empty sequences and rows that see no key.
@@ -131,7 +111,7 @@ std::vector<FeatureRow> feature_rows(Feature feature) {
       if (cache.kv == KvLayout::kPaged) cfg.page_size = cache.page_size;
       set_feature(&cfg, feature, variant);
       t.add("q" + std::to_string(seqlen_q) + "_" + cache.name + suffix, cfg,
-            seqlen_q <= 16 ? decode_runs() : prefill_runs());
+            seqlen_q <= 16 ? decode_runs() : prefill_split_runs(true));
     }
   }
   return t.rows();
