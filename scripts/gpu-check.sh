@@ -155,33 +155,25 @@ if has_phase decode; then
   grep -E "ERROR OCCURRED" "$OUT/bench_decode.log" | head -10 | tee -a "$SUMMARY"
 fi
 
-if has_phase serving; then
+# flash_bench's rows of one kind (no standard-attention rows): JSON and log
+# as $OUT/bench_<name>.*, its tables and read ceiling in the summary.
+bench_rows() {
+  local name=$1 label=$2
+  shift 2
+  local t0
   t0=$(date +%s)
-  "$BUILD_DIR/bench/flash_bench" --serving --no-standard ${SERVING_ARGS:-} \
-    --benchmark_out="$OUT/bench_serving.json" --benchmark_out_format=json >"$OUT/bench_serving.log" 2>&1
-  note "serving bench: exit $? in $(( $(date +%s) - t0 ))s"
-  grep -E "^- read ceiling" "$OUT/bench_serving.log" >>"$SUMMARY"
-  grep -E "^\| " "$OUT/bench_serving.log" >>"$SUMMARY"
-  grep -E "ERROR OCCURRED" "$OUT/bench_serving.log" | head -10 | tee -a "$SUMMARY"
-fi
+  "$BUILD_DIR/bench/flash_bench" "$@" --no-standard \
+    --benchmark_out="$OUT/bench_$name.json" --benchmark_out_format=json >"$OUT/bench_$name.log" 2>&1
+  note "$label bench: exit $? in $(( $(date +%s) - t0 ))s"
+  grep -E "^- read ceiling|^\| " "$OUT/bench_$name.log" >>"$SUMMARY"
+  grep -E "ERROR OCCURRED" "$OUT/bench_$name.log" | head -10 | tee -a "$SUMMARY"
+}
 
-if has_phase features; then
-  t0=$(date +%s)
-  "$BUILD_DIR/bench/flash_bench" --features --no-standard \
-    --benchmark_out="$OUT/bench_features.json" --benchmark_out_format=json >"$OUT/bench_features.log" 2>&1
-  note "features bench: exit $? in $(( $(date +%s) - t0 ))s"
-  grep -E "^\| " "$OUT/bench_features.log" >>"$SUMMARY"
-  grep -E "ERROR OCCURRED" "$OUT/bench_features.log" | head -10 | tee -a "$SUMMARY"
-fi
-
-if has_phase headdims; then
-  t0=$(date +%s)
-  "$BUILD_DIR/bench/flash_bench" --head_dim_rows --no-standard \
-    --benchmark_out="$OUT/bench_head_dims.json" --benchmark_out_format=json >"$OUT/bench_head_dims.log" 2>&1
-  note "head-dim bench: exit $? in $(( $(date +%s) - t0 ))s"
-  grep -E "^\| " "$OUT/bench_head_dims.log" >>"$SUMMARY"
-  grep -E "ERROR OCCURRED" "$OUT/bench_head_dims.log" | head -10 | tee -a "$SUMMARY"
-fi
+# SERVING_ARGS is split into words on purpose (several flags).
+# shellcheck disable=SC2086
+has_phase serving && bench_rows serving serving --serving ${SERVING_ARGS:-}
+has_phase features && bench_rows features features --features
+has_phase headdims && bench_rows head_dims head-dim --head_dim_rows
 
 # The failing tests' own output, loose, so that it comes back even when the
 # archive below is too large to (the device tool takes files up to 16 MiB).
