@@ -21,7 +21,15 @@ namespace {
 
 constexpr int64_t kSeqlen = 16384;
 constexpr int64_t kHeads = 16;
-constexpr int64_t kHeadDims[] = {64, 80, 96, 112, 128, 160, 192, 224, 256};
+// (head_dim, head_dim_v): V as wide as Q K^T (0), and DeepSeek-V2/V3's
+// prefill shape (192, 128).
+struct Dims {
+  int64_t d, dv;
+};
+constexpr Dims kRows[] = {{64, 0},  {80, 0},  {96, 0},  {112, 0}, {128, 0},
+                          {160, 0}, {192, 0}, {192, 128}, {224, 0}, {256, 0}};
+// A row's key in the results: head_dim * 1000 + head_dim_v (0: the same).
+int64_t row_key(const Dims& x) { return x.d * 1000 + x.dv; }
 
 bool compiled(int64_t d) {
   const std::vector<int64_t> list = compiled_head_dims();
@@ -43,18 +51,22 @@ struct HeadDimRun {
   flash::AttentionParams p;
   double flops = 0.0;
 
-  std::string setup(BenchEnv& env, int64_t d) {
+  std::string setup(BenchEnv& env, int64_t key) {
+    const int64_t d = key / 1000, dv = key % 1000 != 0 ? key % 1000 : d;
     p.dtype = kRowDtype;
     p.batch = 1;
     p.seqlen_q = p.seqlen_k = kSeqlen;
     p.heads_q = p.heads_kv = kHeads;
     p.head_dim = d;
+    p.head_dim_v = key % 1000;
     p.causal = false;
     p.backend = env.options.backend;
     p.set_contiguous_bnhd();
-    flops = 4.0 * static_cast<double>(kHeads * d) * static_cast<double>(kSeqlen) * static_cast<double>(kSeqlen);
+    // 2 * N^2 * heads * (head_dim + head_dim_v): Q K^T and P V.
+    flops = 2.0 * static_cast<double>(kHeads * (d + dv)) * static_cast<double>(kSeqlen) * static_cast<double>(kSeqlen);
     const size_t elems = static_cast<size_t>(kSeqlen * kHeads * d);
-    const std::string err = t.allocate(env, &p, elems, elems);
+    const size_t v_elems = static_cast<size_t>(kSeqlen * kHeads * dv);
+    const std::string err = t.allocate(env, &p, elems, elems, v_elems, v_elems);
     return err.empty() ? attach_workspace(&p, &workspace) : err;
   }
 };
@@ -64,16 +76,17 @@ std::map<int64_t, PrefillFigures>& head_dim_results() {
   return rows;
 }
 
-void bench_head_dim(benchmark::State& state, BenchEnv* env, int64_t d) {
-  bench_prefill<HeadDimRun>(state, env, d, &head_dim_results());
+void bench_head_dim(benchmark::State& state, BenchEnv* env, int64_t key) {
+  bench_prefill<HeadDimRun>(state, env, key, &head_dim_results());
 }
 
 }  // namespace
 
 void register_head_dim_benchmarks(BenchEnv* env) {
-  for (int64_t d : kHeadDims) {
-    if (kernel_head_dim(d, false) == 0) continue;
-    benchmark::RegisterBenchmark(("head_dims/hd" + std::to_string(d)).c_str(), bench_head_dim, env, d)
+  for (const Dims& x : kRows) {
+    if (kernel_head_dim(std::max(x.d, x.dv), false) == 0) continue;
+    const std::string name = "head_dims/hd" + std::to_string(x.d) + (x.dv != 0 ? "v" + std::to_string(x.dv) : "");
+    benchmark::RegisterBenchmark(name.c_str(), bench_head_dim, env, row_key(x))
         ->UseManualTime()
         ->Iterations(env->options.flash_iters)
         ->Unit(benchmark::kMillisecond);
@@ -85,26 +98,30 @@ void print_head_dim_summary(std::FILE* out, const BenchEnv& env) {
   std::lock_guard<std::mutex> lock(rows_mutex());
   std::fprintf(out, "\n## head dims: each against head dim 128 and the compiled head dim that ran it\n\n");
   std::fprintf(out,
-               "- bf16, batch 1, N %lld, not causal, heads %lld/%lld; TFLOP/s from 4 * heads * head_dim * N^2 at "
-               "the true head dim\n\n",
+               "- bf16, batch 1, N %lld, not causal, heads %lld/%lld; TFLOP/s from 2 * heads * (head_dim + "
+               "head_dim_v) * N^2 at the true head dims (192/128: head_dim 192, head_dim_v 128)\n\n",
                static_cast<long long>(kSeqlen), static_cast<long long>(kHeads), static_cast<long long>(kHeads));
   std::fprintf(out, "| head_dim | kernel | ms | TFLOP/s | / hd128 | ran as | / that head dim |\n");
   std::fprintf(out, "|---|---|---|---|---|---|---|\n");
   const auto& rows = head_dim_results();
-  const auto base = rows.find(128);
-  for (const auto& [d, fig] : rows) {
+  const auto base = rows.find(128 * 1000);
+  for (const auto& [key, fig] : rows) {
+    const int64_t d = key / 1000, dv = key % 1000;
     const bool sm90 = std::strncmp(fig.config.c_str(), "sm90", 4) == 0;
-    const int64_t ran_as = kernel_head_dim(d, sm90);
-    const auto same = rows.find(ran_as);
+    const int64_t ran_as = kernel_head_dim(std::max(d, dv), sm90);
+    const auto same = rows.find(ran_as * 1000);
     char vs128[16] = "-", vs_kernel[16] = "-";
     if (base != rows.end() && base->second.tflops > 0.0) {
       std::snprintf(vs128, sizeof(vs128), "%.2f", fig.tflops / base->second.tflops);
     }
-    if (ran_as != d && same != rows.end() && same->second.tflops > 0.0) {
+    if (ran_as * 1000 != key && same != rows.end() && same->second.tflops > 0.0) {
       std::snprintf(vs_kernel, sizeof(vs_kernel), "%.2f", fig.tflops / same->second.tflops);
     }
-    std::fprintf(out, "| %lld | %s | %.4f | %.1f | %s | %lld | %s |\n", static_cast<long long>(d), fig.config.c_str(),
-                 fig.median_ms, fig.tflops, vs128, static_cast<long long>(ran_as), vs_kernel);
+    char label[24];
+    std::snprintf(label, sizeof(label), dv != 0 ? "%lld/%lld" : "%lld", static_cast<long long>(d),
+                  static_cast<long long>(dv));
+    std::fprintf(out, "| %s | %s | %.4f | %.1f | %s | %lld | %s |\n", label, fig.config.c_str(), fig.median_ms,
+                 fig.tflops, vs128, static_cast<long long>(ran_as), vs_kernel);
   }
   std::fflush(out);
 }

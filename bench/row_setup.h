@@ -68,11 +68,14 @@ inline std::string upload(BenchEnv& env, const std::vector<int32_t>& host, Devic
 struct RowTensors {
   DeviceBuffer q, k, v, o;
 
-  std::string allocate(BenchEnv& env, flash::AttentionParams* p, size_t q_elems, size_t kv_elems) {
+  // V and O have K's and Q's sizes unless v_elems / o_elems say otherwise
+  // (a V head dim of its own).
+  std::string allocate(BenchEnv& env, flash::AttentionParams* p, size_t q_elems, size_t kv_elems, size_t v_elems = 0,
+                       size_t o_elems = 0) {
     std::string err = alloc_filled(env, &q, q_elems, 1, "Q");
     if (err.empty()) err = alloc_filled(env, &k, kv_elems, 2, "K");
-    if (err.empty()) err = alloc_filled(env, &v, kv_elems, 3, "V");
-    if (err.empty()) err = o.allocate(q_elems * kRowElemBytes, "cudaMalloc(O)");
+    if (err.empty()) err = alloc_filled(env, &v, v_elems != 0 ? v_elems : kv_elems, 3, "V");
+    if (err.empty()) err = o.allocate((o_elems != 0 ? o_elems : q_elems) * kRowElemBytes, "cudaMalloc(O)");
     if (err.empty()) err = cuda_error("cudaStreamSynchronize(setup)", cudaStreamSynchronize(env.stream));
     if (!err.empty()) return err;
     p->q = q.get();

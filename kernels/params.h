@@ -17,8 +17,8 @@ enum class MaskVariant : int {
 struct FwdParams {
   const void* q;  // Q base pointer, [batch, seqlen_q, heads_q, head_dim].
   const void* k;  // K base pointer, [batch, seqlen_k, heads_kv, head_dim].
-  const void* v;  // V base pointer, [batch, seqlen_k, heads_kv, head_dim].
-  void* o;        // O base pointer, [batch, seqlen_q, heads_q, head_dim].
+  const void* v;  // V base pointer, [batch, seqlen_k, heads_kv, head_dim_v].
+  void* o;        // O base pointer, [batch, seqlen_q, heads_q, head_dim_v].
   float* lse;     // Optional LSE, [batch, heads_q, seqlen_q] contiguous; may be null.
 
   int64_t q_batch_stride, q_seq_stride, q_head_stride;  // Strides of Q, in elements.
@@ -32,11 +32,14 @@ struct FwdParams {
   int heads_q;    // Query heads (gridDim.y).
   int heads_kv;   // Key/value heads.
   int q_per_kv;   // heads_q / heads_kv: query heads sharing one K/V head.
-  // The call's head dim, a multiple of 8 at most the kernel's compiled one
-  // (kHeadDim). Narrower calls run on the next compiled size: the columns
-  // from head_dim on are zero in the kernel's tiles (never read from global
-  // memory) and never stored to O. Split partials keep kHeadDim columns.
+  // The call's widths of Q K^T (head_dim) and of V and O (head_dim_v),
+  // multiples of 8 at most the kernel's compiled one (kHeadDim). Narrower
+  // calls run on the next compiled size: Q and K columns from head_dim on,
+  // and V columns from head_dim_v on, are zero in the kernel's tiles (never
+  // read from global memory); O columns from head_dim_v on are never stored.
+  // Split partials keep kHeadDim columns, of which head_dim_v are written.
   int head_dim;
+  int head_dim_v;
   int num_sms;    // Multiprocessors of the device: bounds a persistent grid.
   int cc_major;   // Compute capability major of the device (programmatic dependent launch from 9).
 
@@ -78,7 +81,7 @@ struct FwdParams {
   const float* sinks;
 
   // Split-KV (decode and sm90 kernels): num_splits > 1 writes fp32 partial O and LSE
-  // per split to the workspace, [num_splits, batch, heads_q, seqlen_q, head_dim]
+  // per split to the workspace, [num_splits, batch, heads_q, seqlen_q, kHeadDim]
   // and [num_splits, batch, heads_q, seqlen_q]; the combine kernel merges them.
   int num_splits;
   float* o_partial;

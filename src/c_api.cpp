@@ -57,6 +57,7 @@ FLASH_SAME_FIELD_TYPE(flash_attention_params, AttentionParams, total_q);
 FLASH_SAME_FIELD_TYPE(flash_attention_params, AttentionParams, total_k);
 FLASH_SAME_FIELD_TYPE(flash_attention_params, AttentionParams, sinks);
 FLASH_SAME_FIELD_TYPE(flash_attention_params, AttentionParams, alibi_slopes);
+FLASH_SAME_FIELD_TYPE(flash_attention_params, AttentionParams, head_dim_v);
 FLASH_SAME_FIELD_TYPE(flash_merge_params, MergeParams, num_states);
 FLASH_SAME_FIELD_TYPE(flash_merge_params, MergeParams, batch);
 FLASH_SAME_FIELD_TYPE(flash_merge_params, MergeParams, seqlen_q);
@@ -122,7 +123,7 @@ static_assert(StructInfo<flash_attention_params>::kMinSize % kStructSizeGranule 
                   offsetof(flash_attention_params, cu_seqlens_q) == StructInfo<flash_attention_params>::kMinSize,
               "the core fields must end on a multiple of 8 bytes, where the next field starts");
 static_assert(sizeof(flash_attention_params) ==
-                  offsetof(flash_attention_params, alibi_slopes) + sizeof(flash_attention_params::alibi_slopes),
+                  offsetof(flash_attention_params, head_dim_v) + sizeof(flash_attention_params::head_dim_v),
               "the last field must end the struct: a tail padding would hold a later version's first field");
 static_assert(sizeof(flash_attention_params) % kStructSizeGranule == 0, "the struct must end on a multiple of 8");
 
@@ -271,6 +272,7 @@ void copy_same_fields(const Src& src, Dst& dst) noexcept {
   dst.total_k = src.total_k;
   dst.sinks = src.sinks;
   dst.alibi_slopes = src.alibi_slopes;
+  dst.head_dim_v = src.head_dim_v;
 }
 
 // Converts `c` to *p, or says which bool field holds neither 0 nor 1. The
@@ -356,6 +358,10 @@ void to_c(const MergeParams& p, flash_merge_params* c) noexcept {
 // strides of `p` back into `c`.
 void sizes_to_cpp(const flash_attention_params& c, AttentionParams& p) noexcept {
   copy_sizes(c, p);
+  // head_dim_v is not a core field: a struct without it means head_dim.
+  if (struct_size_of(&c) >= offsetof(flash_attention_params, head_dim_v) + sizeof(c.head_dim_v)) {
+    p.head_dim_v = c.head_dim_v;
+  }
 }
 void sizes_to_cpp(const flash_merge_params& c, MergeParams& p) noexcept {
   copy_merge_sizes(c, p);

@@ -57,7 +57,7 @@ int kernel_window_right(const AttentionParams& p) noexcept {
 
 bool describe(const Plan& plan, const Candidate& c, const AttentionParams& p, KernelChoice* choice) {
   if (c.backend == Backend::kSm80) {
-    if (!sm80::describe_candidate(kernel_head_dim(p.head_dim), c.index, choice)) return false;
+    if (!sm80::describe_candidate(kernel_head_dim(call_head_dim(p.head_dim, p.head_dim_v)), c.index, choice)) return false;
     if (plan.num_splits > 1) {
       const size_t len = std::strlen(choice->name);
       std::snprintf(choice->name + len, sizeof(choice->name) - len, " %d splits", plan.num_splits);
@@ -69,14 +69,14 @@ bool describe(const Plan& plan, const Candidate& c, const AttentionParams& p, Ke
     choice->block_m = decode::kBlockM;
     choice->block_n = decode::kBlockN;
     choice->warps = 4;
-    choice->stages = decode::stages(kernel_head_dim(p.head_dim));
+    choice->stages = decode::stages(kernel_head_dim(call_head_dim(p.head_dim, p.head_dim_v)));
     std::snprintf(choice->name, sizeof(choice->name), "decode %dx%d 4w %dst %d split%s", decode::kBlockM,
                   decode::kBlockN, choice->stages, plan.num_splits, plan.num_splits == 1 ? "" : "s");
     return true;
   }
 #if FLASH_HAS_SM90
   if (c.backend == Backend::kSm90) {
-    if (!sm90::describe_candidate(kernel_head_dim(p.head_dim, true), plan.mask != MaskVariant::kTail, c.index,
+    if (!sm90::describe_candidate(kernel_head_dim(call_head_dim(p.head_dim, p.head_dim_v), true), plan.mask != MaskVariant::kTail, c.index,
                                   choice)) {
       return false;
     }
@@ -95,7 +95,7 @@ LaunchRecord last_launch() noexcept { return t_last_launch; }
 cudaError_t launch(const Plan& plan, const Candidate& c, const AttentionParams& p, cudaStream_t stream) {
   t_last_launch = LaunchRecord{c, plan.num_splits};
   FwdParams f = make_fwd_params(p, plan.caps);
-  const int d = kernel_head_dim(p.head_dim, c.backend == Backend::kSm90);
+  const int d = kernel_head_dim(call_head_dim(p.head_dim, p.head_dim_v), c.backend == Backend::kSm90);
   if (plan.num_splits > 1) {
     f.num_splits = plan.num_splits;
     const size_t rows = static_cast<size_t>(plan.num_splits) * static_cast<size_t>(p.batch) *
@@ -142,6 +142,7 @@ FwdParams make_fwd_params(const AttentionParams& p, const DeviceCaps& caps) noex
   f.heads_kv = static_cast<int>(p.heads_kv);
   f.q_per_kv = static_cast<int>(p.heads_q / p.heads_kv);
   f.head_dim = static_cast<int>(p.head_dim);
+  f.head_dim_v = static_cast<int>(value_head_dim(p.head_dim, p.head_dim_v));
   f.num_sms = caps.num_sms;
   f.cc_major = caps.major;
   constexpr float kLog2e = 1.4426950408889634f;

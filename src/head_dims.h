@@ -54,6 +54,15 @@ inline int kernel_head_dim(int64_t d, bool sm90 = false) {
   return 0;
 }
 
+// V and O's width: head_dim_v, or head_dim when head_dim_v is 0.
+constexpr int64_t value_head_dim(int64_t head_dim, int64_t head_dim_v) {
+  return head_dim_v != 0 ? head_dim_v : head_dim;
+}
+// The width a call's kernels run at: the wider of Q K^T's and V's.
+constexpr int64_t call_head_dim(int64_t head_dim, int64_t head_dim_v) {
+  return value_head_dim(head_dim, head_dim_v) > head_dim ? value_head_dim(head_dim, head_dim_v) : head_dim;
+}
+
 // Columns of a split-KV partial row in the workspace: as wide as every
 // kernel that may run the call writes its rows (each writes rows of its
 // compiled head dim), the Hopper kernel's only when `hopper` (it may run).

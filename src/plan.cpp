@@ -30,8 +30,9 @@ MaskVariant mask_variant(const AttentionParams& p, int window_left, int window_r
 
 // The compiled head dim of the sm80 and decode kernels that run p, and of
 // the sm90 kernel (src/head_dims.h); 0 when none is compiled.
-int sm80_head_dim(const AttentionParams& p) { return kernel_head_dim(p.head_dim); }
-int sm90_head_dim(const AttentionParams& p) { return kernel_head_dim(p.head_dim, /*sm90=*/true); }
+int64_t width(const AttentionParams& p) { return call_head_dim(p.head_dim, p.head_dim_v); }
+int sm80_head_dim(const AttentionParams& p) { return kernel_head_dim(width(p)); }
+int sm90_head_dim(const AttentionParams& p) { return kernel_head_dim(width(p), /*sm90=*/true); }
 
 bool decode_fits(const AttentionParams& p, const DeviceCaps& caps) {
   return caps.max_smem == 0 || decode::smem_bytes(sm80_head_dim(p)) <= caps.max_smem;
@@ -156,7 +157,7 @@ const char* sm90_problem(const AttentionParams& p, const DeviceCaps& caps, const
     std::snprintf(buf, len,
                   "Backend::kSm90 has no kernel for head_dim %lld in this build (it runs a head dim on the next of "
                   "64, 128, 192, 256 in FLASH_HEAD_DIMS)",
-                  static_cast<long long>(p.head_dim));
+                  static_cast<long long>(width(p)));
     return buf;
   }
   if (p.block_table != nullptr) {
@@ -180,7 +181,7 @@ const char* sm90_problem(const AttentionParams& p, const DeviceCaps& caps, const
   // A call with no query rows launches nothing, so its tensors need no map.
   if (p.batch == 0 || p.seqlen_q == 0) return nullptr;
   const FwdParams f = make_fwd_params(p, caps);
-  const sm90::TmaTensors t = sm90::tma_tensors(f, p.head_dim);
+  const sm90::TmaTensors t = sm90::tma_tensors(f);
   const char* const names[4] = {"q", "k", "v", "o"};
   const sm90::TmaTensor* const tensors[4] = {&t.q, &t.k, &t.v, &t.o};
   for (int i = 0; i < 4; ++i) {
@@ -236,7 +237,7 @@ bool uses_engine_features(const AttentionParams& p) noexcept {
 
 int split_row_width(const AttentionParams& p) noexcept {
   const bool hopper = FLASH_HAS_SM90 && (p.backend == Backend::kAuto || p.backend == Backend::kSm90);
-  return workspace_head_dim(p.head_dim, hopper);
+  return workspace_head_dim(width(p), hopper);
 }
 
 size_t decode_workspace_bytes(const AttentionParams& p, int num_splits) noexcept {
@@ -261,7 +262,7 @@ Status make_plan(const AttentionParams& p, const DeviceCaps& caps, Plan* plan) n
   if (sm80_head_dim(p) == 0) {
     return make_status(StatusCode::kUnsupported, "head_dim %lld is wider than every head dim compiled into this build; "
                        "rebuild with one at least as wide in FLASH_HEAD_DIMS (this build has: %s)",
-                       static_cast<long long>(p.head_dim), FLASH_HEAD_DIMS_STRING);
+                       static_cast<long long>(width(p)), FLASH_HEAD_DIMS_STRING);
   }
   const Backend b = p.backend;
   // Whether the Hopper kernel could run the call (only asked when requested).
@@ -280,7 +281,7 @@ Status make_plan(const AttentionParams& p, const DeviceCaps& caps, Plan* plan) n
     if (b == Backend::kDecode) {
       return make_status(StatusCode::kUnsupported, "the split-KV decode kernel (Backend::kDecode) for head_dim %lld needs "
                          "%d KiB of shared memory per block; device %d allows %d KiB",
-                         static_cast<long long>(p.head_dim), decode::smem_bytes(sm80_head_dim(p)) / 1024, caps.device,
+                         static_cast<long long>(width(p)), decode::smem_bytes(sm80_head_dim(p)) / 1024, caps.device,
                          caps.max_smem / 1024);
     }
   }
@@ -322,7 +323,7 @@ Status make_plan(const AttentionParams& p, const DeviceCaps& caps, Plan* plan) n
   }
   if (plan->num_candidates == 0) {
     return make_status(StatusCode::kUnsupported, "head_dim %lld needs %d KiB of shared memory per block; device %d (sm_%d%d) allows %d KiB",
-                       static_cast<long long>(p.head_dim), sm80_min_smem(p) / 1024, caps.device, caps.major,
+                       static_cast<long long>(width(p)), sm80_min_smem(p) / 1024, caps.device, caps.major,
                        caps.minor, caps.max_smem / 1024);
   }
   // A split call is not tuned: its candidates share the split count, which

@@ -9,6 +9,7 @@
 
 #include "flash/flash.hpp"
 #include "dispatch.h"
+#include "head_dims.h"
 #include "status.h"
 #include "validate_checks.h"
 
@@ -103,28 +104,36 @@ int64_t saturating_mul(int64_t a, int64_t b) noexcept {
 // Out-of-range sizes saturate the strides (no overflow); validate() rejects
 // such sizes before it looks at a stride.
 void AttentionParams::set_contiguous_bnhd() noexcept {
+  const int64_t dv = detail::value_head_dim(head_dim, head_dim_v);
   q_head_stride = head_dim;
   q_seq_stride = saturating_mul(heads_q, head_dim);
   q_batch_stride = saturating_mul(seqlen_q, q_seq_stride);
-  o_head_stride = q_head_stride;
-  o_seq_stride = q_seq_stride;
-  o_batch_stride = q_batch_stride;
-  k_head_stride = v_head_stride = head_dim;
-  k_seq_stride = v_seq_stride = saturating_mul(heads_kv, head_dim);
-  k_batch_stride = v_batch_stride = saturating_mul(seqlen_k, k_seq_stride);
+  o_head_stride = dv;
+  o_seq_stride = saturating_mul(heads_q, dv);
+  o_batch_stride = saturating_mul(seqlen_q, o_seq_stride);
+  k_head_stride = head_dim;
+  k_seq_stride = saturating_mul(heads_kv, head_dim);
+  k_batch_stride = saturating_mul(seqlen_k, k_seq_stride);
+  v_head_stride = dv;
+  v_seq_stride = saturating_mul(heads_kv, dv);
+  v_batch_stride = saturating_mul(seqlen_k, v_seq_stride);
   q_dim_stride = k_dim_stride = v_dim_stride = o_dim_stride = 1;
 }
 
 void AttentionParams::set_contiguous_bhnd() noexcept {
+  const int64_t dv = detail::value_head_dim(head_dim, head_dim_v);
   q_seq_stride = head_dim;
   q_head_stride = saturating_mul(seqlen_q, head_dim);
   q_batch_stride = saturating_mul(heads_q, q_head_stride);
-  o_seq_stride = q_seq_stride;
-  o_head_stride = q_head_stride;
-  o_batch_stride = q_batch_stride;
-  k_seq_stride = v_seq_stride = head_dim;
-  k_head_stride = v_head_stride = saturating_mul(seqlen_k, head_dim);
-  k_batch_stride = v_batch_stride = saturating_mul(heads_kv, k_head_stride);
+  o_seq_stride = dv;
+  o_head_stride = saturating_mul(seqlen_q, dv);
+  o_batch_stride = saturating_mul(heads_q, o_head_stride);
+  k_seq_stride = head_dim;
+  k_head_stride = saturating_mul(seqlen_k, head_dim);
+  k_batch_stride = saturating_mul(heads_kv, k_head_stride);
+  v_seq_stride = dv;
+  v_head_stride = saturating_mul(seqlen_k, dv);
+  v_batch_stride = saturating_mul(heads_kv, v_head_stride);
   q_dim_stride = k_dim_stride = v_dim_stride = o_dim_stride = 1;
 }
 
@@ -146,7 +155,8 @@ Status validate_call(const AttentionParams& p, bool check_workspace) noexcept {
     const char* name;
     int64_t value;
   } sizes[] = {{"batch", p.batch},     {"seqlen_q", p.seqlen_q}, {"seqlen_k", p.seqlen_k},
-               {"heads_q", p.heads_q}, {"heads_kv", p.heads_kv}, {"head_dim", p.head_dim}};
+               {"heads_q", p.heads_q}, {"heads_kv", p.heads_kv}, {"head_dim", p.head_dim},
+               {"head_dim_v", p.head_dim_v}};
   for (const auto& s : sizes) {
     if (s.value < 0) {
       return make_status(StatusCode::kInvalidArgument, "%s is %lld; sizes must be >= 0", s.name,
@@ -155,6 +165,9 @@ Status validate_call(const AttentionParams& p, bool check_workspace) noexcept {
   }
   if (!head_dim_supported(p.head_dim)) {
     return invalid("head_dim %lld is not supported; it must be " FLASH_HEAD_DIM_RULE, p.head_dim);
+  }
+  if (p.head_dim_v != 0 && !head_dim_supported(p.head_dim_v)) {
+    return invalid("head_dim_v %lld is not supported; it must be 0 (head_dim) or " FLASH_HEAD_DIM_RULE, p.head_dim_v);
   }
   if (p.heads_q < 1 || p.heads_kv < 1) {
     return invalid("heads_q (%lld) and heads_kv (%lld) must be >= 1", p.heads_q, p.heads_kv);
@@ -211,14 +224,15 @@ Status validate_call(const AttentionParams& p, bool check_workspace) noexcept {
   const int64_t q_rows = varlen_q && p.total_q > 0 ? p.total_q : p.seqlen_q;
   const int64_t k_rows_varlen = p.total_k > 0 ? p.total_k : p.seqlen_k;
   const int64_t kv_rows = paged ? p.page_size : (varlen_k ? k_rows_varlen : p.seqlen_k);
+  const int64_t dv = value_head_dim(p.head_dim, p.head_dim_v);
   const TensorView q{"q", p.q, {q_batches, q_rows, p.heads_q},
                      {varlen_q ? 0 : p.q_batch_stride, p.q_seq_stride, p.q_head_stride}, p.head_dim, 2};
   const TensorView k{"k", p.k, {kv_batches, kv_rows, p.heads_kv},
                      {varlen_k ? 0 : p.k_batch_stride, p.k_seq_stride, p.k_head_stride}, p.head_dim, 2};
   const TensorView v{"v", p.v, {kv_batches, kv_rows, p.heads_kv},
-                     {varlen_k ? 0 : p.v_batch_stride, p.v_seq_stride, p.v_head_stride}, p.head_dim, 2};
+                     {varlen_k ? 0 : p.v_batch_stride, p.v_seq_stride, p.v_head_stride}, dv, 2};
   const TensorView o{"o", p.o, {q_batches, q_rows, p.heads_q},
-                     {varlen_q ? 0 : p.o_batch_stride, p.o_seq_stride, p.o_head_stride}, p.head_dim, 2};
+                     {varlen_q ? 0 : p.o_batch_stride, p.o_seq_stride, p.o_head_stride}, dv, 2};
   for (const TensorView* t : {&q, &k, &v, &o}) {
     if (t->ptr == nullptr) {
       return make_status(StatusCode::kInvalidArgument, "%s is null; Q, K, V and O must point to device memory",

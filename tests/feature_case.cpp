@@ -86,8 +86,9 @@ const char* kv_layout_name(KvLayout kv) {
 }
 
 std::string FeatureConfig::name() const {
-  std::string s = std::string(dtype_name(dtype)) + " hd" + std::to_string(head_dim) + " h" + std::to_string(heads_q) +
-                  "/" + std::to_string(heads_kv);
+  std::string s = std::string(dtype_name(dtype)) + " hd" + std::to_string(head_dim) +
+                  (head_dim_v != 0 ? "v" + std::to_string(head_dim_v) : std::string()) + " h" +
+                  std::to_string(heads_q) + "/" + std::to_string(heads_kv);
   s += varlen_q
            ? " q:varlen" + list(seqlens_q)
            : " q:dense" + std::to_string(seqlens_q.empty() ? 0 : seqlens_q[0]) + "x" + std::to_string(seqlens_q.size());
@@ -133,7 +134,7 @@ bool uses_sm90_unsupported_feature(const AttentionParams& p) {
 bool sm90_runs(const AttentionParams& p) {
   if (uses_sm90_unsupported_feature(p)) return false;
   CaseConfig cfg;
-  cfg.head_dim = p.head_dim;
+  cfg.head_dim = std::max(p.head_dim, p.head_dim_v);
   const std::vector<Backend> backends = backends_for(cfg);
   if (std::find(backends.begin(), backends.end(), Backend::kSm90) == backends.end()) return false;
   // What the Hopper kernel's tensor maps describe: packed tensors as one
@@ -196,7 +197,7 @@ FeatureCase::FeatureCase(const FeatureConfig& cfg, cudaStream_t stream) : cfg_(c
 }
 
 void FeatureCase::plan() {
-  const int64_t d = cfg_.head_dim;
+  const int64_t d = std::max(cfg_.head_dim, cfg_.value_dim());  // every tensor's row of one head
   const int64_t pad = cfg_.padded ? kPad : 0;
   batch_ = cfg_.batch();
 
@@ -314,6 +315,7 @@ AttentionParams FeatureCase::check_params() const {
   p.heads_q = cfg_.heads_q;
   p.heads_kv = cfg_.heads_kv;
   p.head_dim = cfg_.head_dim;
+  p.head_dim_v = cfg_.head_dim_v;
   return p;
 }
 
@@ -333,7 +335,7 @@ int64_t FeatureCase::rows_seeing_no_key() const {
   auto ok = check_config();
   if (!ok) return ok;
   plan();
-  const int64_t d = cfg_.head_dim;
+  const int64_t d = cfg_.head_dim, dv = cfg_.value_dim();
 
   // Host inputs: NaN everywhere, then random values where a call may read.
   q_host_.assign(static_cast<size_t>(q_elements_), kPoison16);
@@ -341,9 +343,10 @@ int64_t FeatureCase::rows_seeing_no_key() const {
   v_host_.assign(static_cast<size_t>(k_elements_), kPoison16);
   const uint64_t seed_q = splitmix64(cfg_.seed + 0), seed_k = splitmix64(cfg_.seed + 1),
                  seed_v = splitmix64(cfg_.seed + 2);
-  auto fill_row = [&](std::vector<uint16_t>* host, uint64_t seed, int64_t row, int64_t heads, int64_t head_stride) {
+  auto fill_row = [&](std::vector<uint16_t>* host, uint64_t seed, int64_t row, int64_t heads, int64_t head_stride,
+                      int64_t width) {
     for (int64_t h = 0; h < heads; ++h) {
-      for (int64_t e = 0; e < d; ++e) {
+      for (int64_t e = 0; e < width; ++e) {
         const int64_t x = row + h * head_stride + e;
         (*host)[x] = ref::from_float(uniform(seed, static_cast<uint64_t>(x), cfg_.input_scale), cfg_.dtype);
       }
@@ -351,11 +354,11 @@ int64_t FeatureCase::rows_seeing_no_key() const {
   };
   for (int64_t b = 0; b < batch_; ++b) {
     for (int64_t i = 0; i < cfg_.seqlens_q[b]; ++i) {
-      fill_row(&q_host_, seed_q, q_row(q_, b, i), cfg_.heads_q, q_.head_stride);
+      fill_row(&q_host_, seed_q, q_row(q_, b, i), cfg_.heads_q, q_.head_stride, d);
     }
     for (int64_t j = 0; j < keys_of(b); ++j) {
-      fill_row(&k_host_, seed_k, k_row(k_, b, j), cfg_.heads_kv, k_.head_stride);
-      fill_row(&v_host_, seed_v, k_row(k_, b, j), cfg_.heads_kv, k_.head_stride);
+      fill_row(&k_host_, seed_k, k_row(k_, b, j), cfg_.heads_kv, k_.head_stride, d);
+      fill_row(&v_host_, seed_v, k_row(k_, b, j), cfg_.heads_kv, k_.head_stride, dv);
     }
   }
 
@@ -386,6 +389,7 @@ int64_t FeatureCase::rows_seeing_no_key() const {
   p.heads_q = cfg_.heads_q;
   p.heads_kv = cfg_.heads_kv;
   p.head_dim = d;
+  p.head_dim_v = cfg_.head_dim_v;
   // Offsets of the tensors are in the pointers; strides relative to them.
   p.q_batch_stride = cfg_.varlen_q ? 0 : q_.batch_stride;
   p.q_seq_stride = q_.seq_stride;
@@ -454,7 +458,7 @@ Status FeatureCase::run(const AttentionParams& p, int workspace_fill) {
   std::vector<float> raw_lse;
   auto ok = read_raw(&raw, &raw_lse);
   if (!ok) return ok;
-  const int64_t d = cfg_.head_dim;
+  const int64_t d = cfg_.value_dim();
   o->assign(static_cast<size_t>(rows_ * cfg_.heads_q * d), 0.f);
   for (int64_t b = 0; b < batch_; ++b) {
     for (int64_t i = 0; i < cfg_.seqlens_q[b]; ++i) {
@@ -490,7 +494,7 @@ Status FeatureCase::run(const AttentionParams& p, int workspace_fill) {
   for (int64_t b = 0; b < batch_; ++b) {
     for (int64_t i = 0; i < cfg_.seqlens_q[b]; ++i) {
       for (int64_t h = 0; h < cfg_.heads_q; ++h) {
-        std::memset(logical.data() + q_row(o_, b, i) + h * o_.head_stride, 1, static_cast<size_t>(cfg_.head_dim));
+        std::memset(logical.data() + q_row(o_, b, i) + h * o_.head_stride, 1, static_cast<size_t>(cfg_.value_dim()));
       }
     }
   }
@@ -506,8 +510,8 @@ Status FeatureCase::run(const AttentionParams& p, int workspace_fill) {
 
 ::testing::AssertionResult FeatureCase::reference(cublasHandle_t handle, std::vector<double>* o,
                                                   std::vector<double>* lse, SequenceReference which) {
-  const int64_t d = cfg_.head_dim, hq = cfg_.heads_q, hkv = cfg_.heads_kv;
-  o->assign(static_cast<size_t>(rows_ * hq * d), 0.0);
+  const int64_t d = cfg_.head_dim, dv = cfg_.value_dim(), hq = cfg_.heads_q, hkv = cfg_.heads_kv;
+  o->assign(static_cast<size_t>(rows_ * hq * dv), 0.0);
   lse->assign(static_cast<size_t>(lse_elements_), -INFINITY);
 
   std::vector<uint16_t> qb, kb, vb;
@@ -523,10 +527,10 @@ Status FeatureCase::run(const AttentionParams& p, int workspace_fill) {
       continue;
     }
 
-    // This sequence's rows, gathered densely: [len, heads, head_dim].
+    // This sequence's rows, gathered densely: [len, heads, head_dim] (V: head_dim_v).
     qb.resize(static_cast<size_t>(len_q * hq * d));
     kb.resize(static_cast<size_t>(len_k * hkv * d));
-    vb.resize(kb.size());
+    vb.resize(static_cast<size_t>(len_k * hkv * dv));
     for (int64_t i = 0; i < len_q; ++i) {
       for (int64_t h = 0; h < hq; ++h) {
         std::memcpy(qb.data() + (i * hq + h) * d, q_host_.data() + q_row(q_, b, i) + h * q_.head_stride,
@@ -537,7 +541,7 @@ Status FeatureCase::run(const AttentionParams& p, int workspace_fill) {
       for (int64_t h = 0; h < hkv; ++h) {
         const int64_t src = k_row(k_, b, j) + h * k_.head_stride;
         std::memcpy(kb.data() + (j * hkv + h) * d, k_host_.data() + src, static_cast<size_t>(d) * 2);
-        std::memcpy(vb.data() + (j * hkv + h) * d, v_host_.data() + src, static_cast<size_t>(d) * 2);
+        std::memcpy(vb.data() + (j * hkv + h) * dv, v_host_.data() + src, static_cast<size_t>(dv) * 2);
       }
     }
 
@@ -549,6 +553,7 @@ Status FeatureCase::run(const AttentionParams& p, int workspace_fill) {
     r.heads_q = hq;
     r.heads_kv = hkv;
     r.head_dim = d;
+    r.head_dim_v = cfg_.head_dim_v;
     r.causal = cfg_.causal;
     r.window_left = cfg_.window_left;
     r.window_right = cfg_.window_right;
@@ -568,8 +573,9 @@ Status FeatureCase::run(const AttentionParams& p, int workspace_fill) {
       RETURN_IF_CUDA_ERROR(upload(&q, qb, stream_));
       RETURN_IF_CUDA_ERROR(upload(&k, kb, stream_));
       RETURN_IF_CUDA_ERROR(upload(&v, vb, stream_));
-      RETURN_IF_CUDA_ERROR(o16.allocate(qb.size() * 2));
-      RETURN_IF_CUDA_ERROR(o32.allocate(qb.size() * sizeof(float)));
+      const size_t o_count = static_cast<size_t>(len_q * hq * dv);
+      RETURN_IF_CUDA_ERROR(o16.allocate(o_count * 2));
+      RETURN_IF_CUDA_ERROR(o32.allocate(o_count * sizeof(float)));
       RETURN_IF_CUDA_ERROR(l.allocate(static_cast<size_t>(hq * len_q) * sizeof(float)));
       r.q = q.ptr;
       r.k = k.ptr;
@@ -582,16 +588,16 @@ Status FeatureCase::run(const AttentionParams& p, int workspace_fill) {
           ref::standard_attention(r, static_cast<float*>(o32.ptr), workspace.ptr, workspace_bytes, handle, stream_);
       if (!s.ok()) return ::testing::AssertionFailure() << "sequence " << b << ": standard_attention: " << s.message;
       RETURN_IF_CUDA_ERROR(cudaStreamSynchronize(stream_));
-      RETURN_IF_CUDA_ERROR(download(&host, o32.ptr, qb.size()));
+      RETURN_IF_CUDA_ERROR(download(&host, o32.ptr, o_count));
       ob.assign(host.begin(), host.end());
       RETURN_IF_CUDA_ERROR(download(&host, l.ptr, static_cast<size_t>(hq * len_q)));
       lseb.assign(host.begin(), host.end());
     }
 
-    // Scatter into check_params()' layout: ob is [len_q, hq, d], lseb [hq, len_q].
+    // Scatter into check_params()' layout: ob is [len_q, hq, dv], lseb [hq, len_q].
     for (int64_t i = 0; i < len_q; ++i) {
       for (int64_t h = 0; h < hq; ++h) {
-        std::copy_n(ob.data() + (i * hq + h) * d, d, o->data() + (check_row(b, i) * hq + h) * d);
+        std::copy_n(ob.data() + (i * hq + h) * dv, dv, o->data() + (check_row(b, i) * hq + h) * dv);
         (*lse)[static_cast<size_t>(lse_index(b, i, h))] = lseb[static_cast<size_t>(h * len_q + i)];
       }
     }

@@ -38,6 +38,10 @@ const char* kv_layout_name(KvLayout kv);
 struct FeatureConfig {
   DType dtype = DType::kBFloat16;
   int64_t head_dim = 128;
+  // V and O's width (AttentionParams::head_dim_v); 0: head_dim. Every
+  // tensor's head stride holds the wider of the two, so the columns a
+  // narrower tensor lacks are padding (NaN in the inputs, unwritten in O).
+  int64_t head_dim_v = 0;
   int64_t heads_q = 1;
   int64_t heads_kv = 1;
   // Query rows and keys of each sequence; batch = seqlens_q.size() (and
@@ -90,6 +94,7 @@ struct FeatureConfig {
   uint64_t seed = 0;
 
   int64_t batch() const { return static_cast<int64_t>(seqlens_q.size()); }
+  int64_t value_dim() const { return head_dim_v != 0 ? head_dim_v : head_dim; }
   // e.g. "bf16 hd128 h8/2 varlen-q[0,17,...] k:paged48[...] causal window(128,0) softcap 30"
   std::string name() const;
 };

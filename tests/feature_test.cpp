@@ -74,6 +74,7 @@ void PrintTo(const FeatureRow& row, std::ostream* os) {
 
 FeatureRow& FeatureTable::add(const std::string& role, const FeatureConfig& cfg, std::vector<FlashRun> runs) {
   std::string name = role + "_" + (cfg.dtype == DType::kFloat16 ? "fp16" : "bf16") + "_hd" + number(cfg.head_dim);
+  if (cfg.head_dim_v != 0) name += "v" + number(cfg.head_dim_v);
   if (cfg.causal) name += "_causal";
   if (cfg.window_left != -1 || cfg.window_right != -1) {
     name += "_window" + number(cfg.window_left) + "_" + number(cfg.window_right);

@@ -97,6 +97,7 @@ flash::AttentionParams as_cpp(const flash_attention_params& c) {
   p.total_k = c.total_k;
   p.sinks = c.sinks;
   p.alibi_slopes = c.alibi_slopes;
+  p.head_dim_v = c.head_dim_v;
   return p;
 }
 
@@ -247,10 +248,12 @@ TEST(CApi, SetContiguousMatchesTheCppHelpers) {
     p.total_q = 4321, p.total_k = (int64_t{1} << 40) + 3;  // past 32 bits: no narrowing on the way
     p.sinks = static_cast<const float*>(fake_ptr(10));
     p.alibi_slopes = static_cast<const float*>(fake_ptr(11));
+    p.head_dim_v = 40;
     helper.c(&p);
 
     flash::AttentionParams cpp;
     cpp.batch = 3, cpp.seqlen_q = 5, cpp.seqlen_k = 7, cpp.heads_q = 4, cpp.heads_kv = 2, cpp.head_dim = 64;
+    cpp.head_dim_v = 40;
     (cpp.*helper.cpp)();
     EXPECT_EQ(p.q_batch_stride, cpp.q_batch_stride);
     EXPECT_EQ(p.q_seq_stride, cpp.q_seq_stride);
@@ -292,6 +295,7 @@ TEST(CApi, SetContiguousMatchesTheCppHelpers) {
     EXPECT_EQ(p.total_k, (int64_t{1} << 40) + 3);
     EXPECT_EQ(p.sinks, fake_ptr(10));
     EXPECT_EQ(p.alibi_slopes, fake_ptr(11));
+    EXPECT_EQ(p.head_dim_v, 40);
     helper.c(nullptr);  // ignored, no crash
   }
   // The [B, N, H, D] values spelled out once.
@@ -961,6 +965,7 @@ TEST(CApiStructSize, ReadsExactlyTheFieldsWithinStructSize) {
   p.page_size = -1, p.window_right = -9, p.num_splits = -1, p.total_q = p.total_k = -1;
   p.sinks = static_cast<const float*>(fake_ptr(10, 2));
   p.alibi_slopes = static_cast<const float*>(fake_ptr(11, 2));
+  p.head_dim_v = 12;
   for (size_t size = sizeof(ParamsV1); size < sizeof(p); size += 8) {
     flash_attention_params cut = base;
     std::memcpy(&cut, &p, size);  // today's whole struct: p up to `size`, the defaults after it
@@ -970,6 +975,26 @@ TEST(CApiStructSize, ReadsExactlyTheFieldsWithinStructSize) {
     expect_same(validate_answer(&p), validate_answer(&cut), "flash_validate");
     expect_same(workspace_answer(&p), workspace_answer(&cut), "flash_attention_workspace_size");
   }
+}
+
+// The stride helpers read head_dim_v only from a struct that has it: an
+// older caller's V and O are head_dim wide, whatever lies past its struct.
+TEST(CApiStructSize, SetContiguousReadsHeadDimVOnlyWithinStructSize) {
+  flash_attention_params p = valid_params();  // head_dim 128
+  p.head_dim_v = 64;
+  p.struct_size = offsetof(flash_attention_params, head_dim_v);
+  flash_set_contiguous_bnhd(&p);
+  EXPECT_EQ(p.v_head_stride, 128);
+  EXPECT_EQ(p.o_seq_stride, 8 * 128);
+  EXPECT_EQ(flash_validate(&p), FLASH_SUCCESS) << flash_last_error_message();
+  p.struct_size = sizeof(p);
+  flash_set_contiguous_bnhd(&p);
+  EXPECT_EQ(p.q_head_stride, 128);
+  EXPECT_EQ(p.v_head_stride, 64);
+  EXPECT_EQ(p.o_seq_stride, 8 * 64);
+  EXPECT_EQ(flash_validate(&p), FLASH_SUCCESS) << flash_last_error_message();
+  p.head_dim_v = 12;
+  EXPECT_TRUE(rejected(p, FLASH_INVALID_ARGUMENT, {"head_dim_v 12"}));
 }
 
 // A struct_size the library cannot read is rejected by every entry point,

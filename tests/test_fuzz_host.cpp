@@ -174,6 +174,8 @@ AttentionParams make_valid(Fuzzer& f) {
   p.heads_kv = f.range(1, 4);
   p.heads_q = p.heads_kv * f.pick({int64_t{1}, int64_t{2}, int64_t{4}, int64_t{8}});
   p.head_dim = f.pick(kHeadDims);
+  p.head_dim_v = f.coin(0.7) ? 0 : f.pick(kHeadDims);
+  const int64_t dv = p.head_dim_v != 0 ? p.head_dim_v : p.head_dim;
   const int64_t offsets = 256 * f.range(0, 4096);  // within each region, 256-byte aligned
   p.q = at<const void>(kQ, offsets);
   p.k = at<const void>(kK, offsets);
@@ -200,7 +202,7 @@ AttentionParams make_valid(Fuzzer& f) {
   if (f.coin(0.3)) p.seqused_k = at<const int32_t>(kUsed, 4 * f.range(0, 100));
   const int64_t q_rows = p.cu_seqlens_q != nullptr && p.total_q > 0 ? p.total_q : p.seqlen_q;
   fill_strides(f, q_rows, p.heads_q, p.head_dim, &p.q_batch_stride, &p.q_seq_stride, &p.q_head_stride);
-  fill_strides(f, q_rows, p.heads_q, p.head_dim, &p.o_batch_stride, &p.o_seq_stride, &p.o_head_stride);
+  fill_strides(f, q_rows, p.heads_q, dv, &p.o_batch_stride, &p.o_seq_stride, &p.o_head_stride);
   int64_t kv_rows = mode == 1 && p.total_k > 0 ? p.total_k : p.seqlen_k;
   if (mode == 2) {
     p.block_table = at<const int32_t>(kTable, 4 * f.range(0, 100));
@@ -211,7 +213,7 @@ AttentionParams make_valid(Fuzzer& f) {
     kv_rows = p.page_size;
   }
   fill_strides(f, kv_rows, p.heads_kv, p.head_dim, &p.k_batch_stride, &p.k_seq_stride, &p.k_head_stride);
-  fill_strides(f, kv_rows, p.heads_kv, p.head_dim, &p.v_batch_stride, &p.v_seq_stride, &p.v_head_stride);
+  fill_strides(f, kv_rows, p.heads_kv, dv, &p.v_batch_stride, &p.v_seq_stride, &p.v_head_stride);
 
   // Split-KV: n > 1 needs n * batch * heads_q * seqlen_q * (W + 1) * 4 bytes,
   // W the row width of workspace_width().
@@ -223,7 +225,7 @@ AttentionParams make_valid(Fuzzer& f) {
   if (p.num_splits > 1 || f.coin(0.3)) {
     p.workspace = at<void>(kWorkspace, 256 * f.range(0, 100));
     const int64_t n = p.num_splits > 1 ? p.num_splits : 1;
-    p.workspace_bytes = static_cast<size_t>(n * p.batch * p.heads_q * p.seqlen_q * (workspace_width(p.head_dim, p.backend) + 1) * 4) +
+    p.workspace_bytes = static_cast<size_t>(n * p.batch * p.heads_q * p.seqlen_q * (workspace_width(std::max(p.head_dim, dv), p.backend) + 1) * 4) +
                         static_cast<size_t>(f.range(0, 1) * 256);
   }
   return p;
@@ -246,7 +248,7 @@ const void* input(Fuzzer& f, const AttentionParams& p) {
 
 Expectation violate(Fuzzer& f, AttentionParams* pp) {
   AttentionParams& p = *pp;
-  switch (f.range(0, 27)) {
+  switch (f.range(0, 28)) {
     case 0: {
       const int32_t bad = static_cast<int32_t>(f.coin() ? f.range(2, 1000) : f.range(INT32_MIN, -1));
       p.dtype = static_cast<DType>(bad);
@@ -265,6 +267,12 @@ Expectation violate(Fuzzer& f, AttentionParams* pp) {
       while (hd >= 8 && hd <= 256 && hd % 8 == 0) ++hd;  // not a multiple of 8 from 8 to 256
       p.head_dim = hd;
       return {StatusCode::kInvalidArgument, "head_dim"};
+    }
+    case 27: {
+      int64_t hd = f.range(-5, 600);
+      while (hd == 0 || (hd >= 8 && hd <= 256 && hd % 8 == 0)) ++hd;  // neither 0 nor a multiple of 8 from 8 to 256
+      p.head_dim_v = hd;
+      return {StatusCode::kInvalidArgument, "head_dim_v"};
     }
     case 6:
       p.heads_kv = 3;
@@ -412,7 +420,7 @@ AttentionParams make_garbage(Fuzzer& f) {
   AttentionParams p = make_valid(f);
   const int n = static_cast<int>(f.range(1, 10));
   for (int i = 0; i < n; ++i) {
-    switch (f.range(0, 45)) {
+    switch (f.range(0, 46)) {
       case 0: p.q = f.any_ptr(kQ); break;
       case 1: p.k = f.any_ptr(kK); break;
       case 2: p.v = f.any_ptr(kV); break;
@@ -458,6 +466,7 @@ AttentionParams make_garbage(Fuzzer& f) {
       case 42: p.total_q = f.any_int(); break;
       case 43: p.total_k = f.any_int(); break;
       case 44: f.coin() ? p.set_contiguous_bnhd() : p.set_contiguous_bhnd(); break;
+      case 45: p.head_dim_v = f.coin() ? f.any_int() : f.pick(kHeadDims); break;
       default: p.o = const_cast<void*>(input(f, p)); break;
     }
   }
@@ -519,6 +528,7 @@ flash_attention_params to_c(const AttentionParams& p) {
   c.workspace_bytes = p.workspace_bytes;
   c.total_q = p.total_q;
   c.total_k = p.total_k;
+  c.head_dim_v = p.head_dim_v;
   return c;
 }
 

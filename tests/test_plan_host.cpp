@@ -335,6 +335,50 @@ TEST(Plan, OneMaskDecision) {
 // each path (the Hopper kernel's next multiple of 64); one wider than every
 // compiled head dim is refused as unsupported. A split call's workspace
 // holds rows as wide as the widest kernel that may run it.
+TEST(Plan, ValueHeadDimRunsAsTheWiderOfTheTwo) {
+  // A call with head_dim_v of its own plans exactly as the call whose head
+  // dim is the wider of head_dim and head_dim_v: the same kernels, the same
+  // splits and split rows.
+  auto same_plan = [](const AttentionParams& p, const AttentionParams& wide) -> ::testing::AssertionResult {
+    Plan a, b;
+    const Status sa = detail::make_plan(p, kH200, &a), sb = detail::make_plan(wide, kH200, &b);
+    if (sa.code != sb.code) return ::testing::AssertionFailure() << sa.message << " vs " << sb.message;
+    if (!sa.ok()) return ::testing::AssertionSuccess();
+    if (a.num_candidates != b.num_candidates || a.num_splits != b.num_splits ||
+        a.workspace_bytes != b.workspace_bytes || a.workspace_wanted != b.workspace_wanted) {
+      return ::testing::AssertionFailure() << "plans differ";
+    }
+    for (int i = 0; i < a.num_candidates; ++i) {
+      if (a.candidates[i].backend != b.candidates[i].backend || a.candidates[i].index != b.candidates[i].index) {
+        return ::testing::AssertionFailure() << "candidate " << i << " differs";
+      }
+    }
+    return ::testing::AssertionSuccess();
+  };
+  for (int64_t d = 8; d <= 256; d += 8) {
+    for (int64_t dv = 8; dv <= 256; dv += 8) {
+      SCOPED_TRACE("head_dim " + std::to_string(d) + ", head_dim_v " + std::to_string(dv));
+      AttentionParams p = dense(d, 2048, 2048, true);
+      p.head_dim_v = dv;
+      p.set_contiguous_bnhd();
+      EXPECT_TRUE(same_plan(p, dense(std::max(d, dv), 2048, 2048, true)));
+      for (Backend b : {Backend::kDecode, Backend::kSm80, Backend::kAuto}) {
+        AttentionParams split = dense(d, 1, 32768);
+        split.head_dim_v = dv;
+        split.set_contiguous_bnhd();
+        AttentionParams wide = dense(std::max(d, dv), 1, 32768);
+        for (AttentionParams* x : {&split, &wide}) {
+          x->backend = b;
+          x->num_splits = 4;
+          x->workspace = const_cast<void*>(fake(4));
+          x->workspace_bytes = size_t{1} << 30;
+        }
+        EXPECT_TRUE(same_plan(split, wide)) << "backend " << static_cast<int>(b);
+      }
+    }
+  }
+}
+
 TEST(Plan, HeadDimRunsOnTheNextCompiledKernel) {
   // The smallest compiled head dim at least d (a multiple of 64: `sm90`), or 0.
   auto next_compiled = [](int64_t d, bool sm90) -> int64_t {

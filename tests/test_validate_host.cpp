@@ -156,6 +156,56 @@ TEST(Validate, RejectsUnsupportedHeadDim) {
   }
 }
 
+TEST(Validate, TakesAValueHeadDimOfItsOwn) {
+  // DeepSeek-V2/V3 prefill: Q K^T over 192 columns, V and O 128 wide.
+  AttentionParams p = valid_params();
+  p.head_dim = 192;
+  p.head_dim_v = 128;
+  p.set_contiguous_bnhd();
+  EXPECT_EQ(p.q_head_stride, 192);
+  EXPECT_EQ(p.k_seq_stride, 2 * 192);
+  EXPECT_EQ(p.v_head_stride, 128);
+  EXPECT_EQ(p.v_batch_stride, 200 * 2 * 128);
+  EXPECT_EQ(p.o_seq_stride, 8 * 128);
+  EXPECT_TRUE(flash::validate(p).ok()) << flash::validate(p).message;
+  AttentionParams bhnd = p;
+  bhnd.set_contiguous_bhnd();
+  EXPECT_EQ(bhnd.v_head_stride, 200 * 128);
+  EXPECT_EQ(bhnd.o_batch_stride, 8 * 100 * 128);
+  EXPECT_EQ(bhnd.k_head_stride, 200 * 192);
+  EXPECT_TRUE(flash::validate(bhnd).ok()) << flash::validate(bhnd).message;
+
+  // V ends, and O may start, head_dim_v columns into V's last row: its
+  // extent is measured at V's width, not Q K^T's.
+  const int64_t v_bytes = 2 * 200 * 2 * 128 * 2;
+  AttentionParams after_v = p;
+  after_v.o = fake_ptr(2, v_bytes);
+  EXPECT_TRUE(flash::validate(after_v).ok()) << flash::validate(after_v).message;
+  after_v.o = fake_ptr(2, v_bytes - 16);
+  EXPECT_TRUE(invalid(after_v, {"o overlaps v"}));
+
+  // Wider V than Q K^T is a call too; 0 is head_dim.
+  p.head_dim = 64;
+  p.head_dim_v = 128;
+  p.set_contiguous_bnhd();
+  EXPECT_TRUE(flash::validate(p).ok()) << flash::validate(p).message;
+  p.head_dim_v = 0;
+  p.set_contiguous_bnhd();
+  EXPECT_EQ(p.v_head_stride, 64);
+  EXPECT_TRUE(flash::validate(p).ok()) << flash::validate(p).message;
+
+  for (int64_t dv : {4, 12, 100, 264}) {
+    AttentionParams bad = valid_params();
+    bad.head_dim_v = dv;
+    bad.set_contiguous_bnhd();
+    const std::string value = std::to_string(dv);
+    EXPECT_TRUE(invalid(bad, {"head_dim_v", value.c_str(), "a multiple of 8 from 8 to 256"})) << "head_dim_v " << dv;
+  }
+  AttentionParams negative = valid_params();
+  negative.head_dim_v = -8;
+  EXPECT_TRUE(invalid(negative, {"head_dim_v", "-8", ">= 0"}));
+}
+
 TEST(Validate, RejectsHeadCounts) {
   AttentionParams p = valid_params();
   p.heads_q = 6;

@@ -32,7 +32,8 @@ struct RingParams {
   // [batch, 2c, heads_q, head_dim]; Q may have any strides
   // attention_forward takes; the LSE, when non-null, is
   // [batch, heads_q, 2c]. Not supported here: varlen, seqused_k, paged K/V,
-  // windows, softcap, sinks, ALiBi, num_splits > 1 (each is refused).
+  // windows, softcap, sinks, ALiBi, num_splits > 1, a head_dim_v of its
+  // own (each is refused).
   AttentionParams local;
   int32_t rank = 0;         // 0 .. world - 1, as in the communicator
   int32_t world = 1;        // ranks in the ring

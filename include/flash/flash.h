@@ -51,9 +51,12 @@ typedef enum flash_status_code {
   FLASH_CUDA_ERROR = 3        /* the CUDA runtime reported an error */
 } flash_status_code;
 
-/* Arguments of one attention call. Shapes, in elements:
- *   Q, O : [batch, seqlen_q, heads_q,  head_dim]
- *   K, V : [batch, seqlen_k, heads_kv, head_dim]
+/* Arguments of one attention call. Shapes, in elements (Dv = head_dim_v,
+ * or head_dim when head_dim_v is 0):
+ *   Q    : [batch, seqlen_q, heads_q,  head_dim]
+ *   K    : [batch, seqlen_k, heads_kv, head_dim]
+ *   V    : [batch, seqlen_k, heads_kv, Dv]
+ *   O    : [batch, seqlen_q, heads_q,  Dv]
  *   LSE  : [batch, heads_q, seqlen_q], float32, contiguous
  * Each tensor has its own batch, sequence and head strides (in elements, not
  * bytes); the last dimension must be contiguous (stride 1). So both the
@@ -81,8 +84,8 @@ typedef struct flash_attention_params {
 
   const void* q; /* Query, [batch, seqlen_q, heads_q, head_dim]. */
   const void* k; /* Key, [batch, seqlen_k, heads_kv, head_dim]. */
-  const void* v; /* Value, [batch, seqlen_k, heads_kv, head_dim]. */
-  void* o;       /* Output, [batch, seqlen_q, heads_q, head_dim]; must not overlap Q, K or V. */
+  const void* v; /* Value, [batch, seqlen_k, heads_kv, head_dim] (head_dim_v when set). */
+  void* o;       /* Output, [batch, seqlen_q, heads_q, head_dim] (head_dim_v when set); must not overlap Q, K or V. */
   float* lse;    /* Optional log-sum-exp (natural log) of the scaled, masked scores,
                     [batch, heads_q, seqlen_q]; -inf for a row that sees no key. May be null. */
 
@@ -202,6 +205,13 @@ typedef struct flash_attention_params {
    * of that sequence), in the units of the scaled (and capped) scores,
    * before masking and the softmax. */
   const float* alibi_slopes;
+
+  /* Width of V and O (DeepSeek-V2/V3 prefill: head_dim 192, head_dim_v
+   * 128); 0 (the default) means head_dim. The same rule as head_dim; the
+   * call runs on the kernel of the wider of the two. With it, V is
+   * [batch, seqlen_k, heads_kv, head_dim_v] and O [batch, seqlen_q, heads_q,
+   * head_dim_v] (packed and paged layouts alike). */
+  int64_t head_dim_v;
 } flash_attention_params;
 
 /* Sets struct_size to `struct_size` and every field within the first
@@ -210,7 +220,7 @@ typedef struct flash_attention_params {
  * softmax_scale 0 (1/sqrt(head_dim)), FLASH_BACKEND_AUTO, autotune 0; the
  * inference-engine fields off (null pointers, zero sizes, window_left and
  * window_right -1, softcap 0, num_splits 0, no workspace, total_q and
- * total_k 0, no sinks, no ALiBi); padding zeroed. Writes nothing past struct_size bytes, and
+ * total_k 0, no sinks, no ALiBi, head_dim_v 0); padding zeroed. Writes nothing past struct_size bytes, and
  * when struct_size is not one the library accepts (see
  * flash_attention_params) only struct_size itself (nothing if it is below
  * sizeof(size_t)), which the other calls then reject. A null `params` is
@@ -225,11 +235,11 @@ static inline void flash_attention_params_init(flash_attention_params* params) F
 }
 
 /* Fill all strides for densely packed [batch, seq, heads, head_dim] tensors
- * from the sizes already set. A null `params`, or one whose struct_size the
+ * (V and O: head_dim_v when set) from the sizes already set. A null `params`, or one whose struct_size the
  * library does not accept, is left alone (flash_validate says why). */
 void flash_set_contiguous_bnhd(flash_attention_params* params) FLASH_C_NOEXCEPT;
 /* Fill all strides for densely packed [batch, heads, seq, head_dim] tensors
- * from the sizes already set. A null `params`, or one whose struct_size the
+ * (V and O: head_dim_v when set) from the sizes already set. A null `params`, or one whose struct_size the
  * library does not accept, is left alone (flash_validate says why). */
 void flash_set_contiguous_bhnd(flash_attention_params* params) FLASH_C_NOEXCEPT;
 

@@ -48,9 +48,12 @@ struct Status {
   bool ok() const noexcept { return code == StatusCode::kSuccess; }
 };
 
-// Arguments of one attention call. Shapes, in elements:
-//   Q, O : [batch, seqlen_q, heads_q,  head_dim]
-//   K, V : [batch, seqlen_k, heads_kv, head_dim]
+// Arguments of one attention call. Shapes, in elements (Dv = head_dim_v,
+// or head_dim when head_dim_v is 0):
+//   Q    : [batch, seqlen_q, heads_q,  head_dim]
+//   K    : [batch, seqlen_k, heads_kv, head_dim]
+//   V    : [batch, seqlen_k, heads_kv, Dv]
+//   O    : [batch, seqlen_q, heads_q,  Dv]
 //   LSE  : [batch, heads_q, seqlen_q], float32, contiguous
 // Each tensor has its own batch, sequence and head strides (in elements, not
 // bytes); the last dimension must be contiguous (stride 1). So both the
@@ -60,8 +63,8 @@ struct Status {
 struct AttentionParams {
   const void* q = nullptr;  // Query, [batch, seqlen_q, heads_q, head_dim].
   const void* k = nullptr;  // Key, [batch, seqlen_k, heads_kv, head_dim].
-  const void* v = nullptr;  // Value, [batch, seqlen_k, heads_kv, head_dim].
-  void* o = nullptr;        // Output, [batch, seqlen_q, heads_q, head_dim]; must not overlap Q, K or V.
+  const void* v = nullptr;  // Value, [batch, seqlen_k, heads_kv, Dv].
+  void* o = nullptr;        // Output, [batch, seqlen_q, heads_q, Dv]; must not overlap Q, K or V.
   float* lse = nullptr;     // Optional log-sum-exp (natural log) of the scaled, masked scores,
                             // [batch, heads_q, seqlen_q]; -inf for a row that sees no key. May be null.
 
@@ -77,6 +80,10 @@ struct AttentionParams {
   // compiled one (the sm90 kernel: the next of 64, 128, 192, 256), whose
   // extra columns are zero and never stored, at that size's cost.
   int64_t head_dim = 0;
+  // Width of V and O (DeepSeek-V2/V3 prefill: head_dim 192, head_dim_v 128);
+  // 0 means head_dim. The same rule as head_dim; the call runs on the
+  // kernel of the wider of the two, V's missing columns zero in its tiles.
+  int64_t head_dim_v = 0;
 
   int64_t q_batch_stride = 0;  // Elements between Q[b, i, h, :] and Q[b + 1, i, h, :].
   int64_t q_seq_stride = 0;    // Elements between Q[b, i, h, :] and Q[b, i + 1, h, :].
@@ -117,7 +124,7 @@ struct AttentionParams {
   // ---- Inference-engine features. All optional: the defaults turn them off. ----
   //
   // Variable-length query batches. When cu_seqlens_q is non-null, Q and O
-  // are packed [total_q, heads_q, head_dim] tensors (q/o_batch_stride are
+  // are packed [total_q, heads_q, head_dim / Dv] tensors (q/o_batch_stride are
   // ignored): sequence b owns rows cu_seqlens_q[b] .. cu_seqlens_q[b+1] - 1.
   // cu_seqlens_q is device memory, int32, batch + 1 entries, starting at 0
   // and non-decreasing (zero-length sequences are allowed). seqlen_q is then
@@ -126,7 +133,7 @@ struct AttentionParams {
   // [heads_q, total_q] with total_q = cu_seqlens_q[batch].
   const int32_t* cu_seqlens_q = nullptr;
   // Variable-length key batches: K and V packed [total_k, heads_kv,
-  // head_dim], sequence b owning rows cu_seqlens_k[b] .. cu_seqlens_k[b+1] - 1
+  // head_dim / Dv], sequence b owning rows cu_seqlens_k[b] .. cu_seqlens_k[b+1] - 1
   // (k/v_batch_stride ignored; seqlen_k is then only a hint, the longest
   // sequence). Not together with block_table.
   const int32_t* cu_seqlens_k = nullptr;
@@ -142,7 +149,7 @@ struct AttentionParams {
   // keys and hold fewer. Values are clamped to that allocation.
   const int32_t* seqused_k = nullptr;
   // Paged KV cache. When block_table is non-null, K and V are
-  // [num_pages, page_size, heads_kv, head_dim] (k/v_batch_stride are the
+  // [num_pages, page_size, heads_kv, head_dim / Dv] (k/v_batch_stride are the
   // strides between pages) and key j of sequence b lives in page
   // block_table[b * block_table_batch_stride + j / page_size], row
   // j % page_size. block_table is device memory, int32; every entry for
@@ -203,9 +210,10 @@ struct AttentionParams {
   // keys costs a little and changes nothing). Splitting
   // needs a workspace of attention_workspace_size() bytes (for n > 1,
   // validate() checks it: n * batch * heads_q * seqlen_q * (W + 1) * 4
-  // bytes. W is the smallest compiled head dim at least head_dim; with
-  // Backend::kAuto or kSm90 in a build with the Hopper kernel, the larger
-  // of that and the smallest compiled multiple of 64 at least head_dim). With num_splits = 0 the workspace never makes a call fail:
+  // bytes. W is the smallest compiled head dim at least max(head_dim, Dv);
+  // with Backend::kAuto or kSm90 in a build with the Hopper kernel, the
+  // larger of that and the smallest compiled multiple of 64 at least
+  // max(head_dim, Dv)). With num_splits = 0 the workspace never makes a call fail:
   // flash takes the most splits, up to its choice, that the workspace holds
   // (none without one). One exception: the Hopper kernel does not split
   // calls with seqused_k or a paged cache. Under kAuto flash runs the ones
@@ -215,9 +223,11 @@ struct AttentionParams {
   void* workspace = nullptr;   // device memory, 256-byte aligned
   size_t workspace_bytes = 0;  // size of workspace
 
-  // Fill all strides for densely packed [batch, seq, heads, head_dim] tensors.
+  // Fill all strides for densely packed [batch, seq, heads, head_dim] tensors
+  // (V and O: Dv).
   void set_contiguous_bnhd() noexcept;
-  // Fill all strides for densely packed [batch, heads, seq, head_dim] tensors.
+  // Fill all strides for densely packed [batch, heads, seq, head_dim] tensors
+  // (V and O: Dv).
   void set_contiguous_bhnd() noexcept;
 };
 

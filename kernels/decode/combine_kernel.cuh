@@ -42,7 +42,7 @@ __global__ void __launch_bounds__(kMergeThreads) combine_kernel(const __grid_con
   // Split s of the row sits `rows` slots after split s - 1.
   // The splits' partials leave out the attention sink: it counts once, here.
   const float sink = p.sinks != nullptr ? p.sinks[head] : -INFINITY;
-  merge_row<kHeadDim>(p.o_partial + row * kHeadDim, rows * kHeadDim, p.lse_partial + row, rows, p.num_splits, p.head_dim, sink,
+  merge_row<kHeadDim>(p.o_partial + row * kHeadDim, rows * kHeadDim, p.lse_partial + row, rows, p.num_splits, p.head_dim_v, sink,
                       o, lse);
 }
 

@@ -123,7 +123,8 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kMinBlocks)
       pages.fetch(table, p.page_size, p.page_shift, n_block * kBlockN, seq.len_k - n_block * kBlockN, tid);
     }
   };
-  const int chunks = p.head_dim / 8;  // 16-byte chunks of a row the call has
+  const int chunks = p.head_dim / 8;     // 16-byte chunks of a Q or K row the call has
+  const int v_chunks = p.head_dim_v / 8;  // and of a V row
   auto load_kv = [&](int n_block, int stage) {
     const uint32_t sk = smem_kv + stage * Traits::kStageBytes;
     const int first = n_block * kBlockN;
@@ -131,10 +132,10 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kMinBlocks)
       sm80::load_tile<Traits, kBlockN>(sk, k + first * p.k_seq_stride, p.k_seq_stride, seq.len_k - first, chunks,
                                        tid);
       sm80::load_tile<Traits, kBlockN>(sk + Traits::kKVBytes, v + first * p.v_seq_stride, p.v_seq_stride,
-                                       seq.len_k - first, chunks, tid);
+                                       seq.len_k - first, v_chunks, tid);
     } else {
       pages.issue(sk, sk + Traits::kKVBytes, k, v, p.k_batch_stride, p.v_batch_stride, p.k_seq_stride,
-                  p.v_seq_stride, p.page_size, p.page_shift, first, seq.len_k - first, chunks, tid);
+                  p.v_seq_stride, p.page_size, p.page_shift, first, seq.len_k - first, chunks, v_chunks, tid);
     }
   };
 
@@ -305,7 +306,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kMinBlocks)
     const int token = r / g;
     const int head = head_kv * g + r % g;
     if (p.num_splits == 1) {
-      if (col >= p.head_dim) continue;
+      if (col >= p.head_dim_v) continue;
       Element* o = static_cast<Element*>(p.o) + seq.o_offset + static_cast<int64_t>(token) * p.o_seq_stride +
                    static_cast<int64_t>(head) * p.o_head_stride + col;
       uint2 packed;

@@ -61,7 +61,7 @@ struct LdsmAddress {
 
 // Issues the cp.async copies of a [kRows, kHeadDim] tile whose first row is
 // at `gmem`; rows at or past `valid_rows` and 16-byte chunks at or past
-// `valid_chunks` (head_dim / 8) are zero-filled, not read.
+// `valid_chunks` (head_dim / 8; V: head_dim_v / 8) are zero-filled, not read.
 template <typename Traits, int kRows>
 __device__ __forceinline__ void load_tile(uint32_t smem, const typename Traits::Element* gmem, int64_t row_stride,
                                           int valid_rows, int valid_chunks, int tid) {
@@ -131,18 +131,20 @@ struct PagedKV {
   __device__ __forceinline__ void issue(uint32_t smem_k, uint32_t smem_v, const Element* k_head,
                                         const Element* v_head, int64_t k_page_stride, int64_t v_page_stride,
                                         int64_t k_row_stride, int64_t v_row_stride, int page_size,
-                                        int page_shift, int first, int valid_rows, int valid_chunks, int tid) const {
+                                        int page_shift, int first, int valid_rows, int k_chunks, int v_chunks,
+                                        int tid) const {
 #pragma unroll
     for (int i = 0; i < kIters; ++i) {
       const int idx = tid + i * Traits::kNThreads;
       const int row = idx / kCPR;
       const int c = idx % kCPR;
-      const bool valid = row < valid_rows && c < valid_chunks;
+      const bool k_valid = row < valid_rows && c < k_chunks;
+      const bool v_valid = row < valid_rows && c < v_chunks;
       const int in_page = row_in_page(first + row, page_size, page_shift);
-      const Element* k_src = valid ? k_head + page[i] * k_page_stride + in_page * k_row_stride + c * 8 : k_head;
-      const Element* v_src = valid ? v_head + page[i] * v_page_stride + in_page * v_row_stride + c * 8 : v_head;
-      ptx::cp_async_16(smem_k + chunk_offset<Traits, kRows>(row, c), k_src, valid);
-      ptx::cp_async_16(smem_v + chunk_offset<Traits, kRows>(row, c), v_src, valid);
+      const Element* k_src = k_valid ? k_head + page[i] * k_page_stride + in_page * k_row_stride + c * 8 : k_head;
+      const Element* v_src = v_valid ? v_head + page[i] * v_page_stride + in_page * v_row_stride + c * 8 : v_head;
+      ptx::cp_async_16(smem_k + chunk_offset<Traits, kRows>(row, c), k_src, k_valid);
+      ptx::cp_async_16(smem_v + chunk_offset<Traits, kRows>(row, c), v_src, v_valid);
     }
   }
 };
@@ -204,20 +206,21 @@ __global__ void __launch_bounds__(Traits::kNThreads)
   const uint32_t smem_q = ptx::smem_addr(smem);
   const uint32_t smem_kv = smem_q + Traits::kQBytes;
 
-  const int chunks = p.head_dim / 8;  // 16-byte chunks of a row the call has
+  const int chunks = p.head_dim / 8;     // 16-byte chunks of a Q or K row the call has
+  const int v_chunks = p.head_dim_v / 8;  // and of a V row
   auto load_kv = [&](int n_block, int stage) {
     const uint32_t sk = smem_kv + stage * Traits::kStageBytes;
     const int first = n_block * kBlockN;
     if constexpr (!kPaged) {
       load_tile<Traits, kBlockN>(sk, k + first * p.k_seq_stride, p.k_seq_stride, seq.len_k - first, chunks, tid);
       load_tile<Traits, kBlockN>(sk + Traits::kKVBytes, v + first * p.v_seq_stride, p.v_seq_stride,
-                                 seq.len_k - first, chunks, tid);
+                                 seq.len_k - first, v_chunks, tid);
     } else {
       PagedKV<Traits, kBlockN> pages;
       pages.fetch(p.block_table + batch * p.block_table_batch_stride, p.page_size, p.page_shift, first,
                   seq.len_k - first, tid);
       pages.issue(sk, sk + Traits::kKVBytes, k, v, p.k_batch_stride, p.v_batch_stride, p.k_seq_stride,
-                  p.v_seq_stride, p.page_size, p.page_shift, first, seq.len_k - first, chunks, tid);
+                  p.v_seq_stride, p.page_size, p.page_shift, first, seq.len_k - first, chunks, v_chunks, tid);
     }
   };
 
@@ -398,7 +401,7 @@ __global__ void __launch_bounds__(Traits::kNThreads)
     const int idx = tid + i * Traits::kNThreads;
     const int row = idx / Traits::kChunksPerRow;
     const int c = idx % Traits::kChunksPerRow;
-    if (row_begin + row < out.len_q && c * 8 < p.head_dim) {
+    if (row_begin + row < out.len_q && c * 8 < p.head_dim_v) {
       *reinterpret_cast<uint4*>(o + row * p.o_seq_stride + c * 8) =
           *reinterpret_cast<const uint4*>(smem + chunk_offset<Traits, kBlockM>(row, c));
     }

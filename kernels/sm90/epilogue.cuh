@@ -83,7 +83,7 @@ struct Epilogue {
                        static_cast<int64_t>(row) * p.o_seq_stride;
 #pragma unroll
       for (int nt = 0; nt < kHeadDim / 8; ++nt) {
-        if (nt * 8 >= p.head_dim) break;  // columns past the call's head dim are never stored
+        if (nt * 8 >= p.head_dim_v) break;  // columns past the call's V head dim are never stored
         *reinterpret_cast<uint32_t*>(o_row + nt * 8 + (lane % 4) * 2) =
             ptx::pack2<Element>(o_frag[0][nt][2 * hi] * inv_l[hi], o_frag[0][nt][2 * hi + 1] * inv_l[hi]);
       }
@@ -141,7 +141,7 @@ struct Epilogue {
       const int r = idx / kChunks;
       const int c = idx % kChunks;
       const int row = tile.row_begin + wg * kWarpgroupRows + r;
-      if (row < 0 || row >= tile.len_q || c * 8 >= p.head_dim) continue;
+      if (row < 0 || row >= tile.len_q || c * 8 >= p.head_dim_v) continue;
       const uint4 val = *reinterpret_cast<const uint4*>(smem.o_bytes() + (c / 8) * kBlockM * kSwizzleBytes +
                                                         (wg * kWarpgroupRows + r) * kSwizzleBytes +
                                                         ((c % 8) ^ (r % 8)) * 16);
@@ -157,7 +157,7 @@ struct Epilogue {
       const uint32_t src = smem.o() + wg * kWarpgroupRows * kSwizzleBytes;
 #pragma unroll
       for (int cb = 0; cb < Traits::kColBlocks; ++cb) {
-        if (cb * kSwizzleColumns >= p.head_dim) break;  // wholly past the call's head dim
+        if (cb * kSwizzleColumns >= p.head_dim_v) break;  // wholly past the call's V head dim
         tma_store_4d(&params.tma_o, src + cb * kBlockM * kSwizzleBytes, cb * kSwizzleColumns,
                      tile.row_begin + wg * kWarpgroupRows, tile.head, tile.batch);
       }

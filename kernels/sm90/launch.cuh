@@ -142,7 +142,7 @@ cudaError_t run_with_traits(const detail::FwdParams& p, cudaStream_t stream) {
   params.common = p;
   params.kv_box_rows = p.block_table != nullptr ? paged_box_rows(p.page_size, Traits::kBlockN) : Traits::kBlockN;
   // The call's head dim: TMA zero-fills the columns of a wider kernel and stores none of them.
-  const TmaTensors t = tma_tensors(p, p.head_dim);
+  const TmaTensors t = tma_tensors(p);
   const bool ok = make_tensor_map(&params.tma_q, t.q, kIsBf16, 64) &&
                   make_tensor_map(&params.tma_k, t.k, kIsBf16, params.kv_box_rows) &&
                   make_tensor_map(&params.tma_v, t.v, kIsBf16, params.kv_box_rows) &&

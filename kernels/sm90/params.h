@@ -11,9 +11,11 @@ namespace flash::sm90 {
 struct FwdParams {
   CUtensorMap tma_q;  // Q as (head_dim, seqlen_q, heads_q, batch), box (64, 64): one warpgroup's rows.
   CUtensorMap tma_k;  // K as (head_dim, seqlen_k, heads_kv, batch), box (64, kBlockN).
-  CUtensorMap tma_v;  // V as (head_dim, seqlen_k, heads_kv, batch), box (64, kBlockN).
-  CUtensorMap tma_o;  // O as (head_dim, seqlen_q, heads_q, batch), box (64, 64): one consumer warpgroup's rows.
-  // A paged cache's K and V are (head_dim, page_size, heads_kv, num_pages)
+  CUtensorMap tma_v;  // V as (head_dim_v, seqlen_k, heads_kv, batch), box (64, kBlockN).
+  CUtensorMap tma_o;  // O as (head_dim_v, seqlen_q, heads_q, batch), box (64, 64): one consumer warpgroup's rows.
+  // Boxes past a map's width (a narrower call on a wider kernel) read as
+  // zeros and are never stored.
+  // A paged cache's K and V are (head_dim or head_dim_v, page_size, heads_kv, num_pages)
   // instead, with boxes of kv_box_rows rows (paged_box_rows, tma_limits.h);
   // otherwise kv_box_rows is kBlockN.
   int kv_box_rows;

@@ -56,7 +56,7 @@ inline const char* tma_problem(const TmaTensor& t) noexcept {
 struct TmaTensors {
   TmaTensor q, k, v, o;
 };
-inline TmaTensors tma_tensors(const detail::FwdParams& p, int64_t head_dim) noexcept {
+inline TmaTensors tma_tensors(const detail::FwdParams& p) noexcept {
   const bool varlen_q = p.cu_seqlens_q != nullptr;
   const bool varlen_k = p.cu_seqlens_k != nullptr;
   const bool paged = p.block_table != nullptr;
@@ -65,10 +65,10 @@ inline TmaTensors tma_tensors(const detail::FwdParams& p, int64_t head_dim) noex
   const int64_t k_rows = paged ? p.page_size : varlen_k ? p.total_k : p.seqlen_k;
   const int64_t k_batch = paged ? p.num_pages : varlen_k ? 1 : p.batch;
   return TmaTensors{
-      {p.q, head_dim, q_rows, p.heads_q, q_batch, p.q_seq_stride, p.q_head_stride, p.q_batch_stride},
-      {p.k, head_dim, k_rows, p.heads_kv, k_batch, p.k_seq_stride, p.k_head_stride, p.k_batch_stride},
-      {p.v, head_dim, k_rows, p.heads_kv, k_batch, p.v_seq_stride, p.v_head_stride, p.v_batch_stride},
-      {p.o, head_dim, q_rows, p.heads_q, q_batch, p.o_seq_stride, p.o_head_stride, p.o_batch_stride}};
+      {p.q, p.head_dim, q_rows, p.heads_q, q_batch, p.q_seq_stride, p.q_head_stride, p.q_batch_stride},
+      {p.k, p.head_dim, k_rows, p.heads_kv, k_batch, p.k_seq_stride, p.k_head_stride, p.k_batch_stride},
+      {p.v, p.head_dim_v, k_rows, p.heads_kv, k_batch, p.v_seq_stride, p.v_head_stride, p.v_batch_stride},
+      {p.o, p.head_dim_v, q_rows, p.heads_q, q_batch, p.o_seq_stride, p.o_head_stride, p.o_batch_stride}};
 }
 
 // Paged caches: the kernel loads a kBlockN-key block as boxes of

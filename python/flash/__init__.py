@@ -19,6 +19,8 @@ Layouts (any strides; the last dimension contiguous):
   ``[num_pages, page_size, heads_kv, head_dim]`` with ``block_table`` (int32
   ``[batch, max_pages_per_seq]``), usually with ``seqused_k`` (int32
   ``[batch]``);
+- v and out may have a last dimension of their own, ``head_dim_v``
+  (DeepSeek-V2/V3 prefill: q and k 192 wide, v and out 128);
 - lse: float32 ``[batch, heads_q, seqlen_q]`` (varlen: ``[heads_q, total_q]``).
 
 Outputs and the workspace are allocated only when not given, by the
@@ -158,7 +160,7 @@ def attention(
     opts = _options(kwargs)
     with _on_device(q, stream):
         if out is None:
-            out = _empty(q, tuple(int(d) for d in q.shape), "same")
+            out = _empty(q, tuple(int(d) for d in q.shape[:-1]) + (int(v.shape[-1]),), "same")
         if lse is None and return_lse:
             lse = _empty(q, _lse_shape(q, opts, int(q.shape[-2])), "float32")
         if workspace is None and opts.get("num_splits", 0) != 1:

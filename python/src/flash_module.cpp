@@ -9,6 +9,7 @@
 //   q, out     [batch, seqlen_q, heads_q, head_dim], or [total_q, heads_q, head_dim] with cu_seqlens_q
 //   k, v       [batch, seqlen_k, heads_kv, head_dim], [total_k, heads_kv, head_dim] with cu_seqlens_k,
 //              or [num_pages, page_size, heads_kv, head_dim] with block_table [batch, max_pages_per_seq]
+//   v and out may have a last dimension of their own (head_dim_v: DeepSeek's 192 / 128)
 //   lse        float32 [batch, heads_q, seqlen_q], or [heads_q, total_q] with cu_seqlens_q
 //   cu_seqlens_q/k int32 [batch + 1], seqused_k int32 [batch]
 #include <cuda_runtime_api.h>
@@ -120,13 +121,13 @@ flash::AttentionParams make_params(AnyArray q, AnyArray k, AnyArray v, std::opti
   p.head_dim = static_cast<int64_t>(q.shape(qd));
   p.heads_q = static_cast<int64_t>(q.shape(qd - 1));
   p.heads_kv = static_cast<int64_t>(k.shape(kd - 1));
-  if (static_cast<int64_t>(k.shape(kd)) != p.head_dim || static_cast<int64_t>(v.shape(kd)) != p.head_dim ||
-      v.shape(kd - 1) != k.shape(kd - 1)) {
-    bad("k and v must have q's head_dim and the same number of heads");
+  if (static_cast<int64_t>(k.shape(kd)) != p.head_dim) bad("k must have q's head_dim");
+  for (size_t i = 0; i < kd; ++i) {
+    if (k.shape(i) != v.shape(i)) bad("k and v must have the same shape but for v's last dimension (head_dim_v)");
   }
-  for (size_t i = 0; i < k.ndim(); ++i) {
-    if (k.shape(i) != v.shape(i)) bad("k and v must have the same shape");
-  }
+  // V's width: head_dim_v when it differs from head_dim (0 means head_dim).
+  const int64_t head_dim_v = static_cast<int64_t>(v.shape(kd));
+  p.head_dim_v = head_dim_v != p.head_dim ? head_dim_v : 0;
   p.q = q.data();
   p.k = k.data();
   p.v = v.data();
@@ -191,10 +192,11 @@ flash::AttentionParams make_params(AnyArray q, AnyArray k, AnyArray v, std::opti
   if (out.has_value()) {
     const AnyArray& o = *out;
     expect_cuda(o, "out");
-    if (o.ndim() != q.ndim()) bad("out must have q's shape");
-    for (size_t i = 0; i < q.ndim(); ++i) {
-      if (o.shape(i) != q.shape(i)) bad("out must have q's shape");
+    if (o.ndim() != q.ndim()) bad("out must have q's shape, with v's last dimension");
+    for (size_t i = 0; i < qd; ++i) {
+      if (o.shape(i) != q.shape(i)) bad("out must have q's shape, with v's last dimension");
     }
+    if (static_cast<int64_t>(o.shape(qd)) != head_dim_v) bad("out must have q's shape, with v's last dimension");
     if (element_type(o, "out") != p.dtype) bad("out must have q's dtype");
     p.o = o.data();
     p.o_dim_stride = stride(o, qd);
@@ -204,12 +206,13 @@ flash::AttentionParams make_params(AnyArray q, AnyArray k, AnyArray v, std::opti
   }
   if (!out.has_value()) {
     // Planning calls (workspace_size, kernel_choice, validate) without an
-    // output: a stand-in O, densely packed like q, at an address no device
-    // allocation has (never written: only forward writes, and it needs out).
+    // output: a stand-in O, densely packed like q but head_dim_v wide, at an
+    // address no device allocation has (never written: only forward writes,
+    // and it needs out).
     p.o = kStandInO;
     p.o_dim_stride = 1;
-    p.o_head_stride = p.head_dim;
-    p.o_seq_stride = p.heads_q * p.head_dim;
+    p.o_head_stride = head_dim_v;
+    p.o_seq_stride = p.heads_q * head_dim_v;
     p.o_batch_stride = varlen_q ? 0 : p.seqlen_q * p.o_seq_stride;
   }
   if (lse.has_value()) {

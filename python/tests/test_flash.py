@@ -147,6 +147,25 @@ def test_dense_gqa_matches_reference(dtype, head_dim, causal):
 
 
 @gpu
+@pytest.mark.parametrize("head_dims", [(192, 128), (64, 128)])
+@pytest.mark.parametrize("causal", [False, True])
+def test_value_head_dim_of_its_own(head_dims, causal):
+    # DeepSeek-V2/V3 prefill: q and k 192 wide, v and out 128; and v wider.
+    d, dv = head_dims
+    q, k, v = rand(2, 300, 8, d), rand(2, 400, 2, d), rand(2, 400, 2, dv)
+    out, lse = flash.attention(q, k, v, causal=causal, return_lse=True)
+    torch.cuda.synchronize()
+    ref, ref_lse = reference(q, k, v, causal=causal)
+    assert out.shape == (2, 300, 8, dv)
+    assert_close(out, ref, torch.bfloat16)
+    assert torch.allclose(lse, ref_lse, atol=1e-3, rtol=1e-4)
+    with pytest.raises(ValueError, match="v's last dimension"):
+        flash.attention(q, k, v, out=torch.empty_like(q))
+    with pytest.raises(ValueError, match="k must have q's head_dim"):
+        flash.attention(q, v, v)
+
+
+@gpu
 def test_window_softcap_and_scale():
     q, k, v = rand(1, 256, 4, 128), rand(1, 256, 4, 128), rand(1, 256, 4, 128)
     out = flash.attention(q, k, v, window=(64, 8), softcap=20.0, scale=0.1)

@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "flash/version.h"
+#include "src/head_dims.h"
 #include "tune_cache.h"
 
 namespace flash::detail {
@@ -103,7 +104,8 @@ cudaError_t tune(const AttentionParams& p, const Plan& plan, cudaStream_t stream
   cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
   (void)cudaThreadExchangeStreamCaptureMode(&mode);
   AttentionParams s = p;
-  const size_t o_elems = static_cast<size_t>(p.batch * p.seqlen_q * p.heads_q * p.head_dim);
+  const int64_t dv = value_head_dim(p.head_dim, p.head_dim_v);
+  const size_t o_elems = static_cast<size_t>(p.batch * p.seqlen_q * p.heads_q * dv);
   void* o = nullptr;
   float* lse = nullptr;
   cudaError_t err = cudaMalloc(&o, o_elems * 2);
@@ -117,8 +119,8 @@ cudaError_t tune(const AttentionParams& p, const Plan& plan, cudaStream_t stream
   if (err == cudaSuccess) {
     s.o = o;
     s.lse = lse;
-    s.o_head_stride = p.head_dim;
-    s.o_seq_stride = p.heads_q * p.head_dim;
+    s.o_head_stride = dv;
+    s.o_seq_stride = p.heads_q * dv;
     s.o_batch_stride = p.seqlen_q * s.o_seq_stride;
     for (int i = 0; i < n; ++i) {
       float ms = 0.f;

@@ -215,6 +215,7 @@ std::string TuneKey::str() const {
   s += '|';
   s += dtype_tag(dtype);
   s += "|d" + std::to_string(head_dim);
+  if (head_dim_v != 0) s += "v" + std::to_string(head_dim_v);
   s += causal ? "|causal" : "|full";
   s += "|g" + std::to_string(gqa_ratio);
   s += "|q" + std::to_string(seqlen_q_bucket);
@@ -229,6 +230,7 @@ TuneKey make_tune_key(const AttentionParams& p, const std::string& gpu, int sm_c
   key.sm_count = sm_count;
   key.dtype = p.dtype;
   key.head_dim = p.head_dim;
+  key.head_dim_v = p.head_dim_v != 0 && p.head_dim_v != p.head_dim ? p.head_dim_v : 0;
   key.causal = p.causal;
   key.gqa_ratio = p.heads_kv > 0 ? p.heads_q / p.heads_kv : 1;  // validate() rejects heads_kv < 1
   key.seqlen_q_bucket = bucket_pow2(p.seqlen_q);

@@ -25,6 +25,7 @@ struct TuneKey {
   int sm_count = 0;       // multiprocessors
   DType dtype = DType::kBFloat16;
   int64_t head_dim = 0;
+  int64_t head_dim_v = 0;  // V's width when it differs from head_dim, else 0
   bool causal = false;
   int64_t gqa_ratio = 1;  // heads_q / heads_kv
   int64_t seqlen_q_bucket = 0;     // bucket_pow2(seqlen_q)
@@ -32,7 +33,8 @@ struct TuneKey {
   int64_t batch_heads_bucket = 0;  // bucket_pow2(batch * heads_q)
 
   // A stable one-line text form, also the key in the JSON file, e.g.
-  // "NVIDIA H200|132|bf16|d128|causal|g4|q4096|k4096|bh64".
+  // "NVIDIA H200|132|bf16|d128|causal|g4|q4096|k4096|bh64". A V head dim of
+  // its own follows the head dim: "d192v128".
   std::string str() const;
   bool operator==(const TuneKey& other) const { return str() == other.str(); }
 };

@@ -76,6 +76,9 @@ Status check_shape(const RingParams& rp) noexcept {
     return invalid("softcap, sinks and ALiBi are not supported by the ring");
   }
   if (p.num_splits > 1) return invalid("num_splits > 1 is not supported by the ring (use 0 or 1)");
+  if (p.head_dim_v != 0 && p.head_dim_v != p.head_dim) {
+    return invalid("a V head dim of its own (head_dim_v) is not supported by the ring; leave it 0");
+  }
   if (p.dtype != DType::kFloat16 && p.dtype != DType::kBFloat16) return invalid("dtype must be fp16 or bf16");
   if (!dense_bnhd(p.k_batch_stride, p.k_seq_stride, p.k_head_stride, p.k_dim_stride, p.seqlen_k, p.heads_kv,
                   p.head_dim) ||

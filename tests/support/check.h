@@ -82,7 +82,7 @@ struct WorstErrors {
   }
 };
 
-// Compares O (float, dense [batch, seqlen_q, heads_q, head_dim], NaN where
+// Compares O (float, dense [batch, seqlen_q, heads_q, head_dim_v or head_dim], NaN where
 // the kernel wrote nothing) and, when `lse` is non-empty, the LSE
 // ([batch, heads_q, seqlen_q]) with the reference. Rows whose reference LSE
 // is -inf see no key: their LSE must be exactly -inf and their O exactly 0.
@@ -91,7 +91,7 @@ inline ::testing::AssertionResult check_attention(const AttentionParams& p, cons
                                                   const std::vector<float>& lse, const std::vector<double>& ref_o,
                                                   const std::vector<double>& ref_lse, Errors* errors = nullptr) {
   const ErrorBounds bounds = bounds_for(p.dtype);
-  const int64_t head_dim = p.head_dim;
+  const int64_t head_dim = p.head_dim_v != 0 ? p.head_dim_v : p.head_dim;  // O's width
   const size_t rows = static_cast<size_t>(p.batch * p.seqlen_q * p.heads_q);
   if (o.size() != rows * head_dim || ref_o.size() != o.size() || ref_lse.size() != rows ||
       (!lse.empty() && lse.size() != rows)) {

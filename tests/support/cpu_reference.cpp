@@ -26,6 +26,7 @@ Status cpu_attention(const AttentionParams& p, const uint16_t* q, const uint16_t
   }
   const int64_t batch = p.batch, seqlen_q = p.seqlen_q, seqlen_k = p.seqlen_k;
   const int64_t heads_q = p.heads_q, head_dim = p.head_dim;
+  const int64_t head_dim_v = p.head_dim_v != 0 ? p.head_dim_v : p.head_dim;  // V and O
   const int64_t group = p.heads_q / p.heads_kv;
   // The same float the library uses when softmax_scale is left at 0.
   const double scale =
@@ -33,7 +34,7 @@ Status cpu_attention(const AttentionParams& p, const uint16_t* q, const uint16_t
   const double softcap = p.softcap;
   constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
-  o->assign(static_cast<size_t>(batch * seqlen_q * heads_q * head_dim), 0.0);
+  o->assign(static_cast<size_t>(batch * seqlen_q * heads_q * head_dim_v), 0.0);
   lse->assign(static_cast<size_t>(batch * heads_q * seqlen_q), kNegInf);
 
   auto load = [&](const uint16_t* base, int64_t offset) {
@@ -76,11 +77,11 @@ Status cpu_attention(const AttentionParams& p, const uint16_t* q, const uint16_t
           sum += scores[j];
         }
 
-        double* o_row = o->data() + ((b * seqlen_q + i) * heads_q + h) * head_dim;
+        double* o_row = o->data() + ((b * seqlen_q + i) * heads_q + h) * head_dim_v;
         for (int64_t j = keys.first; j <= keys.last; ++j) {
           const double weight = scores[j] / sum;
           const int64_t v_offset = b * p.v_batch_stride + j * p.v_seq_stride + hk * p.v_head_stride;
-          for (int64_t d = 0; d < head_dim; ++d) o_row[d] += weight * load(v, v_offset + d);
+          for (int64_t d = 0; d < head_dim_v; ++d) o_row[d] += weight * load(v, v_offset + d);
         }
         (*lse)[lse_at] = max_score + std::log(sum);
       }

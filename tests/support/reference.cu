@@ -81,14 +81,17 @@ WorkspacePlan plan_workspace(const AttentionParams& p) {
   w.p = take(scores * kElementBytes);
   const size_t q_rows = heads * static_cast<size_t>(p.seqlen_q) * static_cast<size_t>(p.head_dim) * kElementBytes;
   const size_t k_rows = heads * static_cast<size_t>(p.seqlen_k) * static_cast<size_t>(p.head_dim) * kElementBytes;
+  const int64_t dv = value_dim(p);
+  const size_t v_rows = heads * static_cast<size_t>(p.seqlen_k) * static_cast<size_t>(dv) * kElementBytes;
+  const size_t o_rows = heads * static_cast<size_t>(p.seqlen_q) * static_cast<size_t>(dv) * kElementBytes;
   w.pack_q = !usable_as_ld(p.q_seq_stride, p.seqlen_q, p.head_dim);
   w.pack_k = !usable_as_ld(p.k_seq_stride, p.seqlen_k, p.head_dim);
-  w.pack_v = !usable_as_ld(p.v_seq_stride, p.seqlen_k, p.head_dim);
-  w.pack_o = !usable_as_ld(p.o_seq_stride, p.seqlen_q, p.head_dim);
+  w.pack_v = !usable_as_ld(p.v_seq_stride, p.seqlen_k, dv);
+  w.pack_o = !usable_as_ld(p.o_seq_stride, p.seqlen_q, dv);
   if (w.pack_q) w.q_pack = take(q_rows);
   if (w.pack_k) w.k_pack = take(k_rows);
-  if (w.pack_v) w.v_pack = take(k_rows);
-  if (w.pack_o) w.o_pack = take(q_rows);
+  if (w.pack_v) w.v_pack = take(v_rows);
+  if (w.pack_o) w.o_pack = take(o_rows);
   w.total = offset;
   return w;
 }
@@ -281,10 +284,10 @@ Status standard_attention(const AttentionParams& p, float* o_f32, void* workspac
   if (p.batch == 0 || p.seqlen_q == 0) return status;
 
   if (p.seqlen_k == 0) {
-    const int64_t count = p.batch * p.seqlen_q * p.heads_q * p.head_dim;
+    const int64_t count = p.batch * p.seqlen_q * p.heads_q * value_dim(p);
     write_empty_kernel<<<copy_blocks(count), kCopyThreads, 0, stream>>>(
         static_cast<uint16_t*>(p.o), p.o_batch_stride, p.o_seq_stride, p.o_head_stride, o_f32, p.lse, p.batch,
-        p.seqlen_q, p.heads_q, p.head_dim);
+        p.seqlen_q, p.heads_q, value_dim(p));
     const cudaError_t err = cudaGetLastError();
     return err == cudaSuccess ? Status{} : cuda_error(err, "writing the empty output");
   }
@@ -309,6 +312,8 @@ Status standard_attention(const AttentionParams& p, float* o_f32, void* workspac
   const int seqlen_q = static_cast<int>(p.seqlen_q);
   const int seqlen_k = static_cast<int>(p.seqlen_k);
   const int head_dim = static_cast<int>(p.head_dim);
+  const int64_t dv64 = value_dim(p);  // V and O
+  const int dv = static_cast<int>(dv64);
   const int batch_count = static_cast<int>(heads);
   const long long score_stride = static_cast<long long>(p.seqlen_q) * p.seqlen_k;
   const float scale = p.softmax_scale != 0.f ? p.softmax_scale : 1.f / std::sqrt(static_cast<float>(p.head_dim));
@@ -325,7 +330,7 @@ Status standard_attention(const AttentionParams& p, float* o_f32, void* workspac
                           p.seqlen_k, p.head_dim, w.pack_k ? ws + w.k_pack : nullptr, stream, &k);
     if (!status.ok()) return status;
     status = make_operand(at_element(p.v, b * p.v_batch_stride), p.v_head_stride, p.v_seq_stride, heads,
-                          p.seqlen_k, p.head_dim, w.pack_v ? ws + w.v_pack : nullptr, stream, &v);
+                          p.seqlen_k, dv64, w.pack_v ? ws + w.v_pack : nullptr, stream, &v);
     if (!status.ok()) return status;
 
     for (int64_t g = 0; g < group; ++g) {
@@ -363,27 +368,27 @@ Status standard_attention(const AttentionParams& p, float* o_f32, void* workspac
       const int64_t o_offset = b * p.o_batch_stride + g * p.o_head_stride;
       char* o = const_cast<char*>(at_element(p.o, o_offset));
       if (w.pack_o) {
-        status = gemm(handle, CUBLAS_OP_N, head_dim, seqlen_q, seqlen_k, v, probs, ws + w.o_pack, in_type, head_dim,
-                      static_cast<long long>(p.seqlen_q) * p.head_dim, in_type, batch_count,
+        status = gemm(handle, CUBLAS_OP_N, dv, seqlen_q, seqlen_k, v, probs, ws + w.o_pack, in_type, dv,
+                      static_cast<long long>(p.seqlen_q) * dv64, in_type, batch_count,
                       "O = P V (cublasGemmStridedBatchedEx)");
         if (!status.ok()) return status;
-        const int64_t count = heads * p.seqlen_q * p.head_dim;
+        const int64_t count = heads * p.seqlen_q * dv64;
         copy_heads_kernel<<<copy_blocks(count), kCopyThreads, 0, stream>>>(
-            reinterpret_cast<const uint16_t*>(ws + w.o_pack), p.seqlen_q * p.head_dim, p.head_dim,
-            reinterpret_cast<uint16_t*>(o), group * p.o_head_stride, p.o_seq_stride, heads, p.seqlen_q, p.head_dim);
+            reinterpret_cast<const uint16_t*>(ws + w.o_pack), p.seqlen_q * dv64, dv64,
+            reinterpret_cast<uint16_t*>(o), group * p.o_head_stride, p.o_seq_stride, heads, p.seqlen_q, dv64);
         const cudaError_t copy_err = cudaGetLastError();
         if (copy_err != cudaSuccess) return cuda_error(copy_err, "unpacking O");
       } else {
-        const int ldc = static_cast<int>(p.seqlen_q <= 1 ? p.head_dim : p.o_seq_stride);
-        status = gemm(handle, CUBLAS_OP_N, head_dim, seqlen_q, seqlen_k, v, probs, o, in_type, ldc,
+        const int ldc = static_cast<int>(p.seqlen_q <= 1 ? dv64 : p.o_seq_stride);
+        status = gemm(handle, CUBLAS_OP_N, dv, seqlen_q, seqlen_k, v, probs, o, in_type, ldc,
                       group * p.o_head_stride, in_type, batch_count, "O = P V (cublasGemmStridedBatchedEx)");
         if (!status.ok()) return status;
       }
       if (o_f32 != nullptr) {
-        // Dense [batch, seqlen_q, heads_q, head_dim] float32.
-        float* o32 = o_f32 + (b * p.seqlen_q * p.heads_q + g) * p.head_dim;
-        status = gemm(handle, CUBLAS_OP_N, head_dim, seqlen_q, seqlen_k, v, probs, o32, CUDA_R_32F,
-                      static_cast<int>(p.heads_q * p.head_dim), group * p.head_dim, in_type, batch_count,
+        // Dense [batch, seqlen_q, heads_q, head_dim_v] float32.
+        float* o32 = o_f32 + (b * p.seqlen_q * p.heads_q + g) * dv64;
+        status = gemm(handle, CUBLAS_OP_N, dv, seqlen_q, seqlen_k, v, probs, o32, CUDA_R_32F,
+                      static_cast<int>(p.heads_q * dv64), group * dv64, in_type, batch_count,
                       "O = P V in float32 (cublasGemmStridedBatchedEx)");
         if (!status.ok()) return status;
       }

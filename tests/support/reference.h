@@ -56,13 +56,16 @@ inline bool uses_varlen_or_paging(const AttentionParams& p) {
          p.block_table != nullptr;
 }
 
+// Width of V and O in `p`: head_dim_v, or head_dim when it is 0.
+inline int64_t value_dim(const AttentionParams& p) { return p.head_dim_v != 0 ? p.head_dim_v : p.head_dim; }
+
 // Bytes of device scratch standard_attention() needs for `p`.
 size_t standard_attention_workspace_bytes(const AttentionParams& p);
 
 // Computes attention for `p` (same layout, strides, GQA, causal and scale
 // conventions as flash::attention_forward). Writes p.o in p.dtype and, when
 // non-null, p.lse. When o_f32 is non-null it also receives O in float32,
-// densely packed [batch, seqlen_q, heads_q, head_dim] (no output rounding:
+// densely packed [batch, seqlen_q, heads_q, value_dim(p)] (no output rounding:
 // this is what tests compare against). Asynchronous on `stream`; sets
 // `handle`'s stream to `stream` and its pointer mode to host. Accepts what
 // flash::validate() accepts (it returns validate's status otherwise) except
@@ -75,7 +78,7 @@ Status standard_attention(const AttentionParams& p, float* o_f32, void* workspac
 // float64 reference on host copies of Q, K, V (elements in p.dtype, laid
 // out with p's strides, pointers in `p` ignored; `sinks` and `alibi`:
 // heads_q host floats each, or null for none). Returns O densely packed
-// [batch, seqlen_q, heads_q, head_dim] and LSE [batch, heads_q, seqlen_q].
+// [batch, seqlen_q, heads_q, value_dim(p)] and LSE [batch, heads_q, seqlen_q].
 // Returns kInvalidArgument (and leaves o and lse empty) for a varlen or paged
 // call.
 Status cpu_attention(const AttentionParams& p, const uint16_t* q, const uint16_t* k, const uint16_t* v,

@@ -170,6 +170,7 @@ template <typename T>
 Status run(const AttentionParams& p, const std::vector<int64_t>& batches, cublasHandle_t handle, cudaStream_t stream,
            std::vector<double>* o_out, std::vector<double>* lse_out) {
   const int64_t hd = p.head_dim, group = p.heads_q / p.heads_kv;
+  const int64_t dv = value_dim(p);  // V and O
   const int64_t rows_all = p.seqlen_q * group;
   const int64_t rows_block = std::min(rows_all, std::max(group, kMaxRowsPerBlock / group * group));
   const int64_t chunk = std::max<int64_t>(1, std::min(p.seqlen_k, kChunkElements / std::max<int64_t>(rows_block, 1)));
@@ -181,10 +182,10 @@ Status run(const AttentionParams& p, const std::vector<int64_t>& batches, cublas
     if (err == cudaSuccess) err = cudaMalloc(reinterpret_cast<void**>(ptr), static_cast<size_t>(std::max<int64_t>(n, 1)) * sizeof(double));
   };
   alloc(&w.q, rows_block * hd);
-  alloc(&w.kv, chunk * hd);
+  alloc(&w.kv, chunk * std::max(hd, dv));
   alloc(&w.s, rows_block * chunk);
-  alloc(&w.o, rows_block * hd);
-  alloc(&w.o_chunk, rows_block * hd);
+  alloc(&w.o, rows_block * dv);
+  alloc(&w.o_chunk, rows_block * dv);
   alloc(&w.m, rows_block);
   alloc(&w.l, rows_block);
   alloc(&w.m_chunk, rows_block);
@@ -196,10 +197,10 @@ Status run(const AttentionParams& p, const std::vector<int64_t>& batches, cublas
     return make_error(StatusCode::kCudaError, "double_attention: cublasSetStream/PointerMode failed");
   }
 
-  const size_t o_elems = static_cast<size_t>(p.batch * p.seqlen_q * p.heads_q * hd);
+  const size_t o_elems = static_cast<size_t>(p.batch * p.seqlen_q * p.heads_q * dv);
   o_out->assign(o_elems, std::numeric_limits<double>::quiet_NaN());
   lse_out->assign(static_cast<size_t>(p.batch * p.heads_q * p.seqlen_q), std::numeric_limits<double>::quiet_NaN());
-  std::vector<double> host_o(static_cast<size_t>(rows_block * hd)), host_lse(static_cast<size_t>(rows_block));
+  std::vector<double> host_o(static_cast<size_t>(rows_block * dv)), host_lse(static_cast<size_t>(rows_block));
 
   std::vector<int64_t> todo = batches;
   if (todo.empty()) {
@@ -221,7 +222,7 @@ Status run(const AttentionParams& p, const std::vector<int64_t>& batches, cublas
                      hk * group * p.q_head_stride;
         gather_kernel<T><<<grid_for(rows * hd), kThreads, 0, stream>>>(q, rows, group, p.q_seq_stride, p.q_head_stride,
                                                                        hd, w.q);
-        init_kernel<<<grid_for(rows * hd), kThreads, 0, stream>>>(rows, hd, w.m, w.l, w.o);
+        init_kernel<<<grid_for(rows * dv), kThreads, 0, stream>>>(rows, dv, w.m, w.l, w.o);
         for (int64_t key0 = key_begin; key0 < key_end; key0 += chunk) {
           const int64_t c = std::min(chunk, key_end - key0);
           const T* k = static_cast<const T*>(p.k) + b * p.k_batch_stride + key0 * p.k_seq_stride + hk * p.k_head_stride;
@@ -235,17 +236,17 @@ Status run(const AttentionParams& p, const std::vector<int64_t>& batches, cublas
               w.s, c, group, row0, key0, p.seqlen_q, p.seqlen_k, p.causal, p.window_left, p.window_right, scale,
               p.softcap, w.m_chunk, w.l_chunk);
           const T* v = static_cast<const T*>(p.v) + b * p.v_batch_stride + key0 * p.v_seq_stride + hk * p.v_head_stride;
-          gather_kernel<T><<<grid_for(c * hd), kThreads, 0, stream>>>(v, c, 1, p.v_seq_stride, 0, hd, w.kv);
-          if (cublasDgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(hd), static_cast<int>(rows),
-                          static_cast<int>(c), &one, w.kv, static_cast<int>(hd), w.s, static_cast<int>(c), &zero,
-                          w.o_chunk, static_cast<int>(hd)) != CUBLAS_STATUS_SUCCESS) {
+          gather_kernel<T><<<grid_for(c * dv), kThreads, 0, stream>>>(v, c, 1, p.v_seq_stride, 0, dv, w.kv);
+          if (cublasDgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(dv), static_cast<int>(rows),
+                          static_cast<int>(c), &one, w.kv, static_cast<int>(dv), w.s, static_cast<int>(c), &zero,
+                          w.o_chunk, static_cast<int>(dv)) != CUBLAS_STATUS_SUCCESS) {
             return make_error(StatusCode::kCudaError, "double_attention: cublasDgemm(O) failed");
           }
-          merge_kernel<<<static_cast<unsigned>(rows), 128, 0, stream>>>(rows, hd, w.m_chunk, w.l_chunk, w.o_chunk,
+          merge_kernel<<<static_cast<unsigned>(rows), 128, 0, stream>>>(rows, dv, w.m_chunk, w.l_chunk, w.o_chunk,
                                                                        w.m, w.l, w.o);
         }
-        finish_kernel<<<grid_for(rows * hd), kThreads, 0, stream>>>(rows, hd, w.m, w.l, w.o, w.lse);
-        err = cudaMemcpyAsync(host_o.data(), w.o, static_cast<size_t>(rows * hd) * sizeof(double),
+        finish_kernel<<<grid_for(rows * dv), kThreads, 0, stream>>>(rows, dv, w.m, w.l, w.o, w.lse);
+        err = cudaMemcpyAsync(host_o.data(), w.o, static_cast<size_t>(rows * dv) * sizeof(double),
                               cudaMemcpyDeviceToHost, stream);
         if (err == cudaSuccess) {
           err = cudaMemcpyAsync(host_lse.data(), w.lse, static_cast<size_t>(rows) * sizeof(double),
@@ -257,8 +258,8 @@ Status run(const AttentionParams& p, const std::vector<int64_t>& batches, cublas
         }
         for (int64_t r = 0; r < rows; ++r) {
           const int64_t i = (row0 + r) / group, h = hk * group + (row0 + r) % group;
-          const size_t dst = static_cast<size_t>(((b * p.seqlen_q + i) * p.heads_q + h) * hd);
-          std::copy_n(host_o.begin() + r * hd, hd, o_out->begin() + static_cast<std::ptrdiff_t>(dst));
+          const size_t dst = static_cast<size_t>(((b * p.seqlen_q + i) * p.heads_q + h) * dv);
+          std::copy_n(host_o.begin() + r * dv, dv, o_out->begin() + static_cast<std::ptrdiff_t>(dst));
           (*lse_out)[static_cast<size_t>((b * p.heads_q + h) * p.seqlen_q + i)] = host_lse[static_cast<size_t>(r)];
         }
       }

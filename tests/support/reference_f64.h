@@ -24,7 +24,7 @@ namespace flash::ref {
 // flash::attention_forward; fp16 or bf16; causal, windows and softcap
 // honoured; no varlen, paging, sinks or ALiBi) for the batches listed in `batches`, or
 // every batch when it is empty. `o` receives float64 [batch, seqlen_q,
-// heads_q, head_dim] and `lse` [batch, heads_q, seqlen_q], both on the
+// heads_q, head_dim_v (or head_dim)] and `lse` [batch, heads_q, seqlen_q], both on the
 // host, sized for every batch; rows of batches not computed are NaN.
 // Synchronous (it allocates and frees its own device scratch).
 Status double_attention(const AttentionParams& p, const std::vector<int64_t>& batches, cublasHandle_t handle,
