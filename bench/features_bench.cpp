@@ -108,9 +108,104 @@ void bench_feature(benchmark::State& state, BenchEnv* env, FeatureKey key) {
   bench_prefill<FeatureRun>(state, env, key, &feature_results());
 }
 
+// Append and attend: decode, heads 32/8, head_dim 128, bf16, on a dense
+// cache with seqused_k; the plain call against the same call appending
+// its one new row per sequence (NeoX rotary over all 128 columns) first.
+struct AppendShape {
+  const char* name;
+  int64_t batch, keys;
+};
+constexpr AppendShape kAppendShapes[] = {{"decode_B32_hd128_32k", 32, 32768}, {"decode_B1_hd128_32k", 1, 32768},
+                                         {"decode_B1_hd128_4k", 1, 4096}};
+constexpr int kNumAppendShapes = sizeof(kAppendShapes) / sizeof(kAppendShapes[0]);
+
+// key: shape * 2 + (1: append with rotary).
+struct AppendRun {
+  RowTensors t;
+  DeviceBuffer new_k, new_v, used, cos_table, sin_table, workspace;
+  flash::AttentionParams p;
+  double flops = 0.0;
+
+  std::string setup(BenchEnv& env, int key) {
+    const AppendShape& s = kAppendShapes[key / 2];
+    const bool append = key % 2 == 1;
+    p.dtype = kRowDtype;
+    p.batch = s.batch;
+    p.seqlen_q = 1;
+    p.seqlen_k = s.keys;
+    p.heads_q = 32;
+    p.heads_kv = 8;
+    p.head_dim = 128;
+    p.backend = env.options.backend;
+    p.set_contiguous_bnhd();
+    flops = 4.0 * 32 * 128 * static_cast<double>(s.batch) * static_cast<double>(s.keys);
+    const size_t q_elems = static_cast<size_t>(s.batch * 32 * 128);
+    const size_t kv_elems = static_cast<size_t>(s.batch * s.keys * 8 * 128);
+    std::string err = t.allocate(env, &p, q_elems, kv_elems);
+    // The plain call sees all keys; the appending one writes the last.
+    std::vector<int32_t> lengths(static_cast<size_t>(s.batch), static_cast<int32_t>(append ? s.keys - 1 : s.keys));
+    if (err.empty()) err = upload(env, lengths, &used, "seqused_k");
+    if (err.empty() && append) {
+      const size_t new_elems = static_cast<size_t>(s.batch * 8 * 128);
+      err = alloc_filled(env, &new_k, new_elems, 4, "k_new");
+      if (err.empty()) err = alloc_filled(env, &new_v, new_elems, 5, "v_new");
+      std::vector<float> c(static_cast<size_t>(s.keys * 64)), sn(c.size());
+      for (int64_t pos = 0; pos < s.keys; ++pos) {
+        for (int64_t j = 0; j < 64; ++j) {
+          const double angle = static_cast<double>(pos) * std::pow(10000.0, -static_cast<double>(j) / 64.0);
+          c[static_cast<size_t>(pos * 64 + j)] = static_cast<float>(std::cos(angle));
+          sn[static_cast<size_t>(pos * 64 + j)] = static_cast<float>(std::sin(angle));
+        }
+      }
+      if (err.empty()) err = cos_table.allocate(c.size() * sizeof(float), "cudaMalloc(rotary_cos)");
+      if (err.empty()) err = sin_table.allocate(sn.size() * sizeof(float), "cudaMalloc(rotary_sin)");
+      if (err.empty()) {
+        err = cuda_error("cudaMemcpy(rotary)", cudaMemcpy(cos_table.get(), c.data(), c.size() * sizeof(float),
+                                                         cudaMemcpyHostToDevice));
+      }
+      if (err.empty()) {
+        err = cuda_error("cudaMemcpy(rotary)", cudaMemcpy(sin_table.get(), sn.data(), sn.size() * sizeof(float),
+                                                         cudaMemcpyHostToDevice));
+      }
+    }
+    if (err.empty()) err = cuda_error("cudaStreamSynchronize(append setup)", cudaStreamSynchronize(env.stream));
+    if (!err.empty()) return err;
+    p.seqused_k = static_cast<const int32_t*>(used.get());
+    if (append) {
+      p.k_new = new_k.get();
+      p.v_new = new_v.get();
+      p.seqlen_new = 1;
+      p.k_new_head_stride = p.v_new_head_stride = 128;
+      p.k_new_seq_stride = p.v_new_seq_stride = p.k_new_batch_stride = p.v_new_batch_stride = 8 * 128;
+      p.rotary_cos = static_cast<const float*>(cos_table.get());
+      p.rotary_sin = static_cast<const float*>(sin_table.get());
+      p.rotary_dim = 128;
+      p.rotary_positions = s.keys;
+    }
+    return attach_workspace(&p, &workspace);
+  }
+};
+
+std::map<int, PrefillFigures>& append_results() {
+  static std::map<int, PrefillFigures> rows;
+  return rows;
+}
+
+void bench_append(benchmark::State& state, BenchEnv* env, int key) {
+  bench_prefill<AppendRun>(state, env, key, &append_results());
+}
+
 }  // namespace
 
 void register_feature_benchmarks(BenchEnv* env) {
+  for (int key = 0; key < 2 * kNumAppendShapes; ++key) {
+    const std::string name = std::string("features/append/") + kAppendShapes[key / 2].name +
+                             (key % 2 == 1 ? "/append_rotary" : "/plain");
+    benchmark::RegisterBenchmark(name.c_str(), bench_append, env, key)
+        ->UseManualTime()
+        ->Iterations(env->options.flash_iters)
+        ->Unit(benchmark::kMillisecond);
+  }
   // Plain and feature rows of a shape back to back, so that clock drift
   // between them stays small.
   for (int shape = 0; shape < kNumShapes; ++shape) {
@@ -147,6 +242,19 @@ void print_feature_summary(std::FILE* out, const BenchEnv& env) {
                  plain->second.config.c_str(), base, plain->second.tflops, sinks->second.median_ms,
                  base > 0.0 ? sinks->second.median_ms / base : 0.0, alibi->second.config.c_str(),
                  alibi->second.median_ms, base > 0.0 ? alibi->second.median_ms / base : 0.0);
+  }
+  std::fprintf(out, "\n## append and attend: decode with one new K/V row per sequence, rotary on\n\n");
+  std::fprintf(out,
+               "- bf16, heads 32/8, head_dim 128, dense cache with seqused_k; plain: the keys already there; "
+               "append: the last key written by the call (NeoX rotary over 128 columns) first\n\n");
+  std::fprintf(out, "| shape | kernel | plain us | append+rotary us | cost |\n|---|---|---|---|---|\n");
+  for (int shape = 0; shape < kNumAppendShapes; ++shape) {
+    const auto plain = append_results().find(2 * shape);
+    const auto app = append_results().find(2 * shape + 1);
+    if (plain == append_results().end() || app == append_results().end()) continue;
+    const double base = plain->second.median_ms;
+    std::fprintf(out, "| %s | %s | %.1f | %.1f | %.3f |\n", kAppendShapes[shape].name, plain->second.config.c_str(),
+                 1e3 * base, 1e3 * app->second.median_ms, base > 0.0 ? app->second.median_ms / base : 0.0);
   }
   std::fflush(out);
 }

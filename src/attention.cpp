@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "append.h"
 #include "autotune/autotuner.h"
 #include "dispatch.h"
 #include "flash/flash.hpp"
@@ -87,32 +88,47 @@ const char* version() noexcept { return FLASH_VERSION_STRING; }
 
 Status attention_forward(const AttentionParams& params, CUstream_st* stream) noexcept {
   Status status = validate(params);
-  if (!status.ok() || params.batch == 0 || params.seqlen_q == 0) return status;
+  if (!status.ok() || params.batch == 0) return status;
+  const bool appends = detail::appends(params);
+  if (params.seqlen_q == 0) {
+    // No query rows: only an append has work.
+    if (!appends) return status;
+    DeviceCaps caps;
+    status = detail::query_device(&caps);
+    return status.ok() ? launch_status(detail::launch_append(params, stream), caps) : status;
+  }
+  // With new K/V rows, the plain call that attends after the append.
+  const AttentionParams call = detail::attention_call(params);
   Plan plan;
-  status = plan_call(params, &plan);
+  status = plan_call(call, &plan);
   if (!status.ok()) return status;
+  if (appends) {
+    status = launch_status(detail::launch_append(params, stream), plan.caps);
+    if (!status.ok()) return status;
+  }
   detail::Selection selection;
-  const cudaError_t tune_error = detail::select_candidate(params, plan, stream, /*may_tune=*/true, &selection);
+  const cudaError_t tune_error = detail::select_candidate(call, plan, stream, /*may_tune=*/true, &selection);
   if (tune_error != cudaSuccess) {
     // select_candidate falls back to the heuristic for what it can recover
     // from (no memory for the scratch outputs, say); what reaches here left
     // the device unusable.
     return make_status(StatusCode::kCudaError, "autotuning failed: %s", cudaGetErrorString(tune_error));
   }
-  return launch_status(detail::launch(plan, selection.candidate, params, stream), plan.caps);
+  return launch_status(detail::launch(plan, selection.candidate, call, stream), plan.caps);
 }
 
 Status query_kernel_choice(const AttentionParams& params, KernelChoice* choice) noexcept {
   if (choice == nullptr) return make_status(StatusCode::kInvalidArgument, "choice is null");
   Status status = validate(params);
   if (!status.ok()) return status;
+  const AttentionParams call = detail::attention_call(params);
   Plan plan;
-  status = plan_call(params, &plan);
+  status = plan_call(call, &plan);
   if (!status.ok()) return status;
   detail::Selection selection;
-  (void)detail::select_candidate(params, plan, nullptr, /*may_tune=*/false, &selection);
+  (void)detail::select_candidate(call, plan, nullptr, /*may_tune=*/false, &selection);
   *choice = KernelChoice{};
-  detail::describe(plan, selection.candidate, params, choice);
+  detail::describe(plan, selection.candidate, call, choice);
   choice->source = selection.source;
   return Status{};
 }
@@ -121,16 +137,25 @@ Status attention_workspace_size(const AttentionParams& params, size_t* bytes) no
   if (bytes == nullptr) return make_status(StatusCode::kInvalidArgument, "bytes is null");
   *bytes = 0;
   Status status = detail::validate_call(params, /*check_workspace=*/false);
-  if (!status.ok() || params.batch == 0 || params.seqlen_q == 0) return status;
+  if (!status.ok() || params.batch == 0) return status;
+  // An append's lengths (and rotated Q) come first, the split partials after.
+  const size_t append_bytes = detail::append_workspace_bytes(params);
+  if (append_bytes == SIZE_MAX) {
+    return make_status(StatusCode::kInvalidArgument, "the rotated Q of this append does not fit in size_t");
+  }
+  if (params.seqlen_q == 0) {
+    *bytes = append_bytes;
+    return Status{};
+  }
   Plan plan;
-  status = plan_call(params, &plan);
+  status = plan_call(detail::attention_call(params), &plan);
   if (!status.ok()) return status;
-  if (plan.workspace_wanted == SIZE_MAX) {
+  if (plan.workspace_wanted == SIZE_MAX || plan.workspace_wanted > SIZE_MAX - append_bytes) {
     return make_status(StatusCode::kInvalidArgument,
                        "the split-KV workspace for %d splits does not fit in size_t; split less or not at all",
                        plan.splits_wanted);
   }
-  *bytes = plan.workspace_wanted;
+  *bytes = append_bytes + plan.workspace_wanted;
   return Status{};
 }
 

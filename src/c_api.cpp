@@ -58,6 +58,16 @@ FLASH_SAME_FIELD_TYPE(flash_attention_params, AttentionParams, total_k);
 FLASH_SAME_FIELD_TYPE(flash_attention_params, AttentionParams, sinks);
 FLASH_SAME_FIELD_TYPE(flash_attention_params, AttentionParams, alibi_slopes);
 FLASH_SAME_FIELD_TYPE(flash_attention_params, AttentionParams, head_dim_v);
+FLASH_SAME_FIELD_TYPE(flash_attention_params, AttentionParams, k_new);
+FLASH_SAME_FIELD_TYPE(flash_attention_params, AttentionParams, v_new);
+FLASH_SAME_FIELD_TYPE(flash_attention_params, AttentionParams, seqlen_new);
+FLASH_SAME_FIELD_TYPE(flash_attention_params, AttentionParams, cu_seqlens_k_new);
+FLASH_SAME_FIELD_TYPE(flash_attention_params, AttentionParams, k_new_batch_stride);
+FLASH_SAME_FIELD_TYPE(flash_attention_params, AttentionParams, v_new_head_stride);
+FLASH_SAME_FIELD_TYPE(flash_attention_params, AttentionParams, rotary_cos);
+FLASH_SAME_FIELD_TYPE(flash_attention_params, AttentionParams, rotary_sin);
+FLASH_SAME_FIELD_TYPE(flash_attention_params, AttentionParams, rotary_dim);
+FLASH_SAME_FIELD_TYPE(flash_attention_params, AttentionParams, rotary_positions);
 FLASH_SAME_FIELD_TYPE(flash_merge_params, MergeParams, num_states);
 FLASH_SAME_FIELD_TYPE(flash_merge_params, MergeParams, batch);
 FLASH_SAME_FIELD_TYPE(flash_merge_params, MergeParams, seqlen_q);
@@ -123,7 +133,8 @@ static_assert(StructInfo<flash_attention_params>::kMinSize % kStructSizeGranule 
                   offsetof(flash_attention_params, cu_seqlens_q) == StructInfo<flash_attention_params>::kMinSize,
               "the core fields must end on a multiple of 8 bytes, where the next field starts");
 static_assert(sizeof(flash_attention_params) ==
-                  offsetof(flash_attention_params, head_dim_v) + sizeof(flash_attention_params::head_dim_v),
+                  offsetof(flash_attention_params, rotary_interleaved) +
+                      sizeof(flash_attention_params::rotary_interleaved),
               "the last field must end the struct: a tail padding would hold a later version's first field");
 static_assert(sizeof(flash_attention_params) % kStructSizeGranule == 0, "the struct must end on a multiple of 8");
 
@@ -273,6 +284,20 @@ void copy_same_fields(const Src& src, Dst& dst) noexcept {
   dst.sinks = src.sinks;
   dst.alibi_slopes = src.alibi_slopes;
   dst.head_dim_v = src.head_dim_v;
+  dst.k_new = src.k_new;
+  dst.v_new = src.v_new;
+  dst.seqlen_new = src.seqlen_new;
+  dst.cu_seqlens_k_new = src.cu_seqlens_k_new;
+  dst.k_new_batch_stride = src.k_new_batch_stride;
+  dst.k_new_seq_stride = src.k_new_seq_stride;
+  dst.k_new_head_stride = src.k_new_head_stride;
+  dst.v_new_batch_stride = src.v_new_batch_stride;
+  dst.v_new_seq_stride = src.v_new_seq_stride;
+  dst.v_new_head_stride = src.v_new_head_stride;
+  dst.rotary_cos = src.rotary_cos;
+  dst.rotary_sin = src.rotary_sin;
+  dst.rotary_dim = src.rotary_dim;
+  dst.rotary_positions = src.rotary_positions;
 }
 
 // Converts `c` to *p, or says which bool field holds neither 0 nor 1. The
@@ -293,6 +318,7 @@ Status to_cpp(const flash_attention_params& c, AttentionParams* out) noexcept {
   p.causal = causal != 0;
   p.backend = static_cast<Backend>(raw_value<int32_t>(c.backend));
   p.autotune = c.autotune != 0;
+  p.rotary_interleaved = c.rotary_interleaved != 0;
   return Status{};
 }
 
@@ -304,6 +330,7 @@ void to_c(const AttentionParams& p, flash_attention_params* c) noexcept {
   const auto backend = static_cast<int32_t>(p.backend);
   std::memcpy(&c->backend, &backend, sizeof(backend));
   c->autotune = p.autotune ? 1 : 0;
+  c->rotary_interleaved = p.rotary_interleaved ? 1 : 0;
 }
 
 // The same for flash_merge_params and MergeParams: every field but dtype.

@@ -9,6 +9,7 @@
 
 #include "flash/flash.hpp"
 #include "dispatch.h"
+#include "append.h"
 #include "head_dims.h"
 #include "status.h"
 #include "validate_checks.h"
@@ -25,6 +26,7 @@ using detail::kMaxSoftmaxScale;
 using detail::kMinSoftcap;
 using detail::kMaxSoftcap;
 using detail::head_dim_supported;
+using detail::byte_ranges_overlap;
 
 
 // One strided 4-d tensor as the checks see it: sizes, strides, base address.
@@ -88,6 +90,113 @@ Status check_no_self_alias(const TensorView& t) noexcept {
                          t.name, static_cast<long long>(t.stride[d]), static_cast<long long>(extent));
     }
     extent = t.stride[d] * (t.size[d] - 1) + extent;
+  }
+  return Status{};
+}
+
+// Append and attend (AttentionParams::k_new) and rotary: each field alone,
+// then what the append writes (the cache K and V) against what it reads.
+// `k`, `v`, `o`: the views the call's checks built.
+Status check_append(const AttentionParams& p, const TensorView& k, const TensorView& v, const TensorView& o,
+                    int64_t dv) noexcept {
+  const bool rotary = p.rotary_cos != nullptr || p.rotary_sin != nullptr;
+  if (p.k_new == nullptr && p.v_new == nullptr) {
+    if (rotary || p.rotary_dim != 0) {
+      return make_status(StatusCode::kInvalidArgument,
+                         "rotary_cos / rotary_sin / rotary_dim need k_new and v_new: the rotary embedding rotates "
+                         "the appended keys and Q");
+    }
+    if (p.cu_seqlens_k_new != nullptr || p.seqlen_new != 0) {
+      return make_status(StatusCode::kInvalidArgument, "seqlen_new and cu_seqlens_k_new need k_new and v_new");
+    }
+    return Status{};
+  }
+  if (p.k_new == nullptr || p.v_new == nullptr) {
+    return make_status(StatusCode::kInvalidArgument, "k_new and v_new must both be set (or both null)");
+  }
+  if (p.seqused_k == nullptr) {
+    return make_status(StatusCode::kInvalidArgument,
+                       "k_new needs seqused_k: the cache lengths before the append, where the new rows go");
+  }
+  if (p.cu_seqlens_k != nullptr) {
+    return make_status(StatusCode::kInvalidArgument,
+                       "k_new appends to a dense or paged cache; cu_seqlens_k is not allowed with it");
+  }
+  if (p.seqlen_new < 0 || p.seqlen_new > kMaxSeqlen) {
+    return invalid("seqlen_new is %lld; it must be in [0, 2^30]", p.seqlen_new);
+  }
+  const bool varlen_new = p.cu_seqlens_k_new != nullptr;
+  if (reinterpret_cast<uintptr_t>(p.cu_seqlens_k_new) % alignof(int32_t) != 0) {
+    return make_status(StatusCode::kInvalidArgument, "cu_seqlens_k_new (%p) is not 4-byte aligned",
+                       static_cast<const void*>(p.cu_seqlens_k_new));
+  }
+  const int64_t new_batches = varlen_new ? 1 : p.batch;
+  const TensorView k_new{"k_new", p.k_new, {new_batches, p.seqlen_new, p.heads_kv},
+                         {varlen_new ? 0 : p.k_new_batch_stride, p.k_new_seq_stride, p.k_new_head_stride},
+                         p.head_dim, 2};
+  const TensorView v_new{"v_new", p.v_new, {new_batches, p.seqlen_new, p.heads_kv},
+                         {varlen_new ? 0 : p.v_new_batch_stride, p.v_new_seq_stride, p.v_new_head_stride}, dv, 2};
+  for (const TensorView* t : {&k_new, &v_new}) {
+    if (reinterpret_cast<uintptr_t>(t->ptr) % 16 != 0) {
+      return make_status(StatusCode::kInvalidArgument, "%s (%p) is not 16-byte aligned; all tensors must be",
+                         t->name, t->ptr);
+    }
+    const Status s = check_strides(*t);
+    if (!s.ok()) return s;
+  }
+  int64_t table_bytes = 0;
+  if (rotary) {
+    if (p.rotary_cos == nullptr || p.rotary_sin == nullptr) {
+      return make_status(StatusCode::kInvalidArgument, "rotary_cos and rotary_sin must both be set (or both null)");
+    }
+    if (p.rotary_dim < 2 || p.rotary_dim > p.head_dim || p.rotary_dim % 2 != 0) {
+      return invalid("rotary_dim is %lld; it must be even, from 2 to head_dim (%lld)", p.rotary_dim, p.head_dim);
+    }
+    if (p.rotary_positions < 1 || p.rotary_positions > kMaxSeqlen) {
+      return invalid("rotary_positions is %lld; it must be in [1, 2^30] (the rows of rotary_cos and rotary_sin)",
+                     p.rotary_positions);
+    }
+    for (const void* t : {static_cast<const void*>(p.rotary_cos), static_cast<const void*>(p.rotary_sin)}) {
+      if (reinterpret_cast<uintptr_t>(t) % alignof(float) != 0) {
+        return make_status(StatusCode::kInvalidArgument, "rotary_cos and rotary_sin must be 4-byte aligned");
+      }
+    }
+    if (p.cu_seqlens_q != nullptr && p.total_q <= 0) {
+      return make_status(StatusCode::kInvalidArgument,
+                         "rotary with cu_seqlens_q needs total_q: the rows of the rotated Q in the workspace");
+    }
+    table_bytes = p.rotary_positions * (p.rotary_dim / 2) * static_cast<int64_t>(sizeof(float));
+  } else if (p.rotary_dim != 0) {
+    return make_status(StatusCode::kInvalidArgument, "rotary_dim is set but rotary_cos and rotary_sin are null");
+  }
+  // The append writes K and V: nothing it or the attention reads may lie
+  // there, and the output must not.
+  const int64_t rows_bytes = p.batch * static_cast<int64_t>(sizeof(int32_t));
+  const struct {
+    const char* name;
+    const void* ptr;
+    int64_t bytes;
+  } read[] = {{"k_new", p.k_new, varlen_new ? 0 : k_new.span_elements() * 2},
+              {"v_new", p.v_new, varlen_new ? 0 : v_new.span_elements() * 2},
+              {"seqused_k", p.seqused_k, rows_bytes},
+              {"cu_seqlens_k_new", p.cu_seqlens_k_new, rows_bytes + 4},
+              {"cu_seqlens_q", p.cu_seqlens_q, rows_bytes + 4},
+              {"rotary_cos", p.rotary_cos, table_bytes},
+              {"rotary_sin", p.rotary_sin, table_bytes}};
+  for (const TensorView* cache : {&k, &v}) {
+    const int64_t cache_bytes = cache->span_elements() * 2;
+    for (const auto& r : read) {
+      if (r.ptr != nullptr && r.bytes > 0 && byte_ranges_overlap(cache->ptr, cache_bytes, r.ptr, r.bytes)) {
+        return make_status(StatusCode::kInvalidArgument,
+                           "%s overlaps %s, which the append writes; it must be memory of its own", r.name,
+                           cache->name);
+      }
+    }
+  }
+  for (const TensorView* t : {&k_new, &v_new}) {
+    if (!varlen_new && byte_ranges_overlap(o.ptr, o.span_elements() * 2, t->ptr, t->span_elements() * 2)) {
+      return make_status(StatusCode::kInvalidArgument, "o overlaps %s; the output must not alias an input", t->name);
+    }
   }
   return Status{};
 }
@@ -280,7 +389,21 @@ Status validate_call(const AttentionParams& p, bool check_workspace) noexcept {
       }
     }
   }
-  if (check_workspace && p.num_splits > 1) {
+  if (check_workspace && appends(p)) {
+    // The lengths after the append (and the rotated Q) live in the
+    // workspace, ahead of any split partials.
+    const size_t ours = append_workspace_bytes(p);
+    const size_t split = p.num_splits > 1 ? decode_workspace_bytes(p, p.num_splits) : 0;
+    const size_t needed = ours == SIZE_MAX || split == SIZE_MAX || split > SIZE_MAX - ours ? SIZE_MAX : ours + split;
+    if (p.workspace == nullptr || p.workspace_bytes < needed) {
+      return make_status(StatusCode::kInvalidArgument,
+                         "k_new needs a workspace of %zu bytes (attention_workspace_size(): the lengths after the "
+                         "append%s%s); workspace is %s with workspace_bytes %zu",
+                         needed, p.rotary_cos != nullptr ? ", the rotated Q" : "",
+                         p.num_splits > 1 ? ", the split partials" : "", p.workspace == nullptr ? "null" : "set",
+                         p.workspace_bytes);
+    }
+  } else if (check_workspace && p.num_splits > 1) {
     // The split count is the caller's here, so the workspace it needs is
     // known without the device (attention_workspace_size gives the same).
     const size_t needed = detail::decode_workspace_bytes(p, p.num_splits);
@@ -304,6 +427,10 @@ Status validate_call(const AttentionParams& p, bool check_workspace) noexcept {
         byte_ranges_overlap(p.workspace, ws_bytes, p.lse, lse_elems * static_cast<int64_t>(sizeof(float)))) {
       return make_status(StatusCode::kInvalidArgument, "workspace overlaps lse; it must be memory of its own");
     }
+  }
+  {
+    const Status st = check_append(p, k, v, o, dv);
+    if (!st.ok()) return st;
   }
   return check_index_arrays(p, o_bytes, lse_bytes_known ? lse_elems * static_cast<int64_t>(sizeof(float)) : 0);
 }

@@ -98,6 +98,13 @@ flash::AttentionParams as_cpp(const flash_attention_params& c) {
   p.sinks = c.sinks;
   p.alibi_slopes = c.alibi_slopes;
   p.head_dim_v = c.head_dim_v;
+  p.k_new = c.k_new, p.v_new = c.v_new, p.seqlen_new = c.seqlen_new, p.cu_seqlens_k_new = c.cu_seqlens_k_new;
+  p.k_new_batch_stride = c.k_new_batch_stride, p.k_new_seq_stride = c.k_new_seq_stride;
+  p.k_new_head_stride = c.k_new_head_stride;
+  p.v_new_batch_stride = c.v_new_batch_stride, p.v_new_seq_stride = c.v_new_seq_stride;
+  p.v_new_head_stride = c.v_new_head_stride;
+  p.rotary_cos = c.rotary_cos, p.rotary_sin = c.rotary_sin, p.rotary_dim = c.rotary_dim;
+  p.rotary_positions = c.rotary_positions, p.rotary_interleaved = c.rotary_interleaved != 0;
   return p;
 }
 
@@ -249,6 +256,13 @@ TEST(CApi, SetContiguousMatchesTheCppHelpers) {
     p.sinks = static_cast<const float*>(fake_ptr(10));
     p.alibi_slopes = static_cast<const float*>(fake_ptr(11));
     p.head_dim_v = 40;
+    p.k_new = fake_ptr(12), p.v_new = fake_ptr(13), p.seqlen_new = 3;
+    p.cu_seqlens_k_new = static_cast<const int32_t*>(fake_ptr(14));
+    p.k_new_batch_stride = 1, p.k_new_seq_stride = 2, p.k_new_head_stride = 3;
+    p.v_new_batch_stride = 4, p.v_new_seq_stride = 5, p.v_new_head_stride = 6;
+    p.rotary_cos = static_cast<const float*>(fake_ptr(15));
+    p.rotary_sin = static_cast<const float*>(fake_ptr(16));
+    p.rotary_dim = 32, p.rotary_positions = 77, p.rotary_interleaved = 1;
     helper.c(&p);
 
     flash::AttentionParams cpp;
@@ -296,6 +310,17 @@ TEST(CApi, SetContiguousMatchesTheCppHelpers) {
     EXPECT_EQ(p.sinks, fake_ptr(10));
     EXPECT_EQ(p.alibi_slopes, fake_ptr(11));
     EXPECT_EQ(p.head_dim_v, 40);
+    EXPECT_EQ(p.k_new, fake_ptr(12));
+    EXPECT_EQ(p.v_new, fake_ptr(13));
+    EXPECT_EQ(p.seqlen_new, 3);
+    EXPECT_EQ(p.cu_seqlens_k_new, fake_ptr(14));
+    EXPECT_EQ(p.k_new_batch_stride + p.k_new_seq_stride + p.k_new_head_stride, 1 + 2 + 3);
+    EXPECT_EQ(p.v_new_batch_stride * 100 + p.v_new_seq_stride * 10 + p.v_new_head_stride, 456);
+    EXPECT_EQ(p.rotary_cos, fake_ptr(15));
+    EXPECT_EQ(p.rotary_sin, fake_ptr(16));
+    EXPECT_EQ(p.rotary_dim, 32);
+    EXPECT_EQ(p.rotary_positions, 77);
+    EXPECT_EQ(p.rotary_interleaved, 1);
     helper.c(nullptr);  // ignored, no crash
   }
   // The [B, N, H, D] values spelled out once.
@@ -966,6 +991,11 @@ TEST(CApiStructSize, ReadsExactlyTheFieldsWithinStructSize) {
   p.sinks = static_cast<const float*>(fake_ptr(10, 2));
   p.alibi_slopes = static_cast<const float*>(fake_ptr(11, 2));
   p.head_dim_v = 12;
+  p.k_new = fake_ptr(12, 2);
+  p.v_new = fake_ptr(13, 2);
+  p.seqlen_new = -3;
+  p.rotary_dim = 7;
+  p.rotary_interleaved = 1;
   for (size_t size = sizeof(ParamsV1); size < sizeof(p); size += 8) {
     flash_attention_params cut = base;
     std::memcpy(&cut, &p, size);  // today's whole struct: p up to `size`, the defaults after it

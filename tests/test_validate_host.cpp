@@ -206,6 +206,91 @@ TEST(Validate, TakesAValueHeadDimOfItsOwn) {
   EXPECT_TRUE(invalid(negative, {"head_dim_v", "-8", ">= 0"}));
 }
 
+// A valid append call: valid_params() on a cache of 200 keys with
+// seqused_k, one new row per sequence, NeoX rotary over 64 columns, and a
+// workspace.
+AttentionParams append_params() {
+  AttentionParams p = valid_params();
+  p.seqused_k = static_cast<const int32_t*>(fake_ptr(5));
+  p.k_new = fake_ptr(6);
+  p.v_new = fake_ptr(7);
+  p.seqlen_new = 1;
+  p.k_new_head_stride = p.v_new_head_stride = 128;
+  p.k_new_seq_stride = p.v_new_seq_stride = 2 * 128;
+  p.k_new_batch_stride = p.v_new_batch_stride = 2 * 128;
+  p.rotary_cos = static_cast<const float*>(fake_ptr(9));
+  p.rotary_sin = static_cast<const float*>(fake_ptr(10));
+  p.rotary_dim = 64;
+  p.rotary_positions = 4096;
+  p.workspace = fake_ptr(8);
+  p.workspace_bytes = size_t{1} << 30;
+  return p;
+}
+
+TEST(Validate, ChecksAppendAndRotary) {
+  EXPECT_TRUE(flash::validate(append_params()).ok()) << flash::validate(append_params()).message;
+  {
+    AttentionParams p = append_params();
+    p.rotary_cos = p.rotary_sin = nullptr;
+    p.rotary_dim = 0;
+    EXPECT_TRUE(flash::validate(p).ok()) << flash::validate(p).message;
+    p.cu_seqlens_k_new = static_cast<const int32_t*>(fake_ptr(11));
+    p.k_new_batch_stride = 12345;  // ignored with packed new rows
+    EXPECT_TRUE(flash::validate(p).ok()) << flash::validate(p).message;
+  }
+  struct Bad {
+    const char* what;
+    void (*breaks)(AttentionParams&);
+    const char* word;
+  };
+  const Bad cases[] = {
+      {"v_new null", [](AttentionParams& p) { p.v_new = nullptr; }, "k_new and v_new must both be set"},
+      {"no seqused_k", [](AttentionParams& p) { p.seqused_k = nullptr; }, "k_new needs seqused_k"},
+      {"cu_seqlens_k", [](AttentionParams& p) { p.cu_seqlens_k = static_cast<const int32_t*>(fake_ptr(11)); },
+       "cu_seqlens_k is not allowed"},
+      {"seqlen_new < 0", [](AttentionParams& p) { p.seqlen_new = -1; }, "seqlen_new is -1"},
+      {"k_new misaligned", [](AttentionParams& p) { p.k_new = fake_ptr(6, 8); }, "k_new"},
+      {"v_new stride", [](AttentionParams& p) { p.v_new_seq_stride = 100; }, "v_new_seq_stride"},
+      {"odd rotary_dim", [](AttentionParams& p) { p.rotary_dim = 63; }, "rotary_dim is 63"},
+      {"rotary_dim > head_dim", [](AttentionParams& p) { p.rotary_dim = 130; }, "rotary_dim is 130"},
+      {"sin null", [](AttentionParams& p) { p.rotary_sin = nullptr; }, "rotary_cos and rotary_sin"},
+      {"no positions", [](AttentionParams& p) { p.rotary_positions = 0; }, "rotary_positions"},
+      {"rotary_dim without tables",
+       [](AttentionParams& p) {
+         p.rotary_cos = p.rotary_sin = nullptr;
+       },
+       "rotary_dim is set"},
+      {"rotary without k_new",
+       [](AttentionParams& p) {
+         p.k_new = p.v_new = nullptr;
+       },
+       "need k_new and v_new"},
+      {"seqlen_new without k_new",
+       [](AttentionParams& p) {
+         p.k_new = p.v_new = nullptr;
+         p.rotary_cos = p.rotary_sin = nullptr;
+         p.rotary_dim = 0;
+       },
+       "seqlen_new and cu_seqlens_k_new need k_new"},
+      {"no workspace", [](AttentionParams& p) { p.workspace = nullptr; }, "k_new needs a workspace"},
+      {"small workspace", [](AttentionParams& p) { p.workspace_bytes = 256; }, "the rotated Q"},
+      {"varlen Q without total_q",
+       [](AttentionParams& p) {
+         p.cu_seqlens_q = static_cast<const int32_t*>(fake_ptr(11));
+         p.q_batch_stride = p.o_batch_stride = 0;
+       },
+       "needs total_q"},
+      {"k_new inside the cache", [](AttentionParams& p) { p.k_new = fake_ptr(1, 1024); }, "k_new overlaps k"},
+      {"seqused_k inside V", [](AttentionParams& p) { p.seqused_k = static_cast<const int32_t*>(fake_ptr(2, 64)); },
+       "seqused_k overlaps v"},
+  };
+  for (const Bad& c : cases) {
+    AttentionParams p = append_params();
+    c.breaks(p);
+    EXPECT_TRUE(invalid(p, {c.word})) << c.what;
+  }
+}
+
 TEST(Validate, RejectsHeadCounts) {
   AttentionParams p = valid_params();
   p.heads_q = 6;

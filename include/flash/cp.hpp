@@ -33,7 +33,7 @@ struct RingParams {
   // attention_forward takes; the LSE, when non-null, is
   // [batch, heads_q, 2c]. Not supported here: varlen, seqused_k, paged K/V,
   // windows, softcap, sinks, ALiBi, num_splits > 1, a head_dim_v of its
-  // own (each is refused).
+  // own, k_new and rotary (each is refused).
   AttentionParams local;
   int32_t rank = 0;         // 0 .. world - 1, as in the communicator
   int32_t world = 1;        // ranks in the ring

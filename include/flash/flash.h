@@ -212,6 +212,37 @@ typedef struct flash_attention_params {
    * [batch, seqlen_k, heads_kv, head_dim_v] and O [batch, seqlen_q, heads_q,
    * head_dim_v] (packed and paged layouts alike). */
   int64_t head_dim_v;
+
+  /* Append and attend (FlashAttention-2's KV-cache path; flash.hpp's
+   * AttentionParams says it in full). With k_new non-null, each sequence's
+   * new rows of k_new / v_new ([batch, seqlen_new, heads_kv, head_dim] and
+   * [..., head_dim_v or head_dim], or packed [total_new, ...] with
+   * cu_seqlens_k_new) are written into the cache K and V (dense or paged)
+   * at rows seqused_k[b] onwards (seqused_k required: the lengths before
+   * the append; not written), and the call attends over the cache with
+   * them. Rows past the cache's allocation are dropped. Needs a workspace
+   * of flash_attention_workspace_size() bytes. */
+  const void* k_new;
+  const void* v_new;
+  int64_t seqlen_new;
+  const int32_t* cu_seqlens_k_new;
+  int64_t k_new_batch_stride;
+  int64_t k_new_seq_stride;
+  int64_t k_new_head_stride;
+  int64_t v_new_batch_stride;
+  int64_t v_new_seq_stride;
+  int64_t v_new_head_stride;
+  /* Rotary embedding of the new key rows and of Q, with k_new only: device
+   * float32 cos and sin tables [rotary_positions, rotary_dim / 2]; key row
+   * t of sequence b at position seqused_k[b] + t, query row i at
+   * (its keys after the append) - (its query rows) + i. rotary_interleaved
+   * nonzero: pairs (2j, 2j+1) (GPT-J); 0: (j, j + rotary_dim / 2)
+   * (GPT-NeoX, Llama). */
+  const float* rotary_cos;
+  const float* rotary_sin;
+  int64_t rotary_dim;
+  int64_t rotary_positions;
+  int64_t rotary_interleaved;
 } flash_attention_params;
 
 /* Sets struct_size to `struct_size` and every field within the first
@@ -220,7 +251,8 @@ typedef struct flash_attention_params {
  * softmax_scale 0 (1/sqrt(head_dim)), FLASH_BACKEND_AUTO, autotune 0; the
  * inference-engine fields off (null pointers, zero sizes, window_left and
  * window_right -1, softcap 0, num_splits 0, no workspace, total_q and
- * total_k 0, no sinks, no ALiBi, head_dim_v 0); padding zeroed. Writes nothing past struct_size bytes, and
+ * total_k 0, no sinks, no ALiBi, head_dim_v 0, no append, no rotary);
+ * padding zeroed. Writes nothing past struct_size bytes, and
  * when struct_size is not one the library accepts (see
  * flash_attention_params) only struct_size itself (nothing if it is below
  * sizeof(size_t)), which the other calls then reject. A null `params` is

@@ -223,6 +223,49 @@ struct AttentionParams {
   void* workspace = nullptr;   // device memory, 256-byte aligned
   size_t workspace_bytes = 0;  // size of workspace
 
+  // Append and attend (FlashAttention-2's KV-cache path). When k_new is
+  // non-null, each sequence's new key and value rows are first written into
+  // the cache K and V (dense or paged; flash writes through the k and v
+  // pointers) at rows seqused_k[b] .. seqused_k[b] + n_b - 1, and the call
+  // then attends over seqused_k[b] + n_b keys, as if seqused_k had held
+  // those lengths (seqused_k itself is read, not written: update your
+  // lengths after the call). seqused_k is required (the lengths before the
+  // append); cu_seqlens_k is not allowed. n_b is seqlen_new, or, with
+  // cu_seqlens_k_new (device int32, batch + 1 entries from 0,
+  // non-decreasing), cu_seqlens_k_new[b + 1] - cu_seqlens_k_new[b]; then
+  // k_new / v_new are packed [total_new, heads_kv, head_dim / Dv] and their
+  // batch strides are ignored. New rows that would land past the cache's
+  // allocation (seqlen_k dense, max_pages_per_seq * page_size paged) are not
+  // written, and the lengths clamp to it. Needs a workspace (see
+  // attention_workspace_size): the lengths after the append live there, and
+  // with rotary the rotated Q. All on the device: the call can be captured
+  // in a graph.
+  const void* k_new = nullptr;  // [batch, seqlen_new, heads_kv, head_dim]
+  const void* v_new = nullptr;  // [batch, seqlen_new, heads_kv, Dv]
+  int64_t seqlen_new = 0;       // new rows per sequence (the longest with cu_seqlens_k_new)
+  const int32_t* cu_seqlens_k_new = nullptr;
+  int64_t k_new_batch_stride = 0, k_new_seq_stride = 0, k_new_head_stride = 0;  // elements
+  int64_t v_new_batch_stride = 0, v_new_seq_stride = 0, v_new_head_stride = 0;  // elements
+  // Rotary embedding (with k_new only): when rotary_cos is non-null, the
+  // first rotary_dim columns of each new key row, and of Q, are rotated by
+  // their position before anything else: key row t of sequence b sits at
+  // position seqused_k[b] + t, and query row i at L_b - len_q_b + i (L_b
+  // its keys after the append: the masks' bottom-right alignment, so the
+  // new tokens' queries sit at their keys' positions). rotary_cos and
+  // rotary_sin are device float32 [rotary_positions, rotary_dim / 2]; pair
+  // j of a row at position t turns by the angle whose cosine and sine are
+  // rotary_cos[t][j] and rotary_sin[t][j]. The pairs are columns (2j, 2j+1)
+  // with rotary_interleaved (GPT-J), else (j, j + rotary_dim / 2) (GPT-NeoX,
+  // Llama). rotary_dim is even, 2 .. head_dim. Positions must be below
+  // rotary_positions; a larger one reads the table's last row. Flash
+  // computes in float32 and rounds once to the dtype; the rotated Q goes to
+  // the workspace, the caller's Q is not written.
+  const float* rotary_cos = nullptr;
+  const float* rotary_sin = nullptr;
+  int64_t rotary_dim = 0;
+  int64_t rotary_positions = 0;
+  bool rotary_interleaved = false;
+
   // Fill all strides for densely packed [batch, seq, heads, head_dim] tensors
   // (V and O: Dv).
   void set_contiguous_bnhd() noexcept;

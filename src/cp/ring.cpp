@@ -76,6 +76,9 @@ Status check_shape(const RingParams& rp) noexcept {
     return invalid("softcap, sinks and ALiBi are not supported by the ring");
   }
   if (p.num_splits > 1) return invalid("num_splits > 1 is not supported by the ring (use 0 or 1)");
+  if (p.k_new != nullptr || p.v_new != nullptr || p.rotary_cos != nullptr) {
+    return invalid("appending K/V rows (k_new) and rotary are not supported by the ring");
+  }
   if (p.head_dim_v != 0 && p.head_dim_v != p.head_dim) {
     return invalid("a V head dim of its own (head_dim_v) is not supported by the ring; leave it 0");
   }

@@ -1,0 +1,140 @@
+// Append and rotate: writes each sequence's new K/V rows into the cache
+// (rotating the keys' first rotary_dim columns by their positions), rotates
+// Q into a dense copy, and records each sequence's key count after the
+// append. One warp per (row, head); lanes stride over the row's elements.
+// The rotation is computed in float32 without contraction and rounded once,
+// so a host doing the same operations in float32 gets the same bits.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+
+#include "append.h"
+
+namespace flash::append {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / 32;
+
+template <typename T>
+__device__ __forceinline__ float to_f32(T x);
+template <>
+__device__ __forceinline__ float to_f32(__half x) { return __half2float(x); }
+template <>
+__device__ __forceinline__ float to_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
+template <typename T>
+__device__ __forceinline__ T from_f32(float x);
+template <>
+__device__ __forceinline__ __half from_f32(float x) { return __float2half_rn(x); }
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_f32(float x) { return __float2bfloat16_rn(x); }
+
+// Copies one row of `width` elements from `src` to `dst`, rotating its first
+// rotary_dim columns by table row `pos` (rotary_cos null or rotate false:
+// a plain copy). Called by a whole warp.
+template <typename T>
+__device__ void rotate_row(const AppendArgs& a, const T* src, T* dst, int width, int pos, bool rotate) {
+  const int lane = threadIdx.x % 32;
+  const int rd = rotate && a.rotary_cos != nullptr ? a.rotary_dim : 0;
+  const int half = rd / 2;
+  const float* cos_row = rd > 0 ? a.rotary_cos + static_cast<int64_t>(pos) * half : nullptr;
+  const float* sin_row = rd > 0 ? a.rotary_sin + static_cast<int64_t>(pos) * half : nullptr;
+  for (int e = lane; e < width; e += 32) {
+    if (e >= rd) {
+      dst[e] = src[e];
+      continue;
+    }
+    // The pair (x0, x1) turns to (x0 cos - x1 sin, x0 sin + x1 cos); e is
+    // its first or second element.
+    int j, other;
+    bool first;
+    if (a.rotary_interleaved) {
+      j = e / 2, first = e % 2 == 0, other = first ? e + 1 : e - 1;
+    } else {
+      first = e < half, j = first ? e : e - half, other = first ? e + half : e - half;
+    }
+    const float c = __ldg(cos_row + j), s = __ldg(sin_row + j);
+    const float x = to_f32(src[e]), y = to_f32(src[other]);
+    const float out = first ? __fsub_rn(__fmul_rn(x, c), __fmul_rn(y, s)) : __fadd_rn(__fmul_rn(y, s), __fmul_rn(x, c));
+    dst[e] = from_f32<T>(out);
+  }
+}
+
+// grid (x, batch, 2): z = 0 appends sequence blockIdx.y's new rows, z = 1
+// rotates its query rows.
+template <typename T>
+__global__ void __launch_bounds__(kThreads) append_kernel(const __grid_constant__ AppendArgs a) {
+  const int b = blockIdx.y;
+  const int warp = threadIdx.x / 32;
+  const int old_len = min(max(__ldg(a.seqused_k + b), 0), a.alloc);
+  const int first_new = a.cu_seqlens_new != nullptr ? __ldg(a.cu_seqlens_new + b) : 0;
+  const int n_new = a.cu_seqlens_new != nullptr ? __ldg(a.cu_seqlens_new + b + 1) - first_new : a.seqlen_new;
+  const int len = min(old_len + max(n_new, 0), a.alloc);
+  const int positions_last = a.rotary_positions - 1;
+
+  if (blockIdx.z == 0) {
+    if (blockIdx.x == 0 && threadIdx.x == 0) a.lengths[b] = len;
+    const int rows = len - old_len;  // those that fit the allocation
+    const int64_t tasks = static_cast<int64_t>(rows) * a.heads_kv;
+    for (int64_t task = static_cast<int64_t>(blockIdx.x) * kWarps + warp; task < tasks;
+         task += static_cast<int64_t>(gridDim.x) * kWarps) {
+      const int t = static_cast<int>(task / a.heads_kv), h = static_cast<int>(task % a.heads_kv);
+      const int pos = old_len + t;
+      const int64_t src_row = a.cu_seqlens_new != nullptr ? first_new + t : t;
+      const int64_t src_batch = a.cu_seqlens_new != nullptr ? 0 : b;
+      const T* k_src = static_cast<const T*>(a.k_new) + src_batch * a.k_new_batch_stride +
+                       src_row * a.k_new_seq_stride + h * a.k_new_head_stride;
+      const T* v_src = static_cast<const T*>(a.v_new) + src_batch * a.v_new_batch_stride +
+                       src_row * a.v_new_seq_stride + h * a.v_new_head_stride;
+      int64_t page = b, row = pos;
+      if (a.block_table != nullptr) {
+        page = __ldg(a.block_table + b * a.block_table_batch_stride + pos / a.page_size);
+        row = pos % a.page_size;
+      }
+      T* k_dst = static_cast<T*>(a.k) + page * a.k_batch_stride + row * a.k_seq_stride + h * a.k_head_stride;
+      T* v_dst = static_cast<T*>(a.v) + page * a.v_batch_stride + row * a.v_seq_stride + h * a.v_head_stride;
+      rotate_row(a, k_src, k_dst, a.head_dim, min(pos, positions_last), true);
+      rotate_row(a, v_src, v_dst, a.head_dim_v, 0, false);
+    }
+    return;
+  }
+  // Query rows: bottom-right aligned to the keys after the append.
+  if (a.rotary_cos == nullptr) return;
+  const int first_q = a.cu_seqlens_q != nullptr ? __ldg(a.cu_seqlens_q + b) : 0;
+  const int len_q = a.cu_seqlens_q != nullptr ? __ldg(a.cu_seqlens_q + b + 1) - first_q : a.seqlen_q;
+  const int64_t tasks = static_cast<int64_t>(len_q) * a.heads_q;
+  for (int64_t task = static_cast<int64_t>(blockIdx.x) * kWarps + warp; task < tasks;
+       task += static_cast<int64_t>(gridDim.x) * kWarps) {
+    const int i = static_cast<int>(task / a.heads_q), h = static_cast<int>(task % a.heads_q);
+    const int64_t row = a.cu_seqlens_q != nullptr ? static_cast<int64_t>(first_q) + i : static_cast<int64_t>(b) * a.seqlen_q + i;
+    const int64_t src_batch = a.cu_seqlens_q != nullptr ? 0 : b;
+    const int64_t src_row = a.cu_seqlens_q != nullptr ? row : i;
+    const T* src = static_cast<const T*>(a.q) + src_batch * a.q_batch_stride + src_row * a.q_seq_stride +
+                   h * a.q_head_stride;
+    T* dst = static_cast<T*>(a.q_out) + (row * a.heads_q + h) * a.head_dim;
+    const int pos = min(max(len - len_q + i, 0), positions_last);
+    rotate_row(a, src, dst, a.head_dim, pos, true);
+  }
+}
+
+template <typename T>
+cudaError_t launch(const AppendArgs& a, cudaStream_t stream) {
+  if (a.batch == 0) return cudaSuccess;
+  // Enough CTAs for the longest sequence's rows, at most 1024 per sequence
+  // and part (the warps loop over the rest).
+  const int64_t rows = std::max<int64_t>(static_cast<int64_t>(a.seqlen_new) * a.heads_kv,
+                                         a.rotary_cos != nullptr ? static_cast<int64_t>(a.seqlen_q) * a.heads_q : 0);
+  const int64_t blocks = std::min<int64_t>(std::max<int64_t>((rows + kWarps - 1) / kWarps, 1), 1024);
+  append_kernel<T><<<dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(a.batch), 2), kThreads, 0, stream>>>(a);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t launch_append(const AppendArgs& args, DType dtype, cudaStream_t stream) {
+  return dtype == DType::kFloat16 ? launch<__half>(args, stream) : launch<__nv_bfloat16>(args, stream);
+}
+
+}  // namespace flash::append

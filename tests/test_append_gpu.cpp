@@ -1,0 +1,413 @@
+// Append and attend (AttentionParams::k_new) with and without rotary, on
+// dense and paged caches, dense and packed new rows, decode and
+// chunked-prefill shapes, on every backend that takes the call:
+//  - the cache after the call equals the cache before it with the new rows
+//    written at seqused_k[b] onwards (keys rotated as the host rotates them
+//    in float32, so bit for bit), rows past the allocation dropped, and
+//    every other element, the poisoned rows past the new lengths included,
+//    unchanged;
+//  - O and the LSE equal, bit for bit, those of the plain call on that
+//    cache with seqused_k + n and the host-rotated Q (the same kernel runs
+//    both; the plain call is checked against the references elsewhere).
+// A CUDA graph of the call replays with new lengths on the device.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "build_config.h"
+#include "feature_case.h"
+#include "gpu_case.h"
+#include "support/check.h"
+#include "support/device_tensor.h"
+
+namespace flash::test {
+namespace {
+
+enum class Rotary { kNone, kNeox, kInterleaved };
+
+struct AppendConfig {
+  std::string name;
+  DType dtype = DType::kBFloat16;
+  int64_t head_dim = 128, head_dim_v = 0, heads_q = 8, heads_kv = 2;
+  std::vector<int64_t> old_lens;  // seqused_k before the append
+  std::vector<int64_t> new_lens;  // rows appended per sequence (all equal unless varlen_new)
+  bool varlen_new = false;
+  bool varlen_q = false;          // Q rows per sequence: new_lens (packed), else seqlen_q each
+  int64_t seqlen_q = 1;
+  int64_t capacity = 256;         // keys per sequence the cache holds
+  int64_t page_size = 0;          // 0: dense cache
+  bool causal = false;
+  Rotary rotary = Rotary::kNone;
+  int64_t rotary_dim = 0;
+  int32_t num_splits = 0;
+};
+
+std::vector<uint16_t> random_bits(size_t n, uint64_t seed, DType dtype) {
+  std::vector<uint16_t> v(n);
+  for (size_t i = 0; i < n; ++i) {
+    const uint64_t h = splitmix64(seed ^ splitmix64(i));
+    const float x = static_cast<float>(h >> 40) / static_cast<float>(1 << 24) * 2.f - 1.f;
+    v[i] = ref::from_float(x, dtype);
+  }
+  return v;
+}
+
+// The kernel's rotation of one row (float32, no contraction, one rounding).
+void rotate_host(const uint16_t* src, uint16_t* dst, int64_t width, const AppendConfig& c, const float* cos_row,
+                 const float* sin_row) {
+  const int64_t rd = c.rotary == Rotary::kNone ? 0 : c.rotary_dim, half = rd / 2;
+  for (int64_t e = 0; e < width; ++e) {
+    if (e >= rd) {
+      dst[e] = src[e];
+      continue;
+    }
+    int64_t j, other;
+    bool first;
+    if (c.rotary == Rotary::kInterleaved) {
+      j = e / 2, first = e % 2 == 0, other = first ? e + 1 : e - 1;
+    } else {
+      first = e < half, j = first ? e : e - half, other = first ? e + half : e - half;
+    }
+    const float x = ref::to_float(src[e], c.dtype), y = ref::to_float(src[other], c.dtype);
+    // Each product rounded on its own, as the kernel's __fmul_rn.
+    const volatile float xc = x * cos_row[j], ys = y * sin_row[j];
+    const float out = first ? xc - ys : ys + xc;
+    dst[e] = ref::from_float(out, c.dtype);
+  }
+}
+
+int compute_major() {
+  int device = 0, major = 0;
+  cudaGetDevice(&device);
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+  return major;
+}
+
+class Append : public GpuTest {
+ protected:
+  void check(const AppendConfig& c, Backend backend);
+};
+
+template <typename T>
+cudaError_t upload_vec(DeviceBuffer* d, const std::vector<T>& host, cudaStream_t stream) {
+  const cudaError_t err = d->allocate(std::max<size_t>(host.size() * sizeof(T), 256));
+  if (err != cudaSuccess || host.empty()) return err;
+  return ref::upload_sync(d->ptr, host.data(), host.size() * sizeof(T), stream);
+}
+
+template <typename T>
+std::vector<T> download_vec(const DeviceBuffer& d, size_t n, cudaStream_t stream) {
+  std::vector<T> host(n);
+  cudaStreamSynchronize(stream);
+  if (n > 0) cudaMemcpy(host.data(), d.ptr, n * sizeof(T), cudaMemcpyDeviceToHost);
+  return host;
+}
+
+void Append::check(const AppendConfig& c, Backend backend) {
+  SCOPED_TRACE(c.name + ", backend " + std::to_string(static_cast<int>(backend)));
+  const int64_t B = static_cast<int64_t>(c.old_lens.size());
+  const int64_t d = c.head_dim, dv = c.head_dim_v != 0 ? c.head_dim_v : d, hq = c.heads_q, hkv = c.heads_kv;
+  const bool paged = c.page_size > 0;
+  const int64_t pages_per_seq = paged ? (c.capacity + c.page_size - 1) / c.page_size : 0;
+  const int64_t alloc = paged ? pages_per_seq * c.page_size : c.capacity;
+  const int64_t num_pages = paged ? B * pages_per_seq + 2 : 0;
+  const int64_t slots = paged ? num_pages * c.page_size : B * c.capacity;  // cache rows
+  const uint64_t seed = case_seed(std::hash<std::string>{}(c.name));
+
+  // Cache: rows below each old length random, the rest poisoned.
+  std::vector<int32_t> table;
+  if (paged) {
+    std::vector<int32_t> order(static_cast<size_t>(num_pages));
+    std::iota(order.begin(), order.end(), 0);
+    std::reverse(order.begin(), order.end());
+    table.assign(order.begin(), order.begin() + B * pages_per_seq);
+  }
+  auto slot_of = [&](int64_t b, int64_t pos) {
+    return paged ? table[static_cast<size_t>(b * pages_per_seq + pos / c.page_size)] * c.page_size + pos % c.page_size
+                 : b * c.capacity + pos;
+  };
+  std::vector<uint16_t> k_cache(static_cast<size_t>(slots * hkv * d), kPoison16);
+  std::vector<uint16_t> v_cache(static_cast<size_t>(slots * hkv * dv), kPoison16);
+  const std::vector<uint16_t> k_old = random_bits(k_cache.size(), seed + 1, c.dtype);
+  const std::vector<uint16_t> v_old = random_bits(v_cache.size(), seed + 2, c.dtype);
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t pos = 0; pos < std::min(c.old_lens[b], alloc); ++pos) {
+      const int64_t s = slot_of(b, pos);
+      std::copy_n(k_old.begin() + s * hkv * d, hkv * d, k_cache.begin() + s * hkv * d);
+      std::copy_n(v_old.begin() + s * hkv * dv, hkv * dv, v_cache.begin() + s * hkv * dv);
+    }
+  }
+  // New rows: dense [B, n, hkv, d] or packed [total, hkv, d].
+  std::vector<int32_t> cu_new{0};
+  for (int64_t n : c.new_lens) cu_new.push_back(cu_new.back() + static_cast<int32_t>(n));
+  const int64_t seqlen_new = *std::max_element(c.new_lens.begin(), c.new_lens.end());
+  const int64_t new_rows = c.varlen_new ? cu_new.back() : B * seqlen_new;
+  const std::vector<uint16_t> k_new = random_bits(static_cast<size_t>(new_rows * hkv * d), seed + 3, c.dtype);
+  const std::vector<uint16_t> v_new = random_bits(static_cast<size_t>(new_rows * hkv * dv), seed + 4, c.dtype);
+  auto new_row = [&](int64_t b, int64_t t) { return c.varlen_new ? cu_new[b] + t : b * seqlen_new + t; };
+  // Q: dense [B, seqlen_q, hq, d] or packed by new_lens.
+  std::vector<int32_t> cu_q{0};
+  for (int64_t n : c.new_lens) cu_q.push_back(cu_q.back() + static_cast<int32_t>(n));
+  const int64_t q_rows = c.varlen_q ? cu_q.back() : B * c.seqlen_q;
+  const std::vector<uint16_t> q = random_bits(static_cast<size_t>(std::max<int64_t>(q_rows, 1) * hq * d), seed + 5, c.dtype);
+  // Rotary tables: [alloc, rd / 2], position t's pair j turned by t * 10000^(-2j/rd).
+  const int64_t rd = c.rotary == Rotary::kNone ? 0 : c.rotary_dim;
+  std::vector<float> cos_t(static_cast<size_t>(std::max<int64_t>(alloc * rd / 2, 1))), sin_t(cos_t.size());
+  for (int64_t t = 0; t < alloc && rd > 0; ++t) {
+    for (int64_t j = 0; j < rd / 2; ++j) {
+      const double angle = static_cast<double>(t) * std::pow(10000.0, -2.0 * static_cast<double>(j) / static_cast<double>(rd));
+      cos_t[static_cast<size_t>(t * rd / 2 + j)] = static_cast<float>(std::cos(angle));
+      sin_t[static_cast<size_t>(t * rd / 2 + j)] = static_cast<float>(std::sin(angle));
+    }
+  }
+
+  // The expected cache, lengths and rotated Q.
+  std::vector<uint16_t> k_expect = k_cache, v_expect = v_cache;
+  std::vector<int32_t> old32, len32;
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t len = std::min(c.old_lens[b] + c.new_lens[b], alloc);
+    old32.push_back(static_cast<int32_t>(c.old_lens[b]));
+    len32.push_back(static_cast<int32_t>(len));
+    for (int64_t pos = c.old_lens[b]; pos < len; ++pos) {
+      const int64_t s = slot_of(b, pos), r = new_row(b, pos - c.old_lens[b]);
+      for (int64_t h = 0; h < hkv; ++h) {
+        rotate_host(k_new.data() + (r * hkv + h) * d, k_expect.data() + (s * hkv + h) * d, d, c,
+                    cos_t.data() + pos * rd / 2, sin_t.data() + pos * rd / 2);
+        std::copy_n(v_new.begin() + (r * hkv + h) * dv, dv, v_expect.begin() + (s * hkv + h) * dv);
+      }
+    }
+  }
+  std::vector<uint16_t> q_rot = q;
+  for (int64_t b = 0; b < B && rd > 0; ++b) {
+    const int64_t len_q = c.varlen_q ? c.new_lens[b] : c.seqlen_q;
+    for (int64_t i = 0; i < len_q; ++i) {
+      const int64_t row = c.varlen_q ? cu_q[b] + i : b * c.seqlen_q + i;
+      const int64_t pos = std::min(std::max<int64_t>(len32[b] - len_q + i, 0), alloc - 1);
+      for (int64_t h = 0; h < hq; ++h) {
+        rotate_host(q.data() + (row * hq + h) * d, q_rot.data() + (row * hq + h) * d, d, c,
+                    cos_t.data() + pos * rd / 2, sin_t.data() + pos * rd / 2);
+      }
+    }
+  }
+
+  DeviceBuffer k_dev, v_dev, kn_dev, vn_dev, q_dev, o_dev, lse_dev, used_dev, cu_new_dev, cu_q_dev, table_dev, cos_dev,
+      sin_dev, ws_dev;
+  ASSERT_EQ(upload_vec(&k_dev, k_cache, stream_), cudaSuccess);
+  ASSERT_EQ(upload_vec(&v_dev, v_cache, stream_), cudaSuccess);
+  ASSERT_EQ(upload_vec(&kn_dev, k_new, stream_), cudaSuccess);
+  ASSERT_EQ(upload_vec(&vn_dev, v_new, stream_), cudaSuccess);
+  ASSERT_EQ(upload_vec(&q_dev, q, stream_), cudaSuccess);
+  ASSERT_EQ(upload_vec(&used_dev, old32, stream_), cudaSuccess);
+  ASSERT_EQ(upload_vec(&cu_new_dev, cu_new, stream_), cudaSuccess);
+  ASSERT_EQ(upload_vec(&cu_q_dev, cu_q, stream_), cudaSuccess);
+  ASSERT_EQ(upload_vec(&table_dev, table, stream_), cudaSuccess);
+  ASSERT_EQ(upload_vec(&cos_dev, cos_t, stream_), cudaSuccess);
+  ASSERT_EQ(upload_vec(&sin_dev, sin_t, stream_), cudaSuccess);
+  const size_t o_elems = static_cast<size_t>(std::max<int64_t>(q_rows, 1) * hq * dv);
+  const size_t lse_elems = static_cast<size_t>(std::max<int64_t>(q_rows, 1) * hq);
+  ASSERT_EQ(o_dev.allocate(o_elems * 2), cudaSuccess);
+  ASSERT_EQ(lse_dev.allocate(lse_elems * 4), cudaSuccess);
+
+  AttentionParams p;
+  p.dtype = c.dtype;
+  p.batch = B;
+  p.seqlen_q = c.varlen_q ? seqlen_new : c.seqlen_q;
+  p.seqlen_k = alloc;
+  p.heads_q = hq;
+  p.heads_kv = hkv;
+  p.head_dim = d;
+  p.head_dim_v = c.head_dim_v;
+  p.set_contiguous_bnhd();
+  p.q = q_dev.ptr;
+  p.k = k_dev.ptr;
+  p.v = v_dev.ptr;
+  p.o = o_dev.ptr;
+  p.lse = static_cast<float*>(lse_dev.ptr);
+  p.causal = c.causal;
+  p.backend = backend;
+  p.num_splits = c.num_splits;
+  p.seqused_k = static_cast<const int32_t*>(used_dev.ptr);
+  if (c.varlen_q) {
+    p.cu_seqlens_q = static_cast<const int32_t*>(cu_q_dev.ptr);
+    p.total_q = q_rows;
+    p.q_batch_stride = p.o_batch_stride = 0;
+  }
+  if (paged) {
+    p.block_table = static_cast<const int32_t*>(table_dev.ptr);
+    p.block_table_batch_stride = pages_per_seq;
+    p.max_pages_per_seq = pages_per_seq;
+    p.page_size = c.page_size;
+    p.num_pages = num_pages;
+    p.k_batch_stride = c.page_size * hkv * d;
+    p.v_batch_stride = c.page_size * hkv * dv;
+  }
+  AttentionParams plain = p;  // the same call on the appended cache, below
+  p.k_new = kn_dev.ptr;
+  p.v_new = vn_dev.ptr;
+  p.seqlen_new = seqlen_new;
+  p.k_new_head_stride = d, p.k_new_seq_stride = hkv * d, p.k_new_batch_stride = seqlen_new * hkv * d;
+  p.v_new_head_stride = dv, p.v_new_seq_stride = hkv * dv, p.v_new_batch_stride = seqlen_new * hkv * dv;
+  if (c.varlen_new) {
+    p.cu_seqlens_k_new = static_cast<const int32_t*>(cu_new_dev.ptr);
+    p.k_new_batch_stride = p.v_new_batch_stride = 0;
+  }
+  if (rd > 0) {
+    p.rotary_cos = static_cast<const float*>(cos_dev.ptr);
+    p.rotary_sin = static_cast<const float*>(sin_dev.ptr);
+    p.rotary_dim = rd;
+    p.rotary_positions = alloc;
+    p.rotary_interleaved = c.rotary == Rotary::kInterleaved;
+  }
+
+  // Without a workspace the call is refused and writes nothing.
+  {
+    const Status s = attention_forward(p, stream_);
+    ASSERT_EQ(s.code, StatusCode::kInvalidArgument) << s.message;
+    EXPECT_NE(std::string(s.message).find("k_new needs a workspace"), std::string::npos) << s.message;
+  }
+  size_t ws_bytes = 0;
+  {
+    const Status s = attention_workspace_size(p, &ws_bytes);
+    ASSERT_TRUE(s.ok()) << s.message;
+  }
+  ASSERT_GT(ws_bytes, 0u);
+  ASSERT_EQ(ws_dev.allocate(ws_bytes), cudaSuccess);
+  ASSERT_EQ(cudaMemsetAsync(ws_dev.ptr, 0xFF, ws_bytes, stream_), cudaSuccess);
+  p.workspace = ws_dev.ptr;
+  p.workspace_bytes = ws_bytes;
+  ASSERT_EQ(ref::poison(o_dev.ptr, o_elems * 2, stream_), cudaSuccess);
+  {
+    const Status s = attention_forward(p, stream_);
+    ASSERT_TRUE(s.ok()) << s.message;
+  }
+  ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
+  EXPECT_TRUE(download_vec<uint16_t>(k_dev, k_cache.size(), stream_) == k_expect) << "K cache after the append";
+  EXPECT_TRUE(download_vec<uint16_t>(v_dev, v_cache.size(), stream_) == v_expect) << "V cache after the append";
+  EXPECT_TRUE(download_vec<uint16_t>(q_dev, q.size(), stream_) == q) << "Q was written";
+  const std::vector<uint16_t> o_append = download_vec<uint16_t>(o_dev, o_elems, stream_);
+  const std::vector<float> lse_append = download_vec<float>(lse_dev, lse_elems, stream_);
+
+  // The plain call on the expected cache, lengths and rotated Q.
+  DeviceBuffer k2, v2, q2, used2, ws2;
+  ASSERT_EQ(upload_vec(&k2, k_expect, stream_), cudaSuccess);
+  ASSERT_EQ(upload_vec(&v2, v_expect, stream_), cudaSuccess);
+  ASSERT_EQ(upload_vec(&q2, q_rot, stream_), cudaSuccess);
+  ASSERT_EQ(upload_vec(&used2, len32, stream_), cudaSuccess);
+  plain.k = k2.ptr, plain.v = v2.ptr, plain.q = q2.ptr;
+  plain.seqused_k = static_cast<const int32_t*>(used2.ptr);
+  size_t plain_bytes = 0;
+  ASSERT_TRUE(attention_workspace_size(plain, &plain_bytes).ok());
+  if (plain_bytes > 0) {
+    ASSERT_EQ(ws2.allocate(plain_bytes), cudaSuccess);
+    plain.workspace = ws2.ptr;
+    plain.workspace_bytes = plain_bytes;
+  }
+  ASSERT_EQ(ref::poison(o_dev.ptr, o_elems * 2, stream_), cudaSuccess);
+  {
+    const Status s = attention_forward(plain, stream_);
+    ASSERT_TRUE(s.ok()) << s.message;
+  }
+  EXPECT_TRUE(download_vec<uint16_t>(o_dev, o_elems, stream_) == o_append) << "O differs from the plain call's";
+  EXPECT_TRUE(download_vec<float>(lse_dev, lse_elems, stream_) == lse_append) << "LSE differs from the plain call's";
+  // A row that sees keys has a finite LSE: the call attended to something.
+  EXPECT_TRUE(std::any_of(lse_append.begin(), lse_append.end(), [](float x) { return std::isfinite(x); }));
+}
+
+std::vector<AppendConfig> configs() {
+  std::vector<AppendConfig> v;
+  {
+    AppendConfig c;
+    c.name = "decode_dense_neox";
+    c.old_lens = {0, 17, 250};
+    c.new_lens = {1, 1, 1};
+    c.capacity = 300;
+    c.rotary = Rotary::kNeox;
+    c.rotary_dim = 128;
+    v.push_back(c);
+  }
+  {
+    AppendConfig c;
+    c.name = "decode_paged16_interleaved_partial";
+    c.dtype = DType::kFloat16;
+    c.old_lens = {5, 100, 31, 255};  // the last one's new row lands past the allocation
+    c.new_lens = {1, 1, 1, 1};
+    c.page_size = 16;
+    c.rotary = Rotary::kInterleaved;
+    c.rotary_dim = 64;
+    c.num_splits = 3;
+    v.push_back(c);
+  }
+  {
+    AppendConfig c;
+    c.name = "prefill_dense_causal_neox";
+    c.old_lens = {0, 130};
+    c.new_lens = {70, 70};
+    c.seqlen_q = 70;
+    c.causal = true;
+    c.rotary = Rotary::kNeox;
+    c.rotary_dim = 128;
+    v.push_back(c);
+  }
+  {
+    AppendConfig c;
+    c.name = "prefill_paged3_no_rotary";
+    c.old_lens = {40, 0, 200};
+    c.new_lens = {33, 33, 33};
+    c.seqlen_q = 33;
+    c.page_size = 3;
+    c.causal = true;
+    v.push_back(c);
+  }
+  {
+    AppendConfig c;
+    c.name = "varlen_paged8_neox";
+    c.old_lens = {3, 0, 60, 250};
+    c.new_lens = {1, 40, 0, 7};  // the last one overflows the 256 keys by one
+    c.varlen_new = true;
+    c.varlen_q = true;
+    c.page_size = 8;
+    c.causal = true;
+    c.rotary = Rotary::kNeox;
+    c.rotary_dim = 32;
+    v.push_back(c);
+  }
+  {
+    AppendConfig c;
+    c.name = "decode_dense_value_dim_interleaved";
+    c.head_dim = 64;
+    c.head_dim_v = 128;
+    c.heads_q = 16;
+    c.heads_kv = 1;
+    c.old_lens = {90, 7};
+    c.new_lens = {2, 2};
+    c.seqlen_q = 2;
+    c.causal = true;
+    c.rotary = Rotary::kInterleaved;
+    c.rotary_dim = 64;
+    v.push_back(c);
+  }
+  return v;
+}
+
+TEST_F(Append, MatchesThePlainCallOnTheAppendedCache) {
+  for (const AppendConfig& c : configs()) {
+    if (!head_dim_runs(std::max(c.head_dim, c.head_dim_v))) continue;
+    for (Backend b : {Backend::kAuto, Backend::kSm80, Backend::kDecode, Backend::kSm90}) {
+      if (b == Backend::kSm90 && (compute_major() != 9 || !FLASH_TEST_HAS_SM90 || (c.page_size > 0 && c.page_size % 8 != 0) ||
+                                  c.num_splits > 1)) {
+        continue;
+      }
+      check(c, b);
+      if (HasFatalFailure()) return;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace flash::test
