@@ -42,6 +42,9 @@ struct FwdParams {
   int head_dim_v;
   int num_sms;    // Multiprocessors of the device: bounds a persistent grid.
   int cc_major;   // Compute capability major of the device (programmatic dependent launch from 9).
+  // The launch follows the append kernel (kernels/append) on the stream: the
+  // decode kernel may then start as its programmatic dependent (sm_90+).
+  bool follows_append;
 
   float softmax_scale;       // Scale applied to Q K^T (natural-log domain, for the LSE).
   float softmax_scale_log2;  // softmax_scale * log2(e): folds the scale into the exp2 FFMA.

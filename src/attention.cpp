@@ -114,7 +114,7 @@ Status attention_forward(const AttentionParams& params, CUstream_st* stream) noe
     // the device unusable.
     return make_status(StatusCode::kCudaError, "autotuning failed: %s", cudaGetErrorString(tune_error));
   }
-  return launch_status(detail::launch(plan, selection.candidate, call, stream), plan.caps);
+  return launch_status(detail::launch(plan, selection.candidate, call, stream, appends), plan.caps);
 }
 
 Status query_kernel_choice(const AttentionParams& params, KernelChoice* choice) noexcept {

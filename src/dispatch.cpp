@@ -92,9 +92,11 @@ bool describe(const Plan& plan, const Candidate& c, const AttentionParams& p, Ke
 
 LaunchRecord last_launch() noexcept { return t_last_launch; }
 
-cudaError_t launch(const Plan& plan, const Candidate& c, const AttentionParams& p, cudaStream_t stream) {
+cudaError_t launch(const Plan& plan, const Candidate& c, const AttentionParams& p, cudaStream_t stream,
+                   bool follows_append) {
   t_last_launch = LaunchRecord{c, plan.num_splits};
   FwdParams f = make_fwd_params(p, plan.caps);
+  f.follows_append = follows_append;
   const int d = kernel_head_dim(call_head_dim(p.head_dim, p.head_dim_v), c.backend == Backend::kSm90);
   if (plan.num_splits > 1) {
     f.num_splits = plan.num_splits;

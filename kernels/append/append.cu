@@ -66,6 +66,11 @@ __device__ void rotate_row(const AppendArgs& a, const T* src, T* dst, int width,
 // rotates its query rows.
 template <typename T>
 __global__ void __launch_bounds__(kThreads) append_kernel(const __grid_constant__ AppendArgs a) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // The decode kernel after it may launch now; it waits for this grid to
+  // finish before it reads anything.
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
   const int b = blockIdx.y;
   const int warp = threadIdx.x / 32;
   const int old_len = min(max(__ldg(a.seqused_k + b), 0), a.alloc);

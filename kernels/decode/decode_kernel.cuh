@@ -68,6 +68,11 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kMinBlocks)
   constexpr int kHeadDim = Traits::kHeadDim;
   constexpr int kCPR = Traits::kChunksPerRow;
 
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // Launched as a programmatic dependent of the append kernel: wait for the
+  // lengths, rotated Q and cache rows it writes. (A no-op otherwise.)
+  if (p.follows_append) asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
   extern __shared__ __align__(128) unsigned char smem[];
   const int tid = threadIdx.x;
   const int warp = tid / 32;

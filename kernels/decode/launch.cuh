@@ -30,8 +30,10 @@ inline bool decode_grid_fits(const detail::FwdParams& params) {
   return rows <= kMaxX - kBlockM && ctas <= kMaxX && (params.num_splits == 1 || combine_rows <= kMaxX);
 }
 
+// `programmatic`: launch as a programmatic dependent of the kernel before
+// it on the stream (the decode kernel waits for it before reading anything).
 template <typename Traits, bool kMasked, bool kScoreMod>
-cudaError_t launch_decode(const detail::FwdParams& params, cudaStream_t stream) {
+cudaError_t launch_decode(const detail::FwdParams& params, cudaStream_t stream, bool programmatic) {
   auto* kernel = &decode_kernel<Traits, kMasked, kScoreMod>;
   constexpr int kSmemBytes = Traits::kSmemBytes;
   if constexpr (kSmemBytes > 48 * 1024) {
@@ -45,6 +47,13 @@ cudaError_t launch_decode(const detail::FwdParams& params, cudaStream_t stream) 
   config.blockDim = dim3(Traits::kNThreads);
   config.dynamicSmemBytes = kSmemBytes;
   config.stream = stream;
+  cudaLaunchAttribute attribute = {};
+  if (programmatic) {
+    attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attribute.val.programmaticStreamSerializationAllowed = 1;
+    config.attrs = &attribute;
+    config.numAttrs = 1;
+  }
   return cudaLaunchKernelEx(&config, kernel, params);
 }
 
@@ -75,20 +84,25 @@ cudaError_t run_decode(const detail::FwdParams& params, cudaStream_t stream) {
   if (!decode_grid_fits(params)) return cudaErrorInvalidConfiguration;
   const bool window = params.window_left >= 0 || params.window_right >= 0;
   const bool softcap = params.softcap > 0.f || params.alibi_slopes != nullptr;  // the score-modifier variant
+  // After an append (kernels/append, compiled for the same architectures)
+  // the decode kernel launches as its programmatic dependent on sm_90+, so
+  // its launch overlaps the append's run.
+  const bool programmatic = params.cc_major >= 9 && programmatic_launch_compiled<Traits, Element, kHeadDim>();
+  const bool after = programmatic && params.follows_append;
   cudaError_t err;
   if (window) {
-    err = softcap ? launch_decode<Traits, true, true>(params, stream) : launch_decode<Traits, true, false>(params, stream);
+    err = softcap ? launch_decode<Traits, true, true>(params, stream, after)
+                  : launch_decode<Traits, true, false>(params, stream, after);
   } else {
-    err = softcap ? launch_decode<Traits, false, true>(params, stream)
-                  : launch_decode<Traits, false, false>(params, stream);
+    err = softcap ? launch_decode<Traits, false, true>(params, stream, after)
+                  : launch_decode<Traits, false, false>(params, stream, after);
   }
   if (err != cudaSuccess || params.num_splits <= 1) return err;
   // One CTA per row. On sm_90 and newer the combine launches as a
   // programmatic dependent of the decode kernel: its CTAs get going while
   // the decode kernel's last ones finish and wait (griddepcontrol.wait) for
   // its results, instead of the launch starting after it.
-  return launch_combine<kHeadDim, Element>(
-      params, stream, params.cc_major >= 9 && programmatic_launch_compiled<Traits, Element, kHeadDim>());
+  return launch_combine<kHeadDim, Element>(params, stream, programmatic);
 }
 
 }  // namespace flash::decode

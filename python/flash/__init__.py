@@ -50,6 +50,7 @@ _KEYS = (
     "causal", "scale", "window_left", "window_right", "softcap", "sinks", "alibi_slopes",
     "cu_seqlens_q", "cu_seqlens_k",
     "max_seqlen_q", "max_seqlen_k", "seqused_k", "block_table", "num_splits", "backend", "autotune", "workspace",
+    "k_new", "v_new", "cu_seqlens_k_new", "rotary_cos", "rotary_sin", "rotary_interleaved",
 )
 
 
@@ -156,6 +157,13 @@ def attention(
     seqused_k, block_table, num_splits=0 (flash chooses; it splits only with
     a workspace, which is allocated here when flash wants one and none is
     given), backend='auto' ('sm80', 'sm90', 'decode'), autotune=False.
+    Append and attend: k_new / v_new ([batch, seqlen_new, heads_kv, d], or
+    packed with cu_seqlens_k_new) are written into the cache k / v (dense
+    or paged, which this call modifies) at seqused_k[b] onwards, then
+    attended; rotary_cos / rotary_sin (float32 [positions, rotary_dim / 2])
+    rotate the new keys and q first (rotary_interleaved=False: GPT-NeoX
+    pairs (j, j + rotary_dim / 2); True: (2j, 2j + 1)). seqused_k is read,
+    not updated.
     """
     opts = _options(kwargs)
     with _on_device(q, stream):
@@ -163,7 +171,7 @@ def attention(
             out = _empty(q, tuple(int(d) for d in q.shape[:-1]) + (int(v.shape[-1]),), "same")
         if lse is None and return_lse:
             lse = _empty(q, _lse_shape(q, opts, int(q.shape[-2])), "float32")
-        if workspace is None and opts.get("num_splits", 0) != 1:
+        if workspace is None and (opts.get("num_splits", 0) != 1 or opts.get("k_new") is not None):
             need = _flash.workspace_size(_flash.params(q, k, v, out=out, lse=lse, **opts))
             if need > 0:
                 workspace = _empty(q, (need,), "uint8")

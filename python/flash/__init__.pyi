@@ -30,6 +30,12 @@ def attention(
     num_splits: int = ...,
     backend: str = ...,
     autotune: bool = ...,
+    k_new: Any = ...,
+    v_new: Any = ...,
+    cu_seqlens_k_new: Any = ...,
+    rotary_cos: Any = ...,
+    rotary_sin: Any = ...,
+    rotary_interleaved: bool = ...,
 ) -> Union[Any, Tuple[Any, Any]]: ...
 def workspace_size(q: Any, k: Any, v: Any, **kwargs: Any) -> int: ...
 def kernel_choice(q: Any, k: Any, v: Any, **kwargs: Any) -> dict: ...

@@ -101,7 +101,10 @@ flash::AttentionParams make_params(AnyArray q, AnyArray k, AnyArray v, std::opti
                                    std::optional<AnyArray> cu_seqlens_q, std::optional<AnyArray> cu_seqlens_k,
                                    int64_t max_seqlen_q, int64_t max_seqlen_k, std::optional<AnyArray> seqused_k,
                                    std::optional<AnyArray> block_table, int64_t batch, int32_t num_splits,
-                                   std::optional<AnyArray> workspace, const std::string& backend, bool autotune) {
+                                   std::optional<AnyArray> workspace, const std::string& backend, bool autotune,
+                                   std::optional<AnyArray> k_new, std::optional<AnyArray> v_new,
+                                   std::optional<AnyArray> cu_seqlens_k_new, std::optional<AnyArray> rotary_cos,
+                                   std::optional<AnyArray> rotary_sin, bool rotary_interleaved) {
   flash::AttentionParams p;
   const bool varlen_q = cu_seqlens_q.has_value();
   const bool varlen_k = cu_seqlens_k.has_value();
@@ -263,6 +266,70 @@ flash::AttentionParams make_params(AnyArray q, AnyArray k, AnyArray v, std::opti
     }
     p.alibi_slopes = static_cast<const float*>(s.data());
   }
+  if (k_new.has_value() != v_new.has_value()) bad("k_new and v_new go together");
+  if (k_new.has_value()) {
+    // New K/V rows to append: [batch, seqlen_new, heads_kv, head_dim / head_dim_v], or packed
+    // [total_new, heads_kv, ...] with cu_seqlens_k_new.
+    const AnyArray& kn = *k_new;
+    const AnyArray& vn = *v_new;
+    const bool varlen_new = cu_seqlens_k_new.has_value();
+    const char* layout = varlen_new ? "total_new, heads_kv, head_dim" : "batch, seqlen_new, heads_kv, head_dim";
+    expect_ndim(kn, varlen_new ? 3 : 4, "k_new", layout);
+    expect_ndim(vn, varlen_new ? 3 : 4, "v_new", layout);
+    expect_cuda(kn, "k_new");
+    expect_cuda(vn, "v_new");
+    if (element_type(kn, "k_new") != p.dtype || element_type(vn, "v_new") != p.dtype) {
+      bad("k_new and v_new must have q's dtype");
+    }
+    const size_t nd = kn.ndim() - 1;
+    if (static_cast<int64_t>(kn.shape(nd)) != p.head_dim || vn.shape(nd) != v.shape(v.ndim() - 1) ||
+        static_cast<int64_t>(kn.shape(nd - 1)) != p.heads_kv) {
+      bad("k_new and v_new must have k's and v's heads and last dimensions");
+    }
+    for (size_t i = 0; i < nd; ++i) {
+      if (kn.shape(i) != vn.shape(i)) bad("k_new and v_new must have the same shape but for the last dimension");
+    }
+    if (!varlen_new && static_cast<int64_t>(kn.shape(0)) != p.batch) bad("k_new must have q's batch size");
+    p.k_new = kn.data();
+    p.v_new = vn.data();
+    p.k_new_head_stride = stride(kn, nd - 1);
+    p.v_new_head_stride = stride(vn, nd - 1);
+    p.k_new_seq_stride = stride(kn, nd - 2);
+    p.v_new_seq_stride = stride(vn, nd - 2);
+    if (stride(kn, nd) != 1 || stride(vn, nd) != 1) bad("k_new and v_new must have a contiguous last dimension");
+    if (varlen_new) {
+      expect_int32_vector(*cu_seqlens_k_new, "cu_seqlens_k_new");
+      if (static_cast<int64_t>(cu_seqlens_k_new->shape(0)) != p.batch + 1) {
+        bad("cu_seqlens_k_new must have batch + 1 entries");
+      }
+      p.cu_seqlens_k_new = static_cast<const int32_t*>(cu_seqlens_k_new->data());
+      p.seqlen_new = static_cast<int64_t>(kn.shape(0));  // at least the longest sequence's
+    } else {
+      p.k_new_batch_stride = stride(kn, 0);
+      p.v_new_batch_stride = stride(vn, 0);
+      p.seqlen_new = static_cast<int64_t>(kn.shape(1));
+    }
+  } else if (cu_seqlens_k_new.has_value()) {
+    bad("cu_seqlens_k_new needs k_new and v_new");
+  }
+  if (rotary_cos.has_value() != rotary_sin.has_value()) bad("rotary_cos and rotary_sin go together");
+  if (rotary_cos.has_value()) {
+    for (const AnyArray* t : {&*rotary_cos, &*rotary_sin}) {
+      expect_cuda(*t, "rotary_cos / rotary_sin");
+      if (!is_dtype(*t, nb::dlpack::dtype_code::Float, 32) || t->ndim() != 2 || stride(*t, 1) != 1 ||
+          stride(*t, 0) != static_cast<int64_t>(t->shape(1))) {
+        bad("rotary_cos and rotary_sin must be contiguous float32 [positions, rotary_dim / 2] tensors");
+      }
+    }
+    if (rotary_cos->shape(0) != rotary_sin->shape(0) || rotary_cos->shape(1) != rotary_sin->shape(1)) {
+      bad("rotary_cos and rotary_sin must have the same shape");
+    }
+    p.rotary_cos = static_cast<const float*>(rotary_cos->data());
+    p.rotary_sin = static_cast<const float*>(rotary_sin->data());
+    p.rotary_positions = static_cast<int64_t>(rotary_cos->shape(0));
+    p.rotary_dim = 2 * static_cast<int64_t>(rotary_cos->shape(1));
+    p.rotary_interleaved = rotary_interleaved;
+  }
   p.num_splits = num_splits;
   if (workspace.has_value()) {
     expect_cuda(*workspace, "workspace");
@@ -296,7 +363,10 @@ const char* backend_name(flash::Backend b) {
       nb::arg("cu_seqlens_q").none() = nb::none(), nb::arg("cu_seqlens_k").none() = nb::none(),                \
       nb::arg("max_seqlen_q") = 0, nb::arg("max_seqlen_k") = 0, nb::arg("seqused_k").none() = nb::none(),      \
       nb::arg("block_table").none() = nb::none(), nb::arg("batch") = -1, nb::arg("num_splits") = 0,            \
-      nb::arg("workspace").none() = nb::none(), nb::arg("backend") = "auto", nb::arg("autotune") = false
+      nb::arg("workspace").none() = nb::none(), nb::arg("backend") = "auto", nb::arg("autotune") = false,       \
+      nb::arg("k_new").none() = nb::none(), nb::arg("v_new").none() = nb::none(),                               \
+      nb::arg("cu_seqlens_k_new").none() = nb::none(), nb::arg("rotary_cos").none() = nb::none(),              \
+      nb::arg("rotary_sin").none() = nb::none(), nb::arg("rotary_interleaved") = false
 
 }  // namespace
 
@@ -378,10 +448,13 @@ NB_MODULE(_flash, m) {
          std::optional<AnyArray> sinks, std::optional<AnyArray> alibi_slopes, std::optional<AnyArray> cu_seqlens_q,
          std::optional<AnyArray> cu_seqlens_k, int64_t max_seqlen_q, int64_t max_seqlen_k,
          std::optional<AnyArray> seqused_k, std::optional<AnyArray> block_table, int64_t batch, int32_t num_splits,
-         std::optional<AnyArray> workspace, const std::string& backend, bool autotune) {
+         std::optional<AnyArray> workspace, const std::string& backend, bool autotune, std::optional<AnyArray> k_new,
+         std::optional<AnyArray> v_new, std::optional<AnyArray> cu_seqlens_k_new, std::optional<AnyArray> rotary_cos,
+         std::optional<AnyArray> rotary_sin, bool rotary_interleaved) {
         return make_params(q, k, v, out, lse, causal, scale, window_left, window_right, softcap, sinks, alibi_slopes,
                            cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_k, block_table, batch,
-                           num_splits, workspace, backend, autotune);
+                           num_splits, workspace, backend, autotune, k_new, v_new, cu_seqlens_k_new, rotary_cos,
+                           rotary_sin, rotary_interleaved);
       },
       FLASH_ARGS, "The call's parameters from DLPack tensors (shapes, strides, dtypes checked here).");
 

@@ -165,6 +165,56 @@ def test_value_head_dim_of_its_own(head_dims, causal):
         flash.attention(q, v, v)
 
 
+def rotate_neox(x, cos, sin):
+    """GPT-NeoX rotary of x [..., d] by cos/sin [..., d/2] (broadcast), in float32."""
+    half = cos.shape[-1]
+    x = x.float()
+    x1, x2 = x[..., :half], x[..., half : 2 * half]
+    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos, x[..., 2 * half :]], dim=-1)
+
+
+def rotate_gptj(x, cos, sin):
+    """GPT-J (interleaved) rotary: pairs (2j, 2j+1)."""
+    half = cos.shape[-1]
+    x = x.float()
+    pairs = x[..., : 2 * half].unflatten(-1, (half, 2))
+    x1, x2 = pairs[..., 0], pairs[..., 1]
+    turned = torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1).flatten(-2)
+    return torch.cat([turned, x[..., 2 * half :]], dim=-1)
+
+
+@gpu
+@pytest.mark.parametrize("interleaved", [False, True])
+def test_append_with_rotary_matches_torch(interleaved):
+    # Decode-and-chunk shape: 3 new tokens per sequence appended to a dense
+    # cache of 64 slots holding 10 and 40 keys, rotary over 32 of 64 columns.
+    b, cap, hk, hq, d, n, rd = 2, 64, 2, 8, 64, 3, 32
+    old = [10, 40]
+    k_cache, v_cache = rand(b, cap, hk, d), rand(b, cap, hk, d)
+    k_before = k_cache.clone()
+    k_new, v_new, q = rand(b, n, hk, d), rand(b, n, hk, d), rand(b, n, hq, d)
+    pos = torch.arange(cap, device="cuda", dtype=torch.float32)[:, None]
+    inv = 10000.0 ** (-torch.arange(rd // 2, device="cuda", dtype=torch.float32) * 2 / rd)
+    cos, sin = torch.cos(pos * inv), torch.sin(pos * inv)
+    used = torch.tensor(old, dtype=torch.int32, device="cuda")
+    out = flash.attention(q, k_cache, v_cache, k_new=k_new, v_new=v_new, seqused_k=used, causal=True,
+                          rotary_cos=cos, rotary_sin=sin, rotary_interleaved=interleaved)
+    torch.cuda.synchronize()
+    rotate = rotate_gptj if interleaved else rotate_neox
+    for s in range(b):
+        p = torch.arange(old[s], old[s] + n, device="cuda")
+        k_rot = rotate(k_new[s], cos[p][:, None, :], sin[p][:, None, :])
+        q_rot = rotate(q[s], cos[p][:, None, :], sin[p][:, None, :])
+        # The cache holds the rotated new rows; the rows before them are untouched.
+        assert torch.allclose(k_cache[s, old[s] : old[s] + n].float(), k_rot, atol=2e-2, rtol=1e-2)
+        assert torch.equal(v_cache[s, old[s] : old[s] + n], v_new[s])
+        assert torch.equal(k_cache[s, : old[s]], k_before[s, : old[s]])
+        keys = old[s] + n
+        ref, _ = reference(q_rot[None].to(torch.bfloat16), k_cache[s : s + 1, :keys], v_cache[s : s + 1, :keys],
+                           causal=True)
+        assert_close(out[s : s + 1], ref, torch.bfloat16)
+
+
 @gpu
 def test_window_softcap_and_scale():
     q, k, v = rand(1, 256, 4, 128), rand(1, 256, 4, 128), rand(1, 256, 4, 128)
