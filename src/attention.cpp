@@ -88,16 +88,11 @@ const char* version() noexcept { return FLASH_VERSION_STRING; }
 
 Status attention_forward(const AttentionParams& params, CUstream_st* stream) noexcept {
   Status status = validate(params);
-  if (!status.ok() || params.batch == 0) return status;
+  if (!status.ok() || params.batch == 0 || params.seqlen_q == 0) return status;
   const bool appends = detail::appends(params);
-  if (params.seqlen_q == 0) {
-    // No query rows: only an append has work.
-    if (!appends) return status;
-    DeviceCaps caps;
-    status = detail::query_device(&caps);
-    return status.ok() ? launch_status(detail::launch_append(params, stream), caps) : status;
-  }
   // With new K/V rows, the plain call that attends after the append.
+  // (Calls with seqused_k are never tuned, so the append is the kernel
+  // right before the attention's on the stream.)
   const AttentionParams call = detail::attention_call(params);
   Plan plan;
   status = plan_call(call, &plan);
@@ -137,15 +132,11 @@ Status attention_workspace_size(const AttentionParams& params, size_t* bytes) no
   if (bytes == nullptr) return make_status(StatusCode::kInvalidArgument, "bytes is null");
   *bytes = 0;
   Status status = detail::validate_call(params, /*check_workspace=*/false);
-  if (!status.ok() || params.batch == 0) return status;
+  if (!status.ok() || params.batch == 0 || params.seqlen_q == 0) return status;
   // An append's lengths (and rotated Q) come first, the split partials after.
   const size_t append_bytes = detail::append_workspace_bytes(params);
   if (append_bytes == SIZE_MAX) {
     return make_status(StatusCode::kInvalidArgument, "the rotated Q of this append does not fit in size_t");
-  }
-  if (params.seqlen_q == 0) {
-    *bytes = append_bytes;
-    return Status{};
   }
   Plan plan;
   status = plan_call(detail::attention_call(params), &plan);

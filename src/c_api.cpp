@@ -63,6 +63,10 @@ FLASH_SAME_FIELD_TYPE(flash_attention_params, AttentionParams, v_new);
 FLASH_SAME_FIELD_TYPE(flash_attention_params, AttentionParams, seqlen_new);
 FLASH_SAME_FIELD_TYPE(flash_attention_params, AttentionParams, cu_seqlens_k_new);
 FLASH_SAME_FIELD_TYPE(flash_attention_params, AttentionParams, k_new_batch_stride);
+FLASH_SAME_FIELD_TYPE(flash_attention_params, AttentionParams, k_new_seq_stride);
+FLASH_SAME_FIELD_TYPE(flash_attention_params, AttentionParams, k_new_head_stride);
+FLASH_SAME_FIELD_TYPE(flash_attention_params, AttentionParams, v_new_batch_stride);
+FLASH_SAME_FIELD_TYPE(flash_attention_params, AttentionParams, v_new_seq_stride);
 FLASH_SAME_FIELD_TYPE(flash_attention_params, AttentionParams, v_new_head_stride);
 FLASH_SAME_FIELD_TYPE(flash_attention_params, AttentionParams, rotary_cos);
 FLASH_SAME_FIELD_TYPE(flash_attention_params, AttentionParams, rotary_sin);
@@ -385,16 +389,26 @@ void to_c(const MergeParams& p, flash_merge_params* c) noexcept {
 // strides of `p` back into `c`.
 void sizes_to_cpp(const flash_attention_params& c, AttentionParams& p) noexcept {
   copy_sizes(c, p);
-  // head_dim_v is not a core field: a struct without it means head_dim.
-  if (struct_size_of(&c) >= offsetof(flash_attention_params, head_dim_v) + sizeof(c.head_dim_v)) {
-    p.head_dim_v = c.head_dim_v;
-  }
+  // head_dim_v and seqlen_new are not core fields: a struct without them
+  // means head_dim and no new rows.
+  const size_t size = struct_size_of(&c);
+  if (size >= offsetof(flash_attention_params, head_dim_v) + sizeof(c.head_dim_v)) p.head_dim_v = c.head_dim_v;
+  if (size >= offsetof(flash_attention_params, seqlen_new) + sizeof(c.seqlen_new)) p.seqlen_new = c.seqlen_new;
 }
 void sizes_to_cpp(const flash_merge_params& c, MergeParams& p) noexcept {
   copy_merge_sizes(c, p);
 }
 void strides_to_c(const AttentionParams& p, flash_attention_params& c) noexcept {
   copy_strides(p, c);
+  // k_new's and v_new's, written only into a struct that has them.
+  if (struct_size_of(&c) >= offsetof(flash_attention_params, v_new_head_stride) + sizeof(c.v_new_head_stride)) {
+    c.k_new_batch_stride = p.k_new_batch_stride;
+    c.k_new_seq_stride = p.k_new_seq_stride;
+    c.k_new_head_stride = p.k_new_head_stride;
+    c.v_new_batch_stride = p.v_new_batch_stride;
+    c.v_new_seq_stride = p.v_new_seq_stride;
+    c.v_new_head_stride = p.v_new_head_stride;
+  }
 }
 void strides_to_c(const MergeParams& p, flash_merge_params& c) noexcept {
   copy_merge_strides(p, c);

@@ -97,8 +97,8 @@ Status check_no_self_alias(const TensorView& t) noexcept {
 // Append and attend (AttentionParams::k_new) and rotary: each field alone,
 // then what the append writes (the cache K and V) against what it reads.
 // `k`, `v`, `o`: the views the call's checks built.
-Status check_append(const AttentionParams& p, const TensorView& k, const TensorView& v, const TensorView& o,
-                    int64_t dv) noexcept {
+Status check_append(const AttentionParams& p, const TensorView& q, const TensorView& k, const TensorView& v,
+                    const TensorView& o, int64_t dv) noexcept {
   const bool rotary = p.rotary_cos != nullptr || p.rotary_sin != nullptr;
   if (p.k_new == nullptr && p.v_new == nullptr) {
     if (rotary || p.rotary_dim != 0) {
@@ -143,6 +143,18 @@ Status check_append(const AttentionParams& p, const TensorView& k, const TensorV
     }
     const Status s = check_strides(*t);
     if (!s.ok()) return s;
+    // Distinct new rows must not be one row read again (a stride left at 0).
+    static const char* const kDims[3] = {"batch", "seq", "head"};
+    const bool several[3] = {!varlen_new && p.batch > 1, p.seqlen_new > 1 || (varlen_new && p.batch > 1),
+                             p.heads_kv > 1};
+    for (int dim = 0; dim < 3; ++dim) {
+      if (several[dim] && t->stride[dim] == 0) {
+        return make_status(StatusCode::kInvalidArgument,
+                           "%s_%s_stride is 0; distinct new rows must not alias (set_contiguous_bnhd() fills "
+                           "k_new's and v_new's strides from seqlen_new)",
+                           t->name, kDims[dim]);
+      }
+    }
   }
   int64_t table_bytes = 0;
   if (rotary) {
@@ -169,32 +181,53 @@ Status check_append(const AttentionParams& p, const TensorView& k, const TensorV
   } else if (p.rotary_dim != 0) {
     return make_status(StatusCode::kInvalidArgument, "rotary_dim is set but rotary_cos and rotary_sin are null");
   }
-  // The append writes K and V: nothing it or the attention reads may lie
-  // there, and the output must not.
-  const int64_t rows_bytes = p.batch * static_cast<int64_t>(sizeof(int32_t));
+  // The append writes K, V and the workspace: nothing it or the attention
+  // reads may lie there, and the output must not. (Packed new rows: the
+  // extent of seqlen_new rows, a lower bound.)
+  constexpr int64_t kInt32 = static_cast<int64_t>(sizeof(int32_t));
+  const int64_t rows_bytes = p.batch * kInt32;
+  int64_t table_entries = 0;
+  if (p.block_table != nullptr) {
+    table_entries = p.batch <= 1 ? p.max_pages_per_seq
+                                 : static_cast<int64_t>(std::min<__int128>(
+                                       static_cast<__int128>(p.batch - 1) * p.block_table_batch_stride +
+                                           p.max_pages_per_seq,
+                                       INT64_MAX / 8));
+  }
+  const int64_t per_head = p.heads_q * static_cast<int64_t>(sizeof(float));
   const struct {
     const char* name;
     const void* ptr;
     int64_t bytes;
-  } read[] = {{"k_new", p.k_new, varlen_new ? 0 : k_new.span_elements() * 2},
-              {"v_new", p.v_new, varlen_new ? 0 : v_new.span_elements() * 2},
+  } read[] = {{"k_new", p.k_new, k_new.span_elements() * 2},
+              {"v_new", p.v_new, v_new.span_elements() * 2},
+              {"q", p.q, q.span_elements() * 2},
               {"seqused_k", p.seqused_k, rows_bytes},
-              {"cu_seqlens_k_new", p.cu_seqlens_k_new, rows_bytes + 4},
-              {"cu_seqlens_q", p.cu_seqlens_q, rows_bytes + 4},
+              {"cu_seqlens_k_new", p.cu_seqlens_k_new, rows_bytes + kInt32},
+              {"cu_seqlens_q", p.cu_seqlens_q, rows_bytes + kInt32},
+              {"block_table", p.block_table, table_entries * kInt32},
+              {"sinks", p.sinks, per_head},
+              {"alibi_slopes", p.alibi_slopes, per_head},
               {"rotary_cos", p.rotary_cos, table_bytes},
               {"rotary_sin", p.rotary_sin, table_bytes}};
-  for (const TensorView* cache : {&k, &v}) {
-    const int64_t cache_bytes = cache->span_elements() * 2;
+  const int64_t ws_bytes =
+      p.workspace != nullptr ? static_cast<int64_t>(std::min<size_t>(p.workspace_bytes, INT64_MAX / 2)) : 0;
+  const struct {
+    const char* name;
+    const void* ptr;
+    int64_t bytes;
+  } written[] = {{"k", k.ptr, k.span_elements() * 2}, {"v", v.ptr, v.span_elements() * 2},
+                 {"workspace", p.workspace, ws_bytes}};
+  for (const auto& w : written) {
     for (const auto& r : read) {
-      if (r.ptr != nullptr && r.bytes > 0 && byte_ranges_overlap(cache->ptr, cache_bytes, r.ptr, r.bytes)) {
+      if (w.ptr != nullptr && r.ptr != nullptr && r.bytes > 0 && byte_ranges_overlap(w.ptr, w.bytes, r.ptr, r.bytes)) {
         return make_status(StatusCode::kInvalidArgument,
-                           "%s overlaps %s, which the append writes; it must be memory of its own", r.name,
-                           cache->name);
+                           "%s overlaps %s, which the append writes; it must be memory of its own", r.name, w.name);
       }
     }
   }
   for (const TensorView* t : {&k_new, &v_new}) {
-    if (!varlen_new && byte_ranges_overlap(o.ptr, o.span_elements() * 2, t->ptr, t->span_elements() * 2)) {
+    if (byte_ranges_overlap(o.ptr, o.span_elements() * 2, t->ptr, t->span_elements() * 2)) {
       return make_status(StatusCode::kInvalidArgument, "o overlaps %s; the output must not alias an input", t->name);
     }
   }
@@ -226,6 +259,12 @@ void AttentionParams::set_contiguous_bnhd() noexcept {
   v_head_stride = dv;
   v_seq_stride = saturating_mul(heads_kv, dv);
   v_batch_stride = saturating_mul(seqlen_k, v_seq_stride);
+  k_new_head_stride = head_dim;
+  k_new_seq_stride = saturating_mul(heads_kv, head_dim);
+  k_new_batch_stride = saturating_mul(seqlen_new, k_new_seq_stride);
+  v_new_head_stride = dv;
+  v_new_seq_stride = saturating_mul(heads_kv, dv);
+  v_new_batch_stride = saturating_mul(seqlen_new, v_new_seq_stride);
   q_dim_stride = k_dim_stride = v_dim_stride = o_dim_stride = 1;
 }
 
@@ -243,6 +282,12 @@ void AttentionParams::set_contiguous_bhnd() noexcept {
   v_seq_stride = dv;
   v_head_stride = saturating_mul(seqlen_k, dv);
   v_batch_stride = saturating_mul(heads_kv, v_head_stride);
+  k_new_seq_stride = head_dim;
+  k_new_head_stride = saturating_mul(seqlen_new, head_dim);
+  k_new_batch_stride = saturating_mul(heads_kv, k_new_head_stride);
+  v_new_seq_stride = dv;
+  v_new_head_stride = saturating_mul(seqlen_new, dv);
+  v_new_batch_stride = saturating_mul(heads_kv, v_new_head_stride);
   q_dim_stride = k_dim_stride = v_dim_stride = o_dim_stride = 1;
 }
 
@@ -318,6 +363,12 @@ Status validate_call(const AttentionParams& p, bool check_workspace) noexcept {
     if (!s.ok()) return s;
   }
 
+  // An append runs with the attention after it, so it needs query rows.
+  if (p.batch > 0 && p.seqlen_q == 0 && (p.k_new != nullptr || p.v_new != nullptr)) {
+    return make_status(StatusCode::kInvalidArgument,
+                       "k_new with seqlen_q 0: the append runs with the attention it precedes; give at least one "
+                       "query row");
+  }
   // Empty work touches no memory: a successful no-op, whatever the pointers.
   if (p.batch == 0 || p.seqlen_q == 0) return Status{};
 
@@ -429,7 +480,7 @@ Status validate_call(const AttentionParams& p, bool check_workspace) noexcept {
     }
   }
   {
-    const Status st = check_append(p, k, v, o, dv);
+    const Status st = check_append(p, q, k, v, o, dv);
     if (!st.ok()) return st;
   }
   return check_index_arrays(p, o_bytes, lse_bytes_known ? lse_elems * static_cast<int64_t>(sizeof(float)) : 0);

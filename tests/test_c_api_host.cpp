@@ -268,6 +268,7 @@ TEST(CApi, SetContiguousMatchesTheCppHelpers) {
     flash::AttentionParams cpp;
     cpp.batch = 3, cpp.seqlen_q = 5, cpp.seqlen_k = 7, cpp.heads_q = 4, cpp.heads_kv = 2, cpp.head_dim = 64;
     cpp.head_dim_v = 40;
+    cpp.seqlen_new = 3;
     (cpp.*helper.cpp)();
     EXPECT_EQ(p.q_batch_stride, cpp.q_batch_stride);
     EXPECT_EQ(p.q_seq_stride, cpp.q_seq_stride);
@@ -314,8 +315,14 @@ TEST(CApi, SetContiguousMatchesTheCppHelpers) {
     EXPECT_EQ(p.v_new, fake_ptr(13));
     EXPECT_EQ(p.seqlen_new, 3);
     EXPECT_EQ(p.cu_seqlens_k_new, fake_ptr(14));
-    EXPECT_EQ(p.k_new_batch_stride + p.k_new_seq_stride + p.k_new_head_stride, 1 + 2 + 3);
-    EXPECT_EQ(p.v_new_batch_stride * 100 + p.v_new_seq_stride * 10 + p.v_new_head_stride, 456);
+    // k_new's and v_new's strides are filled too (from seqlen_new 3).
+    EXPECT_EQ(p.k_new_batch_stride, cpp.k_new_batch_stride);
+    EXPECT_EQ(p.k_new_seq_stride, cpp.k_new_seq_stride);
+    EXPECT_EQ(p.k_new_head_stride, cpp.k_new_head_stride);
+    EXPECT_EQ(p.v_new_batch_stride, cpp.v_new_batch_stride);
+    EXPECT_EQ(p.v_new_seq_stride, cpp.v_new_seq_stride);
+    EXPECT_EQ(p.v_new_head_stride, cpp.v_new_head_stride);
+    EXPECT_NE(p.v_new_head_stride * p.v_new_seq_stride, 0);
     EXPECT_EQ(p.rotary_cos, fake_ptr(15));
     EXPECT_EQ(p.rotary_sin, fake_ptr(16));
     EXPECT_EQ(p.rotary_dim, 32);
@@ -1025,6 +1032,33 @@ TEST(CApiStructSize, SetContiguousReadsHeadDimVOnlyWithinStructSize) {
   EXPECT_EQ(flash_validate(&p), FLASH_SUCCESS) << flash_last_error_message();
   p.head_dim_v = 12;
   EXPECT_TRUE(rejected(p, FLASH_INVALID_ARGUMENT, {"head_dim_v 12"}));
+}
+
+// The stride helpers write k_new's and v_new's strides only into a struct
+// that has them, and read seqlen_new only from one that has it.
+TEST(CApiStructSize, SetContiguousWritesNewRowStridesOnlyWithinStructSize) {
+  struct Padded {
+    flash_attention_params p;
+    unsigned char guard[8];
+  } buffer;
+  std::memset(&buffer, 0x5A, sizeof(buffer));
+  flash_attention_params& p = buffer.p;
+  flash_attention_params_init(&p);
+  flash::test::set_valid_gqa_call(p);
+  p.seqlen_new = 2;
+  p.struct_size = offsetof(flash_attention_params, k_new);  // the struct before append and rotary
+  const flash_attention_params before = p;
+  flash_set_contiguous_bnhd(&p);
+  EXPECT_EQ(std::memcmp(reinterpret_cast<const char*>(&p) + offsetof(flash_attention_params, k_new),
+                        reinterpret_cast<const char*>(&before) + offsetof(flash_attention_params, k_new),
+                        sizeof(p) - offsetof(flash_attention_params, k_new)),
+            0);
+  p.struct_size = sizeof(p);
+  flash_set_contiguous_bnhd(&p);
+  EXPECT_EQ(p.k_new_head_stride, 128);
+  EXPECT_EQ(p.k_new_seq_stride, 2 * 128);
+  EXPECT_EQ(p.k_new_batch_stride, 2 * 2 * 128);
+  for (unsigned char g : buffer.guard) EXPECT_EQ(g, 0x5A);
 }
 
 // A struct_size the library cannot read is rejected by every entry point,

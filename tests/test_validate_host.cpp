@@ -230,6 +230,15 @@ AttentionParams append_params() {
 TEST(Validate, ChecksAppendAndRotary) {
   EXPECT_TRUE(flash::validate(append_params()).ok()) << flash::validate(append_params()).message;
   {
+    // set_contiguous_bnhd fills k_new's and v_new's strides from seqlen_new.
+    AttentionParams p = append_params();
+    p.seqlen_new = 3;
+    p.k_new_head_stride = p.k_new_seq_stride = p.k_new_batch_stride = 0;
+    p.set_contiguous_bnhd();
+    EXPECT_EQ(p.k_new_batch_stride, 3 * 2 * 128);
+    EXPECT_TRUE(flash::validate(p).ok()) << flash::validate(p).message;
+  }
+  {
     AttentionParams p = append_params();
     p.rotary_cos = p.rotary_sin = nullptr;
     p.rotary_dim = 0;
@@ -283,6 +292,15 @@ TEST(Validate, ChecksAppendAndRotary) {
       {"k_new inside the cache", [](AttentionParams& p) { p.k_new = fake_ptr(1, 1024); }, "k_new overlaps k"},
       {"seqused_k inside V", [](AttentionParams& p) { p.seqused_k = static_cast<const int32_t*>(fake_ptr(2, 64)); },
        "seqused_k overlaps v"},
+      {"no query rows", [](AttentionParams& p) { p.seqlen_q = 0; }, "k_new with seqlen_q 0"},
+      {"k_new head stride 0", [](AttentionParams& p) { p.k_new_head_stride = 0; }, "k_new_head_stride is 0"},
+      {"v_new batch stride 0", [](AttentionParams& p) { p.v_new_batch_stride = 0; }, "v_new_batch_stride is 0"},
+      {"q inside the cache", [](AttentionParams& p) { p.q = fake_ptr(1, 4096); }, "q overlaps k"},
+      {"k_new inside the workspace", [](AttentionParams& p) { p.k_new = fake_ptr(8, 4096); },
+       "k_new overlaps workspace"},
+      {"rotary_cos inside the workspace",
+       [](AttentionParams& p) { p.rotary_cos = static_cast<const float*>(fake_ptr(8, 1024)); },
+       "rotary_cos overlaps workspace"},
   };
   for (const Bad& c : cases) {
     AttentionParams p = append_params();

@@ -287,12 +287,15 @@ flash_status_code flash_validate(const flash_attention_params* params) FLASH_C_N
  * legacy default stream) on the current device. No allocation, no host
  * synchronisation, so a call can be captured in a CUDA graph; thread-safe;
  * deterministic. A rejected call (including a null `params` or a struct_size
- * the library does not accept) launches nothing and writes nothing. */
+ * the library does not accept) launches nothing and writes nothing. (With
+ * k_new, an error the CUDA launch itself reports after the append leaves the
+ * new rows written; repeating the call writes the same rows again.) */
 flash_status_code flash_attention_forward(const flash_attention_params* params, void* stream) FLASH_C_NOEXCEPT;
 
 /* Bytes of device workspace flash_attention_forward needs for `params` on the
- * current device, written to *bytes: nonzero only when it would split the keys
- * (few query tiles for the GPU, or more than 2^18 keys). Pass a buffer of at
+ * current device, written to *bytes: nonzero when it would split the keys
+ * (few query tiles for the GPU, or more than 2^18 keys), and always with
+ * k_new (the lengths after the append, the rotated Q). Pass a buffer of at
  * least this size as params->workspace. Launches nothing. A null `params` or
  * `bytes`, or a struct_size the library does not accept, is
  * FLASH_INVALID_ARGUMENT; on any failure *bytes (when not null) is 0. */

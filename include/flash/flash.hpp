@@ -210,7 +210,7 @@ struct AttentionParams {
   // keys costs a little and changes nothing). Splitting
   // needs a workspace of attention_workspace_size() bytes (for n > 1,
   // validate() checks it: n * batch * heads_q * seqlen_q * (W + 1) * 4
-  // bytes. W is the smallest compiled head dim at least max(head_dim, Dv);
+  // bytes, after the append's bytes when k_new is set. W is the smallest compiled head dim at least max(head_dim, Dv);
   // with Backend::kAuto or kSm90 in a build with the Hopper kernel, the
   // larger of that and the smallest compiled multiple of 64 at least
   // max(head_dim, Dv)). With num_splits = 0 the workspace never makes a call fail:
@@ -267,10 +267,10 @@ struct AttentionParams {
   bool rotary_interleaved = false;
 
   // Fill all strides for densely packed [batch, seq, heads, head_dim] tensors
-  // (V and O: Dv).
+  // (V and O: Dv; k_new and v_new [batch, seqlen_new, heads_kv, ...]).
   void set_contiguous_bnhd() noexcept;
   // Fill all strides for densely packed [batch, heads, seq, head_dim] tensors
-  // (V and O: Dv).
+  // (V and O: Dv; k_new and v_new [batch, heads_kv, seqlen_new, ...]).
   void set_contiguous_bhnd() noexcept;
 };
 
@@ -302,7 +302,10 @@ Status validate(const AttentionParams& params) noexcept;
 // Computes attention asynchronously on `stream` (null: the legacy default
 // stream) on the current device. No allocation, no host synchronisation, so
 // a call can be captured in a CUDA graph; thread-safe; deterministic. A
-// rejected call launches nothing and writes nothing.
+// rejected call launches nothing and writes nothing. (With k_new, an error
+// the CUDA launch itself reports after the append, kCudaError or a
+// driver's refusal of a TMA tensor map, leaves the new rows written;
+// repeating the call writes the same rows again.)
 Status attention_forward(const AttentionParams& params, CUstream_st* stream) noexcept;
 
 // Which configuration attention_forward would run for `params` on the
@@ -311,8 +314,9 @@ Status attention_forward(const AttentionParams& params, CUstream_st* stream) noe
 Status query_kernel_choice(const AttentionParams& params, KernelChoice* choice) noexcept;
 
 // Bytes of device workspace attention_forward needs for `params` on the
-// current device: nonzero only when it would split the keys (few query
-// tiles for the GPU, or more than 2^18 keys per row). Pass a buffer of at least this size
+// current device: nonzero when it would split the keys (few query tiles
+// for the GPU, or more than 2^18 keys per row) and always with k_new (the
+// lengths after the append, the rotated Q). Pass a buffer of at least this size
 // as params.workspace. Launches nothing.
 Status attention_workspace_size(const AttentionParams& params, size_t* bytes) noexcept;
 

@@ -76,7 +76,7 @@ __global__ void __launch_bounds__(kThreads) append_kernel(const __grid_constant_
   const int old_len = min(max(__ldg(a.seqused_k + b), 0), a.alloc);
   const int first_new = a.cu_seqlens_new != nullptr ? __ldg(a.cu_seqlens_new + b) : 0;
   const int n_new = a.cu_seqlens_new != nullptr ? __ldg(a.cu_seqlens_new + b + 1) - first_new : a.seqlen_new;
-  const int len = min(old_len + max(n_new, 0), a.alloc);
+  const int len = old_len + min(max(n_new, 0), a.alloc - old_len);  // no int overflow: old_len <= alloc
   const int positions_last = a.rotary_positions - 1;
 
   if (blockIdx.z == 0) {
