@@ -145,8 +145,9 @@ Status check_append(const AttentionParams& p, const TensorView& q, const TensorV
     if (!s.ok()) return s;
     // Distinct new rows must not be one row read again (a stride left at 0).
     static const char* const kDims[3] = {"batch", "seq", "head"};
-    const bool several[3] = {!varlen_new && p.batch > 1, p.seqlen_new > 1 || (varlen_new && p.batch > 1),
-                             p.heads_kv > 1};
+    const bool rows = p.seqlen_new > 0 || varlen_new;
+    const bool several[3] = {!varlen_new && p.batch > 1 && rows, p.seqlen_new > 1 || (varlen_new && p.batch > 1),
+                             p.heads_kv > 1 && rows};
     for (int dim = 0; dim < 3; ++dim) {
       if (several[dim] && t->stride[dim] == 0) {
         return make_status(StatusCode::kInvalidArgument,

@@ -51,7 +51,7 @@ constexpr int kCases = 300000;
 constexpr int64_t kHeadDims[] = {8, 32, 40, 64, 80, 96, 112, 128, 160, 192, 224, 256};
 
 // Regions of fake device memory, 1 TiB apart; nothing is ever dereferenced.
-enum Region { kQ, kK, kV, kO, kLse, kCuQ, kCuK, kUsed, kTable, kWorkspace, kRegions };
+enum Region { kQ, kK, kV, kO, kLse, kCuQ, kCuK, kUsed, kTable, kWorkspace, kKNew, kVNew, kCuNew, kRotary, kRegions };
 uintptr_t region_base(int r) { return (uintptr_t{1} << 40) * static_cast<uintptr_t>(r + 1); }
 
 // The split workspace's row width for head dim d: the smallest compiled head
@@ -163,6 +163,26 @@ void fill_strides(Fuzzer& f, int64_t seq, int64_t heads, int64_t head_dim, int64
   }
 }
 
+// The workspace of a call by the documented rules: the append's lengths
+// and rotated Q (each rounded up to 256 bytes), then n splits' rows of
+// W + 1 floats. `required`: what validate() demands (n = num_splits when
+// above 1, else no rows); otherwise room for one split's rows at least.
+size_t model_workspace(const AttentionParams& p, bool required = false) {
+  auto round256 = [](int64_t n) { return (n + 255) / 256 * 256; };
+  const int64_t dv = p.head_dim_v != 0 ? p.head_dim_v : p.head_dim;
+  int64_t bytes = 0;
+  if (p.k_new != nullptr) {
+    bytes += round256(p.batch * 4);
+    if (p.rotary_cos != nullptr) {
+      const int64_t q_rows = p.cu_seqlens_q != nullptr ? p.total_q : p.batch * p.seqlen_q;
+      bytes += round256(q_rows * p.heads_q * p.head_dim * 2);
+    }
+  }
+  const int64_t n = p.num_splits > 1 ? p.num_splits : (required ? 0 : 1);
+  bytes += n * p.batch * p.heads_q * p.seqlen_q * (workspace_width(std::max(p.head_dim, dv), p.backend) + 1) * 4;
+  return static_cast<size_t>(bytes);
+}
+
 // A call every documented rule allows.
 AttentionParams make_valid(Fuzzer& f) {
   AttentionParams p;
@@ -215,18 +235,36 @@ AttentionParams make_valid(Fuzzer& f) {
   fill_strides(f, kv_rows, p.heads_kv, p.head_dim, &p.k_batch_stride, &p.k_seq_stride, &p.k_head_stride);
   fill_strides(f, kv_rows, p.heads_kv, dv, &p.v_batch_stride, &p.v_seq_stride, &p.v_head_stride);
 
+  // Append and attend (not with varlen K): new rows, seqused_k, rotary.
+  if (mode != 1 && f.coin(0.2)) {
+    if (p.seqused_k == nullptr) p.seqused_k = at<const int32_t>(kUsed, 4 * f.range(0, 100));
+    p.k_new = at<const void>(kKNew, 256 * f.range(0, 100));
+    p.v_new = at<const void>(kVNew, 256 * f.range(0, 100));
+    p.seqlen_new = f.range(1, 64);
+    if (f.coin(0.3)) p.cu_seqlens_k_new = at<const int32_t>(kCuNew, 4 * f.range(0, 100));
+    fill_strides(f, p.seqlen_new, p.heads_kv, p.head_dim, &p.k_new_batch_stride, &p.k_new_seq_stride,
+                 &p.k_new_head_stride);
+    fill_strides(f, p.seqlen_new, p.heads_kv, dv, &p.v_new_batch_stride, &p.v_new_seq_stride, &p.v_new_head_stride);
+    // Rotary writes the rotated Q to the workspace: packed Q needs total_q.
+    if (f.coin() && (p.cu_seqlens_q == nullptr || p.total_q > 0)) {
+      p.rotary_cos = at<const float>(kRotary, 4 * f.range(0, 100));
+      p.rotary_sin = at<const float>(kRotary, (int64_t{1} << 32) + 4 * f.range(0, 100));
+      p.rotary_dim = 2 * f.range(1, p.head_dim / 2);
+      p.rotary_positions = f.range(1, 5000);
+      p.rotary_interleaved = f.coin();
+    }
+  }
+
   // Split-KV: n > 1 needs n * batch * heads_q * seqlen_q * (W + 1) * 4 bytes,
-  // W the row width of workspace_width().
+  // W the row width of workspace_width(), after the append's bytes.
   switch (f.range(0, 3)) {
     case 0: p.num_splits = 0; break;
     case 1: p.num_splits = 1; break;
     default: p.num_splits = static_cast<int32_t>(f.range(2, 128)); break;
   }
-  if (p.num_splits > 1 || f.coin(0.3)) {
+  if (p.num_splits > 1 || p.k_new != nullptr || f.coin(0.3)) {
     p.workspace = at<void>(kWorkspace, 256 * f.range(0, 100));
-    const int64_t n = p.num_splits > 1 ? p.num_splits : 1;
-    p.workspace_bytes = static_cast<size_t>(n * p.batch * p.heads_q * p.seqlen_q * (workspace_width(std::max(p.head_dim, dv), p.backend) + 1) * 4) +
-                        static_cast<size_t>(f.range(0, 1) * 256);
+    p.workspace_bytes = model_workspace(p) + static_cast<size_t>(f.range(0, 1) * 256);
   }
   return p;
 }
@@ -248,7 +286,7 @@ const void* input(Fuzzer& f, const AttentionParams& p) {
 
 Expectation violate(Fuzzer& f, AttentionParams* pp) {
   AttentionParams& p = *pp;
-  switch (f.range(0, 28)) {
+  switch (f.range(0, 29)) {
     case 0: {
       const int32_t bad = static_cast<int32_t>(f.coin() ? f.range(2, 1000) : f.range(INT32_MIN, -1));
       p.dtype = static_cast<DType>(bad);
@@ -268,6 +306,19 @@ Expectation violate(Fuzzer& f, AttentionParams* pp) {
       p.head_dim = hd;
       return {StatusCode::kInvalidArgument, "head_dim"};
     }
+    case 28:
+      // An append's own rules.
+      if (p.k_new == nullptr) return {StatusCode::kSuccess, nullptr};
+      switch (f.range(0, 3)) {
+        case 0: p.seqused_k = nullptr; return {StatusCode::kInvalidArgument, "seqused_k"};
+        case 1: p.workspace_bytes = static_cast<size_t>(f.range(0, static_cast<int64_t>(model_workspace(p, true)) - 1));
+                return {StatusCode::kInvalidArgument, "workspace"};
+        case 2: p.v_new = nullptr; return {StatusCode::kInvalidArgument, "k_new and v_new"};
+        default:
+          if (p.rotary_cos == nullptr) return {StatusCode::kSuccess, nullptr};
+          p.rotary_dim = f.coin() ? p.head_dim + 2 * f.range(1, 8) : 2 * f.range(0, p.head_dim / 2) + 1;
+          return {StatusCode::kInvalidArgument, "rotary_dim"};
+      }
     case 27: {
       int64_t hd = f.range(-5, 600);
       while (hd == 0 || (hd >= 8 && hd <= 256 && hd % 8 == 0)) ++hd;  // neither 0 nor a multiple of 8 from 8 to 256
@@ -328,7 +379,8 @@ Expectation violate(Fuzzer& f, AttentionParams* pp) {
       return {StatusCode::kInvalidArgument, "stride"};
     }
     case 18:
-      p.o = const_cast<char*>(static_cast<const char*>(input(f, p))) + 16 * f.range(0, 8);
+      // Inside the input's first row, which every valid call has.
+      p.o = const_cast<char*>(static_cast<const char*>(input(f, p))) + 16 * f.range(0, p.head_dim / 8 - 1);
       return {StatusCode::kInvalidArgument, "overlaps"};
     case 19:
       if (p.lse == nullptr || (p.cu_seqlens_q != nullptr && p.total_q == 0)) return {StatusCode::kSuccess, nullptr};
@@ -336,7 +388,7 @@ Expectation violate(Fuzzer& f, AttentionParams* pp) {
       return {StatusCode::kInvalidArgument, "lse overlaps"};
     case 20:
       if (p.num_splits <= 1) return {StatusCode::kSuccess, nullptr};
-      p.workspace_bytes = f.coin() ? 0 : p.workspace_bytes / 2;
+      p.workspace_bytes = f.coin() ? 0 : static_cast<size_t>(f.range(0, static_cast<int64_t>(model_workspace(p, true)) - 1));
       if (f.coin(0.2)) p.workspace = nullptr;
       return {StatusCode::kInvalidArgument, "workspace"};
     case 21:
@@ -404,8 +456,9 @@ Expectation violate(Fuzzer& f, AttentionParams* pp) {
       return {StatusCode::kUnsupported, "decode"};
     }
     default:
-      // Empty work is a successful no-op whatever the pointers.
-      (f.coin() ? p.batch : p.seqlen_q) = 0;
+      // Empty work is a successful no-op whatever the pointers (an append
+      // needs query rows: only batch 0 is empty work then).
+      (f.coin() && p.k_new == nullptr ? p.seqlen_q : p.batch) = 0;
       p.q = p.k = p.v = nullptr;
       p.o = nullptr;
       p.lse = nullptr;
@@ -420,7 +473,7 @@ AttentionParams make_garbage(Fuzzer& f) {
   AttentionParams p = make_valid(f);
   const int n = static_cast<int>(f.range(1, 10));
   for (int i = 0; i < n; ++i) {
-    switch (f.range(0, 46)) {
+    switch (f.range(0, 51)) {
       case 0: p.q = f.any_ptr(kQ); break;
       case 1: p.k = f.any_ptr(kK); break;
       case 2: p.v = f.any_ptr(kV); break;
@@ -467,6 +520,11 @@ AttentionParams make_garbage(Fuzzer& f) {
       case 43: p.total_k = f.any_int(); break;
       case 44: f.coin() ? p.set_contiguous_bnhd() : p.set_contiguous_bhnd(); break;
       case 45: p.head_dim_v = f.coin() ? f.any_int() : f.pick(kHeadDims); break;
+      case 46: (f.coin() ? p.k_new : p.v_new) = f.any_ptr(f.coin() ? kKNew : kVNew); break;
+      case 47: p.seqlen_new = f.any_int(); break;
+      case 48: (f.coin() ? p.k_new_head_stride : p.v_new_seq_stride) = f.any_int(); break;
+      case 49: p.rotary_dim = f.any_int(); break;
+      case 50: p.rotary_positions = f.any_int(); break;
       default: p.o = const_cast<void*>(input(f, p)); break;
     }
   }
@@ -529,6 +587,21 @@ flash_attention_params to_c(const AttentionParams& p) {
   c.total_q = p.total_q;
   c.total_k = p.total_k;
   c.head_dim_v = p.head_dim_v;
+  c.k_new = p.k_new;
+  c.v_new = p.v_new;
+  c.seqlen_new = p.seqlen_new;
+  c.cu_seqlens_k_new = p.cu_seqlens_k_new;
+  c.k_new_batch_stride = p.k_new_batch_stride;
+  c.k_new_seq_stride = p.k_new_seq_stride;
+  c.k_new_head_stride = p.k_new_head_stride;
+  c.v_new_batch_stride = p.v_new_batch_stride;
+  c.v_new_seq_stride = p.v_new_seq_stride;
+  c.v_new_head_stride = p.v_new_head_stride;
+  c.rotary_cos = p.rotary_cos;
+  c.rotary_sin = p.rotary_sin;
+  c.rotary_dim = p.rotary_dim;
+  c.rotary_positions = p.rotary_positions;
+  c.rotary_interleaved = p.rotary_interleaved ? 1 : 0;
   return c;
 }
 
