@@ -187,14 +187,7 @@ Status check_append(const AttentionParams& p, const TensorView& q, const TensorV
   // extent of seqlen_new rows, a lower bound.)
   constexpr int64_t kInt32 = static_cast<int64_t>(sizeof(int32_t));
   const int64_t rows_bytes = p.batch * kInt32;
-  int64_t table_entries = 0;
-  if (p.block_table != nullptr) {
-    table_entries = p.batch <= 1 ? p.max_pages_per_seq
-                                 : static_cast<int64_t>(std::min<__int128>(
-                                       static_cast<__int128>(p.batch - 1) * p.block_table_batch_stride +
-                                           p.max_pages_per_seq,
-                                       INT64_MAX / 8));
-  }
+  const int64_t table_entries = detail::block_table_entries(p);
   const int64_t per_head = p.heads_q * static_cast<int64_t>(sizeof(float));
   const struct {
     const char* name;

@@ -47,6 +47,10 @@ bool byte_ranges_overlap(const void* a, int64_t a_bytes, const void* b, int64_t 
 Status validate_engine_features(const AttentionParams& p) noexcept;
 // Sizes the split-KV decode kernel cannot launch (Backend::kDecode or num_splits > 1).
 Status check_decode_grid(const AttentionParams& p) noexcept;
+// Entries of the block table the kernels may read: (batch - 1) *
+// block_table_batch_stride + max_pages_per_seq, saturated (0 without one).
+// Sizes must be checked already.
+int64_t block_table_entries(const AttentionParams& p) noexcept;
 // The outputs must not overlap the int32 arrays the kernels read.
 Status check_index_arrays(const AttentionParams& p, int64_t o_bytes, int64_t lse_bytes) noexcept;
 

@@ -133,19 +133,19 @@ Status check_decode_grid(const AttentionParams& p) noexcept {
 // entries), seqused_k (batch) and block_table ((batch - 1) *
 // block_table_batch_stride + max_pages_per_seq), and the float sinks and
 // ALiBi slopes (heads_q each). A zero extent is not checked.
-Status check_index_arrays(const AttentionParams& p, int64_t o_bytes, int64_t lse_bytes) noexcept {
+int64_t block_table_entries(const AttentionParams& p) noexcept {
   // Sizes are checked by now (batch <= 65535, with a block table 1 <=
   // max_pages_per_seq <= 2^30 and the stride >= it when batch > 1); the
   // stride has no upper bound, so the table's extent saturates.
+  if (p.block_table == nullptr) return 0;
+  if (p.batch <= 1) return p.max_pages_per_seq;
+  return static_cast<int64_t>(std::min<__int128>(
+      static_cast<__int128>(p.batch - 1) * p.block_table_batch_stride + p.max_pages_per_seq, INT64_MAX / 8));
+}
+
+Status check_index_arrays(const AttentionParams& p, int64_t o_bytes, int64_t lse_bytes) noexcept {
   constexpr int64_t kInt32 = static_cast<int64_t>(sizeof(int32_t));
-  int64_t table_entries = 0;
-  if (p.block_table != nullptr) {
-    table_entries = p.batch <= 1 ? p.max_pages_per_seq
-                                 : static_cast<int64_t>(std::min<__int128>(
-                                       static_cast<__int128>(p.batch - 1) * p.block_table_batch_stride +
-                                           p.max_pages_per_seq,
-                                       INT64_MAX / 8));
-  }
+  const int64_t table_entries = block_table_entries(p);
   const struct {
     const char* name;
     const void* ptr;

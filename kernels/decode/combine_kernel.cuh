@@ -46,6 +46,16 @@ __global__ void __launch_bounds__(kMergeThreads) combine_kernel(const __grid_con
                       o, lse);
 }
 
+// Makes `config` a programmatic dependent launch of the kernel before it on
+// the stream (sm_90+), through `attribute`, which must outlive the launch.
+inline void allow_programmatic_launch(cudaLaunchConfig_t* config, cudaLaunchAttribute* attribute) {
+  *attribute = {};
+  attribute->id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute->val.programmaticStreamSerializationAllowed = 1;
+  config->attrs = attribute;
+  config->numAttrs = 1;
+}
+
 // Launches the combine of p's splits: one CTA per (batch, head, query) row
 // (the caller has checked that their number fits gridDim.x). With
 // `programmatic` it launches as a programmatic dependent of the kernel
@@ -58,13 +68,8 @@ cudaError_t launch_combine(const detail::FwdParams& p, cudaStream_t stream, bool
   config.gridDim = dim3(static_cast<unsigned>(rows));
   config.blockDim = dim3(128);
   config.stream = stream;
-  cudaLaunchAttribute attribute = {};
-  if (programmatic) {
-    attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attribute.val.programmaticStreamSerializationAllowed = 1;
-    config.attrs = &attribute;
-    config.numAttrs = 1;
-  }
+  cudaLaunchAttribute attribute;
+  if (programmatic) allow_programmatic_launch(&config, &attribute);
   return cudaLaunchKernelEx(&config, &combine_kernel<kHeadDim, Element>, p);
 }
 

@@ -47,13 +47,8 @@ cudaError_t launch_decode(const detail::FwdParams& params, cudaStream_t stream, 
   config.blockDim = dim3(Traits::kNThreads);
   config.dynamicSmemBytes = kSmemBytes;
   config.stream = stream;
-  cudaLaunchAttribute attribute = {};
-  if (programmatic) {
-    attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attribute.val.programmaticStreamSerializationAllowed = 1;
-    config.attrs = &attribute;
-    config.numAttrs = 1;
-  }
+  cudaLaunchAttribute attribute;
+  if (programmatic) allow_programmatic_launch(&config, &attribute);
   return cudaLaunchKernelEx(&config, kernel, params);
 }
 
