@@ -204,8 +204,7 @@ Status check_append(const AttentionParams& p, const TensorView& q, const TensorV
               {"alibi_slopes", p.alibi_slopes, per_head},
               {"rotary_cos", p.rotary_cos, table_bytes},
               {"rotary_sin", p.rotary_sin, table_bytes}};
-  const int64_t ws_bytes =
-      p.workspace != nullptr ? static_cast<int64_t>(std::min<size_t>(p.workspace_bytes, INT64_MAX / 2)) : 0;
+  const int64_t ws_bytes = detail::workspace_extent(p);
   const struct {
     const char* name;
     const void* ptr;
@@ -461,7 +460,7 @@ Status validate_call(const AttentionParams& p, bool check_workspace) noexcept {
     }
   }
   if (p.workspace != nullptr && p.workspace_bytes > 0) {
-    const auto ws_bytes = static_cast<int64_t>(std::min<size_t>(p.workspace_bytes, INT64_MAX / 2));
+    const int64_t ws_bytes = workspace_extent(p);
     for (const TensorView* t : {&q, &k, &v, &o}) {
       if (byte_ranges_overlap(p.workspace, ws_bytes, t->ptr, t->span_elements() * 2)) {
         return make_status(StatusCode::kInvalidArgument, "workspace overlaps %s; it must be memory of its own",

@@ -47,6 +47,13 @@ bool byte_ranges_overlap(const void* a, int64_t a_bytes, const void* b, int64_t 
 Status validate_engine_features(const AttentionParams& p) noexcept;
 // Sizes the split-KV decode kernel cannot launch (Backend::kDecode or num_splits > 1).
 Status check_decode_grid(const AttentionParams& p) noexcept;
+// Bytes of the workspace as the overlap checks measure it: workspace_bytes,
+// capped so byte arithmetic stays in int64; 0 without a workspace.
+inline int64_t workspace_extent(const AttentionParams& p) noexcept {
+  if (p.workspace == nullptr) return 0;
+  return static_cast<int64_t>(p.workspace_bytes < static_cast<size_t>(INT64_MAX / 2) ? p.workspace_bytes
+                                                                                       : INT64_MAX / 2);
+}
 // Entries of the block table the kernels may read: (batch - 1) *
 // block_table_batch_stride + max_pages_per_seq, saturated (0 without one).
 // Sizes must be checked already.

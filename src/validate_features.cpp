@@ -156,8 +156,7 @@ Status check_index_arrays(const AttentionParams& p, int64_t o_bytes, int64_t lse
                 {"block_table", p.block_table, table_entries * kInt32},
                 {"sinks", p.sinks, p.heads_q * static_cast<int64_t>(sizeof(float))},
                 {"alibi_slopes", p.alibi_slopes, p.heads_q * static_cast<int64_t>(sizeof(float))}};
-  const int64_t ws_bytes =
-      p.workspace != nullptr ? static_cast<int64_t>(std::min<size_t>(p.workspace_bytes, INT64_MAX / 2)) : 0;
+  const int64_t ws_bytes = workspace_extent(p);
   const struct {
     const char* name;
     const void* ptr;
