@@ -193,6 +193,10 @@ void register_benchmarks(BenchEnv* env) {
     const std::vector<DecodeKey> serving_rows = serving_decode_keys(o);
     decode_rows.insert(decode_rows.end(), serving_rows.begin(), serving_rows.end());
   }
+  if (o.fp8) {
+    const std::vector<DecodeKey> fp8_rows = fp8_decode_keys(o);
+    decode_rows.insert(decode_rows.end(), fp8_rows.begin(), fp8_rows.end());
+  }
   if (!decode_rows.empty()) register_decode_benchmarks(env, decode_rows);
   if (o.serving) register_serving_prefill_benchmarks(env);
   if (o.varlen) register_varlen_benchmarks(env);
@@ -273,6 +277,7 @@ int run(int argc, char** argv) {
     if (env.options.lse) std::printf("- flash rows write the log-sum-exp\n");
   }
   if (env.options.decode) print_decode_summary(stdout, env);
+  if (env.options.fp8) print_fp8_decode_summary(stdout, env);
   if (env.options.varlen) print_varlen_summary(stdout, env);
   if (env.options.window) print_window_summary(stdout, env);
   if (env.options.serving) print_serving_summary(stdout, env);

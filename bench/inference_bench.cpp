@@ -24,8 +24,8 @@
 namespace flash_bench {
 
 bool DecodeKey::operator<(const DecodeKey& o) const {
-  return std::make_tuple(head_dim, seqlen_k, batch, page_size) <
-         std::make_tuple(o.head_dim, o.seqlen_k, o.batch, o.page_size);
+  return std::make_tuple(head_dim, seqlen_k, batch, page_size, fp8) <
+         std::make_tuple(o.head_dim, o.seqlen_k, o.batch, o.page_size, o.fp8);
 }
 
 namespace {
@@ -51,16 +51,16 @@ constexpr int64_t kWindowLefts[] = {1024, 4096};
 // ---- Decode ----
 
 std::string decode_row_name(const DecodeKey& key) {
-  return "decode/bf16/hd" + std::to_string(key.head_dim) + "/q" + std::to_string(kDecodeHeadsQ) + "kv" +
+  return std::string(key.fp8 ? "decode/bf16-e4m3kv/hd" : "decode/bf16/hd") + std::to_string(key.head_dim) + "/q" + std::to_string(kDecodeHeadsQ) + "kv" +
          std::to_string(kDecodeHeadsKv) + "/B" + std::to_string(key.batch) + "/L" + std::to_string(key.seqlen_k) + "/" +
          cache_name(key.page_size);
 }
 
 // K and V bytes a decode call must read once: B * L * heads_kv * head_dim
-// elements of each.
+// elements of each (one byte each in e4m3).
 double decode_kv_bytes(const DecodeKey& key) {
   return 2.0 * static_cast<double>(key.batch) * static_cast<double>(key.seqlen_k) * kDecodeHeadsKv * key.head_dim *
-         kElemBytes;
+         (key.fp8 ? 1 : kElemBytes);
 }
 
 // The tensors and parameters of one decode row.
@@ -76,6 +76,7 @@ struct DecodeRun {
     p.heads_q = kDecodeHeadsQ;
     p.heads_kv = kDecodeHeadsKv;
     p.head_dim = key.head_dim;
+    if (key.fp8) p.kv_dtype = flash::KvDType::kFloat8E4M3;  // no descales: 1
     p.set_contiguous_bnhd();  // Q, O [B, 1, Hq, D]; a dense cache [B, L, Hkv, D]
     p.backend = env.options.backend;
     p.num_splits = env.options.num_splits;  // 0, the default: flash splits the keys when the workspace allows it
@@ -86,8 +87,11 @@ struct DecodeRun {
     const size_t q_elems = static_cast<size_t>(p.batch * p.heads_q * p.head_dim);
     const size_t kv_elems = static_cast<size_t>(key.batch * key.seqlen_k * p.heads_kv * p.head_dim);
     std::string err = alloc_filled(env, &q, q_elems, 1, "Q");
-    if (err.empty()) err = alloc_filled(env, &k, kv_elems, 2, "K");
-    if (err.empty()) err = alloc_filled(env, &v, kv_elems, 3, "V");
+    // e4m3: the bytes of half as many random bf16 values (some of them the
+    // NaN code, read as +-480; the time does not depend on the values).
+    const size_t kv_fill = key.fp8 ? kv_elems / 2 : kv_elems;
+    if (err.empty()) err = alloc_filled(env, &k, kv_fill, 2, "K");
+    if (err.empty()) err = alloc_filled(env, &v, kv_fill, 3, "V");
     if (err.empty()) err = o.allocate(q_elems * kElemBytes, "cudaMalloc(O)");
     if (err.empty()) err = upload(env, used, &seqused_k, "seqused_k");
     if (err.empty() && !table.empty()) err = upload(env, table, &block_table, "block_table");
@@ -418,6 +422,66 @@ void print_decode_table(std::FILE* out, const BenchEnv& env, const char* title, 
 
 void print_decode_summary(std::FILE* out, const BenchEnv& env) {
   print_decode_table(out, env, "decode", decode_keys(env.options), /*paged_vs_dense=*/false);
+}
+
+std::vector<DecodeKey> fp8_decode_keys(const Options& options) {
+  std::vector<DecodeKey> keys;
+  for (int64_t head_dim : options.decode_head_dims) {
+    for (int64_t seqlen_k : kDecodeSeqlens) {
+      for (int64_t batch : kDecodeBatches) {
+        for (int64_t page_size : {0, 16}) {
+          for (bool fp8 : {false, true}) keys.push_back(DecodeKey{batch, seqlen_k, page_size, head_dim, fp8});
+        }
+      }
+    }
+  }
+  return keys;
+}
+
+void print_fp8_decode_summary(std::FILE* out, const BenchEnv& env) {
+  std::lock_guard<std::mutex> lock(rows_mutex());
+  std::fprintf(out, "\n## fp8 KV cache decode\n\n");
+  std::fprintf(out, "- read ceiling: %.1f GiB streamed with 16-byte loads, median: %.0f GB/s\n",
+               static_cast<double>(kBandwidthBytes) / (1 << 30), env.bandwidth_gbps);
+  std::fprintf(out,
+               "- Q and O bf16, K and V bf16 or e4m3 (kv_dtype, no descales), heads_q %lld, heads_kv %lld, seqlen_q "
+               "1, seqused_k = L, num_splits %d%s with a workspace of attention_workspace_size() bytes, backend %s\n",
+               static_cast<long long>(kDecodeHeadsQ), static_cast<long long>(kDecodeHeadsKv), env.options.num_splits,
+               env.options.num_splits == 0 ? " (auto)" : "", backend_name(env.options.backend));
+  std::fprintf(out,
+               "- GB/s = K and V bytes (2 * B * L * heads_kv * head_dim * 2 or 1 B) / median time; vs bf16 = the "
+               "bf16 row's time / this row's; vs dense = the dense e4m3 row's time / this row's\n\n");
+  const std::map<DecodeKey, DecodeFigures>& results = decode_results();
+  bool any = false;
+  for (const DecodeKey& key : fp8_decode_keys(env.options)) any = any || results.count(key) > 0;
+  if (!any) {
+    std::fprintf(out, "(no fp8 decode rows ran)\n");
+    return;
+  }
+  std::fprintf(out, "| head_dim | L | batch | cache | kv | kernel | us | GB/s | frac of read | vs bf16 | vs dense |\n");
+  std::fprintf(out, "|---|---|---|---|---|---|---|---|---|---|---|\n");
+  for (const DecodeKey& key : fp8_decode_keys(env.options)) {
+    const auto row = results.find(key);
+    if (row == results.end()) continue;
+    const DecodeFigures& f = row->second;
+    char frac[32] = "-", vs_bf16[32] = "-", vs_dense[32] = "-";
+    if (env.bandwidth_gbps > 0.0) std::snprintf(frac, sizeof(frac), "%.3f", f.gbps / env.bandwidth_gbps);
+    if (key.fp8) {
+      const auto bf16 = results.find(DecodeKey{key.batch, key.seqlen_k, key.page_size, key.head_dim, false});
+      if (bf16 != results.end() && f.median_us > 0.0) {
+        std::snprintf(vs_bf16, sizeof(vs_bf16), "%.2fx", bf16->second.median_us / f.median_us);
+      }
+      const auto dense = results.find(DecodeKey{key.batch, key.seqlen_k, 0, key.head_dim, true});
+      if (key.page_size > 0 && dense != results.end() && f.median_us > 0.0) {
+        std::snprintf(vs_dense, sizeof(vs_dense), "%.2fx", dense->second.median_us / f.median_us);
+      }
+    }
+    std::fprintf(out, "| %lld | %lld | %lld | %s | %s | %s | %.1f | %.0f | %s | %s | %s |\n",
+                 static_cast<long long>(key.head_dim), static_cast<long long>(key.seqlen_k),
+                 static_cast<long long>(key.batch), cache_name(key.page_size).c_str(), key.fp8 ? "e4m3" : "bf16",
+                 f.config.c_str(), f.median_us, f.gbps, frac, vs_bf16, vs_dense);
+  }
+  std::fflush(out);
 }
 
 void print_varlen_summary(std::FILE* out, const BenchEnv& env) {

@@ -40,9 +40,10 @@ struct DecodeKey {
   int64_t seqlen_k;
   int64_t page_size;  // 0: dense
   int64_t head_dim;
+  bool fp8 = false;  // K and V e4m3 (AttentionParams::kv_dtype), Q and O bf16
 
-  // head_dim, then L, then batch, then the cache (dense first): the order
-  // the rows run and the summaries print in.
+  // head_dim, then L, then batch, then the cache (dense first), then bf16
+  // before fp8: the order the rows run and the summaries print in.
   bool operator<(const DecodeKey& o) const;
 };
 
@@ -72,6 +73,11 @@ void register_window_benchmarks(BenchEnv* env);
 // Markdown tables of the rows that ran ("" when none did). The decode table
 // holds the rows of decode_keys(env.options) only.
 void print_decode_summary(std::FILE* out, const BenchEnv& env);
+
+// --fp8's rows: decode_head_dims x L x batch x {dense, paged16} x {bf16, e4m3 K/V}.
+std::vector<DecodeKey> fp8_decode_keys(const Options& options);
+// Their table: each e4m3 row beside the bf16 row of its shape.
+void print_fp8_decode_summary(std::FILE* out, const BenchEnv& env);
 void print_varlen_summary(std::FILE* out, const BenchEnv& env);
 void print_window_summary(std::FILE* out, const BenchEnv& env);
 

@@ -148,6 +148,8 @@ const char* usage() {
          "  --features                  run the feature-cost rows (bench/features_bench.h): gpt-oss-like prefill,\n"
          "                              windowed prefill and decode, and hd128 prefill, each plain, with sinks\n"
          "                              and with ALiBi\n"
+         "  --fp8                       run the fp8 KV cache decode rows: the --decode shapes (--decode_head_dims)\n"
+         "                              on dense and paged16 caches, K and V in bf16 and in e4m3 side by side\n"
          "  --head_dim_rows              run the head-dim rows (bench/head_dims_bench.h): bf16, N 16384, not causal,\n"
          "                              head dims 64 to 256 between and at the compiled ones, each against hd128\n"
          "                              and against the compiled head dim that ran it\n"
@@ -199,6 +201,8 @@ std::string parse_options(int* argc, char** argv, Options* options, bool* help) 
       options->varlen = true;
     } else if (std::strcmp(arg, "--window") == 0) {
       options->window = true;
+    } else if (std::strcmp(arg, "--fp8") == 0) {
+      options->fp8 = true;
     } else if (std::strcmp(arg, "--features") == 0) {
       options->features = true;
     } else if (std::strcmp(arg, "--head_dim_rows") == 0) {
@@ -251,7 +255,7 @@ std::string parse_options(int* argc, char** argv, Options* options, bool* help) 
   argv[kept] = nullptr;
   options->run_sweep =
       sweep_flag || (!options->decode && !options->varlen && !options->window && !options->serving && !options->features &&
-                     !options->head_dim_rows);
+                     !options->head_dim_rows && !options->fp8);
   return {};
 }
 

@@ -27,6 +27,7 @@ struct Options {
   bool serving = false;      // --serving: chunked prefill on dense, seqused_k and paged caches, and decode
   bool varlen = false;       // --varlen: varlen prefill against an equal-length dense batch
   bool window = false;       // --window: causal sliding-window prefill, flash's pick against the sm80 kernel
+  bool fp8 = false;            // --fp8: decode on an e4m3 KV cache beside bf16 (inference_bench.h)
   bool head_dim_rows = false;  // --head_dim_rows: head dims between the compiled ones (head_dims_bench.h)
   bool features = false;     // --features: each feature's cost against the same call without it (features_bench.h)
   bool run_standard = true;  // --no-standard clears it

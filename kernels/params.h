@@ -82,6 +82,12 @@ struct FwdParams {
   // Unsplit kernels add them in their epilogue (add_sink, softmax.cuh);
   // split calls write partials without them and the combine adds each once.
   const float* sinks;
+  // FP8 KV cache (AttentionParams::kv_dtype; the decode kernel's fp8
+  // instantiations): K = k_descale[h * descale_head_stride] * K_fp8 and V
+  // likewise for K/V head h; null factors are 1.
+  const float* k_descale;
+  const float* v_descale;
+  int64_t descale_head_stride;
 
   // Split-KV (decode and sm90 kernels): num_splits > 1 writes fp32 partial O and LSE
   // per split to the workspace, [num_splits, batch, heads_q, seqlen_q, kHeadDim]

@@ -2,7 +2,7 @@
 # Build, test and benchmark flash on a GPU machine in one go.
 #
 #   scripts/gpu-check.sh [phases...]     phases: build sass test ctest sanitize stress python ncu bench quickbench decode serving
-#                                        features headdims
+#                                        features headdims fp8
 #                                        (default: build sass test sanitize bench)
 #
 # stress: flash_stress_tests (tests/test_stress_gpu.cpp: millions of keys,
@@ -26,6 +26,10 @@
 # features: flash_bench --features --no-standard (each score/softmax
 # feature, sinks and ALiBi, against the same call without it; features_bench.h),
 # JSON in $OUT/bench_features.json, its table in the summary.
+#
+# fp8: flash_bench --fp8 --decode_head_dims=64,128,256 --no-standard (decode on
+# an e4m3 KV cache beside bf16, dense and paged16, against the read
+# ceiling), JSON in $OUT/bench_fp8.json. FP8_ARGS: extra flags.
 #
 # headdims: flash_bench --head_dim_rows --no-standard (head dims 64 to 256,
 # between and at the compiled ones, against hd128 and the compiled head dim
@@ -174,6 +178,8 @@ bench_rows() {
 has_phase serving && bench_rows serving serving --serving ${SERVING_ARGS:-}
 has_phase features && bench_rows features features --features
 has_phase headdims && bench_rows head_dims head-dim --head_dim_rows
+# shellcheck disable=SC2086
+has_phase fp8 && bench_rows fp8 fp8 --fp8 --decode_head_dims=64,128,256 ${FP8_ARGS:-}
 
 # The failing tests' own output, loose, so that it comes back even when the
 # archive below is too large to (the device tool takes files up to 16 MiB).

@@ -25,7 +25,15 @@ cudaError_t launch_sm80(DType dtype, const FwdParams& f, int index, cudaStream_t
 }
 
 template <int kHeadDim>
-cudaError_t launch_decode(DType dtype, const FwdParams& f, cudaStream_t stream) {
+cudaError_t launch_decode(DType dtype, bool fp8, const FwdParams& f, cudaStream_t stream) {
+  if (fp8) {
+    // fp8 K/V tiles exist for the multiples of 64 (the plan picks one).
+    if constexpr (sm90_head_dim(kHeadDim)) {
+      return dtype == DType::kFloat16 ? decode::run_decode_fp8<DType::kFloat16, kHeadDim>(f, stream)
+                                      : decode::run_decode_fp8<DType::kBFloat16, kHeadDim>(f, stream);
+    }
+    return cudaErrorInvalidValue;
+  }
   return dtype == DType::kFloat16 ? decode::run_decode<DType::kFloat16, kHeadDim>(f, stream)
                                   : decode::run_decode<DType::kBFloat16, kHeadDim>(f, stream);
 }
@@ -69,9 +77,10 @@ bool describe(const Plan& plan, const Candidate& c, const AttentionParams& p, Ke
     choice->block_m = decode::kBlockM;
     choice->block_n = decode::kBlockN;
     choice->warps = 4;
-    choice->stages = decode::stages(kernel_head_dim(call_head_dim(p.head_dim, p.head_dim_v)));
-    std::snprintf(choice->name, sizeof(choice->name), "decode %dx%d 4w %dst %d split%s", decode::kBlockM,
-                  decode::kBlockN, choice->stages, plan.num_splits, plan.num_splits == 1 ? "" : "s");
+    const bool fp8 = p.kv_dtype != KvDType::kSame;
+    choice->stages = decode::stages(kernel_head_dim(call_head_dim(p.head_dim, p.head_dim_v), fp8), fp8);
+    std::snprintf(choice->name, sizeof(choice->name), "decode%s %dx%d 4w %dst %d split%s", fp8 ? " fp8" : "",
+                  decode::kBlockM, decode::kBlockN, choice->stages, plan.num_splits, plan.num_splits == 1 ? "" : "s");
     return true;
   }
 #if FLASH_HAS_SM90
@@ -97,7 +106,8 @@ cudaError_t launch(const Plan& plan, const Candidate& c, const AttentionParams& 
   t_last_launch = LaunchRecord{c, plan.num_splits};
   FwdParams f = make_fwd_params(p, plan.caps);
   f.follows_append = follows_append;
-  const int d = kernel_head_dim(call_head_dim(p.head_dim, p.head_dim_v), c.backend == Backend::kSm90);
+  const bool fp8 = p.kv_dtype != KvDType::kSame;  // the decode kernel, at a multiple of 64
+  const int d = kernel_head_dim(call_head_dim(p.head_dim, p.head_dim_v), c.backend == Backend::kSm90 || fp8);
   if (plan.num_splits > 1) {
     f.num_splits = plan.num_splits;
     const size_t rows = static_cast<size_t>(plan.num_splits) * static_cast<size_t>(p.batch) *
@@ -108,7 +118,7 @@ cudaError_t launch(const Plan& plan, const Candidate& c, const AttentionParams& 
   return with_head_dim(d, cudaErrorInvalidValue, [&](auto head_dim) -> cudaError_t {
     constexpr int kHeadDim = decltype(head_dim)::value;
     if (c.backend == Backend::kSm80) return launch_sm80<kHeadDim>(p.dtype, f, c.index, stream);
-    if (c.backend == Backend::kDecode) return launch_decode<kHeadDim>(p.dtype, f, stream);
+    if (c.backend == Backend::kDecode) return launch_decode<kHeadDim>(p.dtype, fp8, f, stream);
 #if FLASH_HAS_SM90
     if constexpr (sm90_head_dim(kHeadDim)) {
       if (c.backend == Backend::kSm90) return launch_sm90<kHeadDim>(p.dtype, f, plan.mask, c.index, stream);
@@ -178,6 +188,9 @@ FwdParams make_fwd_params(const AttentionParams& p, const DeviceCaps& caps) noex
     f.softmax_scale_log2 = p.softcap * kLog2e;
   }
   f.sinks = p.sinks;
+  f.k_descale = p.k_descale;
+  f.v_descale = p.v_descale;
+  f.descale_head_stride = p.descale_head_stride;
   f.alibi_slopes = p.alibi_slopes;
   f.alibi_scale = 1.f / f.softmax_scale;  // the scale the kernels apply, after the softcap's folding
   f.num_splits = 1;

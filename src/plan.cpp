@@ -33,9 +33,13 @@ MaskVariant mask_variant(const AttentionParams& p, int window_left, int window_r
 int64_t width(const AttentionParams& p) { return call_head_dim(p.head_dim, p.head_dim_v); }
 int sm80_head_dim(const AttentionParams& p) { return kernel_head_dim(width(p)); }
 int sm90_head_dim(const AttentionParams& p) { return kernel_head_dim(width(p), /*sm90=*/true); }
+bool fp8_cache(const AttentionParams& p) { return p.kv_dtype != KvDType::kSame; }
+// The decode kernel's: its fp8 tiles come in the multiples of 64.
+int decode_head_dim(const AttentionParams& p) { return fp8_cache(p) ? sm90_head_dim(p) : sm80_head_dim(p); }
+int decode_smem(const AttentionParams& p) { return decode::smem_bytes(decode_head_dim(p), fp8_cache(p)); }
 
 bool decode_fits(const AttentionParams& p, const DeviceCaps& caps) {
-  return caps.max_smem == 0 || decode::smem_bytes(sm80_head_dim(p)) <= caps.max_smem;
+  return caps.max_smem == 0 || decode_smem(p) <= caps.max_smem;
 }
 
 // The longest run of keys one query row may accumulate (before the split
@@ -102,7 +106,7 @@ int decode_splits_wanted(const AttentionParams& p, const DeviceCaps& caps) {
     if (units >= target || max_splits <= 1) return static_cast<int>(std::max<int64_t>(accurate, 1));
     return static_cast<int>(std::max(accurate, std::min(ceil_div(target, units), max_splits)));
   }
-  const int smem = decode::smem_bytes(sm80_head_dim(p)) + 1024;  // + the per-block reservation
+  const int smem = decode_smem(p) + 1024;  // + the per-block reservation
   const int per_sm = caps.smem_per_sm > 0 ? std::max(1, caps.smem_per_sm / smem) : 1;
   const int64_t slots = num_sms * per_sm;
   if (units * 5 >= slots * 4 || max_splits <= 1) return static_cast<int>(std::max<int64_t>(accurate, 1));
@@ -232,11 +236,12 @@ int sm80_min_smem(const AttentionParams& p) {
 bool uses_engine_features(const AttentionParams& p) noexcept {
   return p.cu_seqlens_q != nullptr || p.cu_seqlens_k != nullptr || p.seqused_k != nullptr ||
          p.block_table != nullptr || p.window_left >= 0 || (p.window_right >= 0 && !p.causal) ||
-         p.softcap > 0.f || p.alibi_slopes != nullptr || p.num_splits > 1;
+         p.softcap > 0.f || p.alibi_slopes != nullptr || p.num_splits > 1 || p.kv_dtype != KvDType::kSame;
 }
 
 int split_row_width(const AttentionParams& p) noexcept {
-  const bool hopper = FLASH_HAS_SM90 && (p.backend == Backend::kAuto || p.backend == Backend::kSm90);
+  // An fp8 cache's decode kernel has the Hopper kernel's widths.
+  const bool hopper = (FLASH_HAS_SM90 && (p.backend == Backend::kAuto || p.backend == Backend::kSm90)) || fp8_cache(p);
   return workspace_head_dim(width(p), hopper);
 }
 
@@ -265,6 +270,24 @@ Status make_plan(const AttentionParams& p, const DeviceCaps& caps, Plan* plan) n
                        static_cast<long long>(width(p)), FLASH_HEAD_DIMS_STRING);
   }
   const Backend b = p.backend;
+  if (fp8_cache(p)) {
+    // validate() leaves kAuto or kDecode.
+    if (decode_head_dim(p) == 0) {
+      return make_status(StatusCode::kUnsupported,
+                         "an fp8 cache runs on decode kernels of head dims 64, 128, 192 or 256; head_dim %lld needs "
+                         "one at least as wide in FLASH_HEAD_DIMS (this build has: %s)",
+                         static_cast<long long>(width(p)), FLASH_HEAD_DIMS_STRING);
+    }
+    if (!decode_fits(p, caps)) {
+      return make_status(StatusCode::kUnsupported,
+                         "the decode kernel for an fp8 cache at head_dim %lld needs %d KiB of shared memory per "
+                         "block; device %d allows %d KiB",
+                         static_cast<long long>(width(p)), decode_smem(p) / 1024, caps.device, caps.max_smem / 1024);
+    }
+    add(plan, Backend::kDecode, 0);
+    plan_splits(p, decode_splits_wanted(p, caps), plan);
+    return Status{};
+  }
   // Whether the Hopper kernel could run the call (only asked when requested).
   char why[192];
   const char* sm90_why =
@@ -281,7 +304,7 @@ Status make_plan(const AttentionParams& p, const DeviceCaps& caps, Plan* plan) n
     if (b == Backend::kDecode) {
       return make_status(StatusCode::kUnsupported, "the split-KV decode kernel (Backend::kDecode) for head_dim %lld needs "
                          "%d KiB of shared memory per block; device %d allows %d KiB",
-                         static_cast<long long>(width(p)), decode::smem_bytes(sm80_head_dim(p)) / 1024, caps.device,
+                         static_cast<long long>(width(p)), decode_smem(p) / 1024, caps.device,
                          caps.max_smem / 1024);
     }
   }

@@ -51,6 +51,11 @@ struct TensorView {
     // Leave room to turn element counts into byte counts (and 16-byte rows) safely.
     return span > INT64_MAX / 16 ? -1 : span;
   }
+  // span_elements() in bytes (-1 as there).
+  int64_t span_bytes() const noexcept {
+    const int64_t span = span_elements();
+    return span < 0 ? -1 : span * elem_bytes;
+  }
 };
 
 Status check_strides(const TensorView& t) noexcept {
@@ -60,11 +65,12 @@ Status check_strides(const TensorView& t) noexcept {
       return make_status(StatusCode::kInvalidArgument, "%s_%s_stride is %lld; strides must be >= 0", t.name,
                          kDims[d], static_cast<long long>(t.stride[d]));
     }
-    if (t.stride[d] % 8 != 0) {
+    if (t.stride[d] % (16 / t.elem_bytes) != 0) {
       return make_status(StatusCode::kInvalidArgument,
-                         "%s_%s_stride is %lld; strides must be multiples of 8 elements so every row starts "
+                         "%s_%s_stride is %lld; strides must be multiples of %lld elements so every row starts "
                          "16-byte aligned",
-                         t.name, kDims[d], static_cast<long long>(t.stride[d]));
+                         t.name, kDims[d], static_cast<long long>(t.stride[d]),
+                         static_cast<long long>(16 / t.elem_bytes));
     }
   }
   if (t.span_elements() < 0) {
@@ -193,9 +199,9 @@ Status check_append(const AttentionParams& p, const TensorView& q, const TensorV
     const char* name;
     const void* ptr;
     int64_t bytes;
-  } read[] = {{"k_new", p.k_new, k_new.span_elements() * 2},
-              {"v_new", p.v_new, v_new.span_elements() * 2},
-              {"q", p.q, q.span_elements() * 2},
+  } read[] = {{"k_new", p.k_new, k_new.span_bytes()},
+              {"v_new", p.v_new, v_new.span_bytes()},
+              {"q", p.q, q.span_bytes()},
               {"seqused_k", p.seqused_k, rows_bytes},
               {"cu_seqlens_k_new", p.cu_seqlens_k_new, rows_bytes + kInt32},
               {"cu_seqlens_q", p.cu_seqlens_q, rows_bytes + kInt32},
@@ -209,7 +215,7 @@ Status check_append(const AttentionParams& p, const TensorView& q, const TensorV
     const char* name;
     const void* ptr;
     int64_t bytes;
-  } written[] = {{"k", k.ptr, k.span_elements() * 2}, {"v", v.ptr, v.span_elements() * 2},
+  } written[] = {{"k", k.ptr, k.span_bytes()}, {"v", v.ptr, v.span_bytes()},
                  {"workspace", p.workspace, ws_bytes}};
   for (const auto& w : written) {
     for (const auto& r : read) {
@@ -220,7 +226,7 @@ Status check_append(const AttentionParams& p, const TensorView& q, const TensorV
     }
   }
   for (const TensorView* t : {&k_new, &v_new}) {
-    if (byte_ranges_overlap(o.ptr, o.span_elements() * 2, t->ptr, t->span_elements() * 2)) {
+    if (byte_ranges_overlap(o.ptr, o.span_bytes(), t->ptr, t->span_bytes())) {
       return make_status(StatusCode::kInvalidArgument, "o overlaps %s; the output must not alias an input", t->name);
     }
   }
@@ -284,6 +290,56 @@ void AttentionParams::set_contiguous_bhnd() noexcept {
   q_dim_stride = k_dim_stride = v_dim_stride = o_dim_stride = 1;
 }
 
+namespace {
+
+// The fp8 KV cache's fields (AttentionParams::kv_dtype), before the
+// tensors' checks (which take K and V's element size from kv_dtype).
+Status check_fp8_cache(const AttentionParams& p) noexcept {
+  if (p.kv_dtype == KvDType::kSame) {
+    if (p.k_descale != nullptr || p.v_descale != nullptr || p.descale_head_stride != 0) {
+      return make_status(StatusCode::kInvalidArgument,
+                         "k_descale / v_descale / descale_head_stride need an fp8 cache (kv_dtype "
+                         "KvDType::kFloat8E4M3); with kv_dtype kSame they must be null / 0");
+    }
+    return Status{};
+  }
+  if (p.kv_dtype != KvDType::kFloat8E4M3) {
+    return make_status(StatusCode::kInvalidArgument,
+                       "kv_dtype %lld is not valid; use KvDType::kSame (0) or kFloat8E4M3 (1)",
+                       static_cast<long long>(p.kv_dtype));
+  }
+  const int64_t dv = detail::value_head_dim(p.head_dim, p.head_dim_v);
+  if (p.head_dim % 16 != 0 || dv % 16 != 0) {
+    return make_status(StatusCode::kInvalidArgument,
+                       "an fp8 cache needs head_dim (%lld) and head_dim_v (%lld) to be multiples of 16 (rows of "
+                       "whole 16-byte chunks)",
+                       static_cast<long long>(p.head_dim), static_cast<long long>(dv));
+  }
+  if (p.descale_head_stride != 0 && p.descale_head_stride != 1) {
+    return make_status(StatusCode::kInvalidArgument,
+                       "descale_head_stride is %lld; it must be 0 (one factor for all K/V heads) or 1 (one per "
+                       "K/V head)",
+                       static_cast<long long>(p.descale_head_stride));
+  }
+  for (const float* f : {p.k_descale, p.v_descale}) {
+    if (reinterpret_cast<uintptr_t>(f) % alignof(float) != 0) {
+      return make_status(StatusCode::kInvalidArgument, "k_descale and v_descale must be 4-byte aligned");
+    }
+  }
+  if (p.k_new != nullptr || p.v_new != nullptr) {
+    return make_status(StatusCode::kInvalidArgument,
+                       "k_new with an fp8 cache: the append does not quantise; write the new rows into the cache "
+                       "yourself and pass the lengths in seqused_k");
+  }
+  if (p.backend == Backend::kSm80 || p.backend == Backend::kSm90) {
+    return make_status(StatusCode::kUnsupported,
+                       "an fp8 cache runs on the decode kernel only; use Backend::kAuto or kDecode");
+  }
+  return Status{};
+}
+
+}  // namespace
+
 Status validate(const AttentionParams& p) noexcept { return detail::validate_call(p, /*check_workspace=*/true); }
 
 namespace detail {
@@ -315,6 +371,10 @@ Status validate_call(const AttentionParams& p, bool check_workspace) noexcept {
   }
   if (p.head_dim_v != 0 && !head_dim_supported(p.head_dim_v)) {
     return invalid("head_dim_v %lld is not supported; it must be 0 (head_dim) or " FLASH_HEAD_DIM_RULE, p.head_dim_v);
+  }
+  {
+    const Status s = check_fp8_cache(p);
+    if (!s.ok()) return s;
   }
   if (p.heads_q < 1 || p.heads_kv < 1) {
     return invalid("heads_q (%lld) and heads_kv (%lld) must be >= 1", p.heads_q, p.heads_kv);
@@ -380,10 +440,11 @@ Status validate_call(const AttentionParams& p, bool check_workspace) noexcept {
   const int64_t dv = value_head_dim(p.head_dim, p.head_dim_v);
   const TensorView q{"q", p.q, {q_batches, q_rows, p.heads_q},
                      {varlen_q ? 0 : p.q_batch_stride, p.q_seq_stride, p.q_head_stride}, p.head_dim, 2};
+  const int64_t kv_bytes = p.kv_dtype == KvDType::kSame ? 2 : 1;
   const TensorView k{"k", p.k, {kv_batches, kv_rows, p.heads_kv},
-                     {varlen_k ? 0 : p.k_batch_stride, p.k_seq_stride, p.k_head_stride}, p.head_dim, 2};
+                     {varlen_k ? 0 : p.k_batch_stride, p.k_seq_stride, p.k_head_stride}, p.head_dim, kv_bytes};
   const TensorView v{"v", p.v, {kv_batches, kv_rows, p.heads_kv},
-                     {varlen_k ? 0 : p.v_batch_stride, p.v_seq_stride, p.v_head_stride}, dv, 2};
+                     {varlen_k ? 0 : p.v_batch_stride, p.v_seq_stride, p.v_head_stride}, dv, kv_bytes};
   const TensorView o{"o", p.o, {q_batches, q_rows, p.heads_q},
                      {varlen_q ? 0 : p.o_batch_stride, p.o_seq_stride, p.o_head_stride}, dv, 2};
   for (const TensorView* t : {&q, &k, &v, &o}) {
@@ -410,9 +471,9 @@ Status validate_call(const AttentionParams& p, bool check_workspace) noexcept {
     return make_status(StatusCode::kInvalidArgument, "lse: batch * heads_q * seqlen_q overflows int64");
   }
   // A packed O without total_q has an extent not known here (0: not checked).
-  const int64_t o_bytes = varlen_q && p.total_q == 0 ? 0 : o.span_elements() * 2;
+  const int64_t o_bytes = varlen_q && p.total_q == 0 ? 0 : o.span_bytes();
   for (const TensorView* t : {&q, &k, &v}) {
-    if (byte_ranges_overlap(p.o, o.span_elements() * 2, t->ptr, t->span_elements() * 2)) {
+    if (byte_ranges_overlap(p.o, o.span_bytes(), t->ptr, t->span_bytes())) {
       return make_status(StatusCode::kInvalidArgument, "o overlaps %s; the output must not alias an input",
                          t->name);
     }
@@ -427,7 +488,7 @@ Status validate_call(const AttentionParams& p, bool check_workspace) noexcept {
   if (lse_bytes_known) {
     const int64_t lse_bytes = lse_elems * static_cast<int64_t>(sizeof(float));
     for (const TensorView* t : {&q, &k, &v, &o}) {
-      if (byte_ranges_overlap(p.lse, lse_bytes, t->ptr, t->span_elements() * 2)) {
+      if (byte_ranges_overlap(p.lse, lse_bytes, t->ptr, t->span_bytes())) {
         return make_status(StatusCode::kInvalidArgument, "lse overlaps %s; outputs must not alias other tensors",
                            t->name);
       }
@@ -462,7 +523,7 @@ Status validate_call(const AttentionParams& p, bool check_workspace) noexcept {
   if (p.workspace != nullptr && p.workspace_bytes > 0) {
     const int64_t ws_bytes = workspace_extent(p);
     for (const TensorView* t : {&q, &k, &v, &o}) {
-      if (byte_ranges_overlap(p.workspace, ws_bytes, t->ptr, t->span_elements() * 2)) {
+      if (byte_ranges_overlap(p.workspace, ws_bytes, t->ptr, t->span_bytes())) {
         return make_status(StatusCode::kInvalidArgument, "workspace overlaps %s; it must be memory of its own",
                            t->name);
       }

@@ -110,6 +110,9 @@ std::string FeatureConfig::name() const {
   if (softmax_scale != 0.f) s += " scale " + std::to_string(softmax_scale);
   if (input_scale != 1.f) s += " inputs x" + std::to_string(input_scale);
   if (!with_lse) s += " no-lse";
+  if (kv_dtype == KvDType::kFloat8E4M3) s += " kv:e4m3";
+  if (!k_descale.empty()) s += " k_descale" + list(k_descale);
+  if (!v_descale.empty()) s += " v_descale" + list(v_descale);
   return s;
 }
 
@@ -132,7 +135,7 @@ bool uses_sm90_unsupported_feature(const AttentionParams& p) {
 }
 
 bool sm90_runs(const AttentionParams& p) {
-  if (uses_sm90_unsupported_feature(p)) return false;
+  if (uses_sm90_unsupported_feature(p) || p.kv_dtype != KvDType::kSame) return false;
   CaseConfig cfg;
   cfg.head_dim = std::max(p.head_dim, p.head_dim_v);
   const std::vector<Backend> backends = backends_for(cfg);
@@ -174,6 +177,19 @@ FeatureCase::FeatureCase(const FeatureConfig& cfg, cudaStream_t stream) : cfg_(c
   }
   if (!cfg_.alibi.empty() && static_cast<int64_t>(cfg_.alibi.size()) != cfg_.heads_q) {
     return bad("alibi needs heads_q entries (or none)");
+  }
+  for (const auto* f : {&cfg_.k_descale, &cfg_.v_descale}) {
+    if (cfg_.kv_dtype == KvDType::kSame && !f->empty()) return bad("descales need kv_dtype e4m3");
+    if (!f->empty() && f->size() != 1 && static_cast<int64_t>(f->size()) != cfg_.heads_kv) {
+      return bad("a descale needs 1 or heads_kv entries (or none)");
+    }
+    for (float x : *f) {
+      int e = 0;
+      if (!(x > 0.f) || std::frexp(x, &e) != 0.5f) return bad("descales must be positive powers of two");
+    }
+  }
+  if (!cfg_.k_descale.empty() && !cfg_.v_descale.empty() && cfg_.k_descale.size() != cfg_.v_descale.size()) {
+    return bad("k_descale and v_descale share descale_head_stride: equally many entries");
   }
   switch (cfg_.kv) {
     case KvLayout::kDense: {
@@ -352,19 +368,62 @@ int64_t FeatureCase::rows_seeing_no_key() const {
       }
     }
   };
+  // fp8: the finite e4m3 codes of magnitude <= input_scale to draw from.
+  const bool fp8 = cfg_.kv_dtype == KvDType::kFloat8E4M3;
+  std::vector<uint8_t> codes;
+  for (int c = 0; c < 256 && fp8; ++c) {
+    const float x = ref::e4m3_to_float(static_cast<uint8_t>(c));
+    if (std::isfinite(x) && std::fabs(x) <= cfg_.input_scale) codes.push_back(static_cast<uint8_t>(c));
+  }
+  if (fp8) {
+    k_host8_.assign(static_cast<size_t>(k_elements_), 0x7f);
+    v_host8_.assign(static_cast<size_t>(k_elements_), 0x7f);
+  }
+  bool exact = true;
+  // K or V row `row`: random codes, and their dequantised values in dtype.
+  auto fill_row8 = [&](std::vector<uint8_t>* bytes, std::vector<uint16_t>* host, const std::vector<float>& descale,
+                       uint64_t seed, int64_t row, int64_t width) {
+    for (int64_t h = 0; h < cfg_.heads_kv; ++h) {
+      const float f = descale.empty() ? 1.f : descale[descale.size() == 1 ? 0 : static_cast<size_t>(h)];
+      for (int64_t e = 0; e < width; ++e) {
+        const int64_t x = row + h * k_.head_stride + e;
+        const uint8_t c = codes[splitmix64(seed ^ splitmix64(static_cast<uint64_t>(x))) % codes.size()];
+        (*bytes)[x] = c;
+        const float value = ref::e4m3_to_float(c) * f;
+        (*host)[x] = ref::from_float(value, cfg_.dtype);
+        exact = exact && ref::to_float((*host)[x], cfg_.dtype) == value;
+      }
+    }
+  };
   for (int64_t b = 0; b < batch_; ++b) {
     for (int64_t i = 0; i < cfg_.seqlens_q[b]; ++i) {
       fill_row(&q_host_, seed_q, q_row(q_, b, i), cfg_.heads_q, q_.head_stride, d);
     }
     for (int64_t j = 0; j < keys_of(b); ++j) {
-      fill_row(&k_host_, seed_k, k_row(k_, b, j), cfg_.heads_kv, k_.head_stride, d);
-      fill_row(&v_host_, seed_v, k_row(k_, b, j), cfg_.heads_kv, k_.head_stride, dv);
+      if (fp8) {
+        fill_row8(&k_host8_, &k_host_, cfg_.k_descale, seed_k, k_row(k_, b, j), d);
+        fill_row8(&v_host8_, &v_host_, cfg_.v_descale, seed_v, k_row(k_, b, j), dv);
+      } else {
+        fill_row(&k_host_, seed_k, k_row(k_, b, j), cfg_.heads_kv, k_.head_stride, d);
+        fill_row(&v_host_, seed_v, k_row(k_, b, j), cfg_.heads_kv, k_.head_stride, dv);
+      }
     }
+  }
+  if (!exact) {
+    return ::testing::AssertionFailure() << "bad FeatureConfig: a dequantised e4m3 value is not exact in the dtype "
+                                         << "(descales too large or too small)";
   }
 
   RETURN_IF_CUDA_ERROR(upload(&q_dev_, q_host_, stream_));
-  RETURN_IF_CUDA_ERROR(upload(&k_dev_, k_host_, stream_));
-  RETURN_IF_CUDA_ERROR(upload(&v_dev_, v_host_, stream_));
+  if (fp8) {
+    RETURN_IF_CUDA_ERROR(upload(&k_dev_, k_host8_, stream_));
+    RETURN_IF_CUDA_ERROR(upload(&v_dev_, v_host8_, stream_));
+    if (!cfg_.k_descale.empty()) RETURN_IF_CUDA_ERROR(upload(&k_descale_dev_, cfg_.k_descale, stream_));
+    if (!cfg_.v_descale.empty()) RETURN_IF_CUDA_ERROR(upload(&v_descale_dev_, cfg_.v_descale, stream_));
+  } else {
+    RETURN_IF_CUDA_ERROR(upload(&k_dev_, k_host_, stream_));
+    RETURN_IF_CUDA_ERROR(upload(&v_dev_, v_host_, stream_));
+  }
   RETURN_IF_CUDA_ERROR(o_dev_.allocate(static_cast<size_t>(o_elements_) * 2));
   RETURN_IF_CUDA_ERROR(lse_dev_.allocate(static_cast<size_t>(std::max<int64_t>(lse_elements_, 1)) * sizeof(float)));
   if (!cu_q_.empty()) RETURN_IF_CUDA_ERROR(upload(&cu_q_dev_, cu_q_, stream_));
@@ -378,8 +437,14 @@ int64_t FeatureCase::rows_seeing_no_key() const {
   AttentionParams& p = params_;
   p = AttentionParams{};
   p.q = at(q_dev_, q_.offset);
-  p.k = at(k_dev_, k_.offset);
-  p.v = at(v_dev_, k_.offset);
+  const int64_t kv_bytes = fp8 ? 1 : 2;
+  p.k = static_cast<char*>(k_dev_.ptr) + k_.offset * kv_bytes;
+  p.v = static_cast<char*>(v_dev_.ptr) + k_.offset * kv_bytes;
+  p.kv_dtype = cfg_.kv_dtype;
+  p.k_descale = cfg_.k_descale.empty() ? nullptr : static_cast<const float*>(k_descale_dev_.ptr);
+  p.v_descale = cfg_.v_descale.empty() ? nullptr : static_cast<const float*>(v_descale_dev_.ptr);
+  const size_t descales = std::max(cfg_.k_descale.size(), cfg_.v_descale.size());
+  p.descale_head_stride = descales > 1 ? 1 : 0;
   p.o = at(o_dev_, o_.offset);
   p.lse = cfg_.with_lse ? static_cast<float*>(lse_dev_.ptr) : nullptr;
   p.dtype = cfg_.dtype;

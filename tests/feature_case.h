@@ -90,6 +90,17 @@ struct FeatureConfig {
   std::vector<float> alibi;
   float softmax_scale = 0.f;
   float input_scale = 1.f;  // inputs uniform in [-input_scale, input_scale)
+  // FP8 KV cache (AttentionParams::kv_dtype): K and V hold e4m3 bytes drawn
+  // uniformly from the finite codes of magnitude <= input_scale (every
+  // exponent, subnormals included; the unused elements hold the NaN code
+  // 0x7f, which the kernel reads as 480: a wrongly read key still shows,
+  // a wrongly read value times a zero probability does not). k_descale /
+  // v_descale: none, one factor, or heads_kv factors (descale_head_stride
+  // 0 or 1; when both are given, equally many). Powers of two, so that
+  // every dequantised value is exact in dtype and the references run on
+  // dtype copies of K and V.
+  KvDType kv_dtype = KvDType::kSame;
+  std::vector<float> k_descale, v_descale;
   bool with_lse = true;
   uint64_t seed = 0;
 
@@ -192,9 +203,10 @@ class FeatureCase {
   int64_t num_pages_ = 0, max_pages_ = 0, table_stride_ = 0;
   Placement q_, k_, o_;  // V is placed like K in its own buffer
   int64_t q_elements_ = 0, k_elements_ = 0, o_elements_ = 0, lse_elements_ = 0;
-  std::vector<uint16_t> q_host_, k_host_, v_host_;
+  std::vector<uint16_t> q_host_, k_host_, v_host_;  // fp8: K and V dequantised (the references' inputs)
+  std::vector<uint8_t> k_host8_, v_host8_;           // fp8: the bytes flash reads
   DeviceBuffer q_dev_, k_dev_, v_dev_, o_dev_, lse_dev_, cu_q_dev_, cu_k_dev_, seqused_k_, table_dev_, sinks_dev_,
-      alibi_dev_;
+      alibi_dev_, k_descale_dev_, v_descale_dev_;
   AttentionParams params_;
 };
 

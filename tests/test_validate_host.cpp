@@ -895,5 +895,71 @@ TEST(Validate, RejectsTotalsOverflowingInt64) {
   EXPECT_TRUE(invalid(p, {"k:", "overflow"}));
 }
 
+TEST(Validate, ChecksAnFp8Cache) {
+  AttentionParams p = valid_params();
+  p.kv_dtype = KvDType::kFloat8E4M3;
+  EXPECT_TRUE(flash::validate(p).ok()) << flash::validate(p).message;
+  p.k_descale = static_cast<const float*>(fake_ptr(5));
+  p.v_descale = static_cast<const float*>(fake_ptr(6));
+  p.descale_head_stride = 1;
+  EXPECT_TRUE(flash::validate(p).ok()) << flash::validate(p).message;
+
+  // One-byte elements: a row stride of 8 elements is 8 bytes, not 16.
+  AttentionParams narrow = p;
+  narrow.k_head_stride = 136;
+  EXPECT_TRUE(invalid(narrow, {"k_head_stride", "multiples of 16 elements"}));
+  narrow.kv_dtype = KvDType::kSame;
+  narrow.k_descale = narrow.v_descale = nullptr;
+  narrow.descale_head_stride = 0;
+  EXPECT_TRUE(flash::validate(narrow).ok()) << flash::validate(narrow).message;
+
+  // K's extent is counted in bytes: O may start right after an fp8 K
+  // that a bf16 K of the same shape would overlap.
+  const int64_t k_bytes = 2 * 200 * 2 * 128;
+  AttentionParams after_k = p;
+  after_k.o = fake_ptr(1, k_bytes);
+  EXPECT_TRUE(flash::validate(after_k).ok()) << flash::validate(after_k).message;
+  after_k.o = fake_ptr(1, k_bytes - 16);
+  EXPECT_TRUE(invalid(after_k, {"o overlaps k"}));
+
+  AttentionParams bad = p;
+  bad.kv_dtype = static_cast<KvDType>(7);
+  EXPECT_TRUE(invalid(bad, {"kv_dtype 7"}));
+  bad = p;
+  bad.kv_dtype = KvDType::kSame;
+  EXPECT_TRUE(invalid(bad, {"k_descale", "fp8"}));
+  bad = p;
+  bad.descale_head_stride = 2;
+  EXPECT_TRUE(invalid(bad, {"descale_head_stride is 2"}));
+  bad = p;
+  bad.v_descale = static_cast<const float*>(fake_ptr(6, 2));
+  EXPECT_TRUE(invalid(bad, {"4-byte aligned"}));
+  for (int64_t d : {72, 40}) {
+    bad = p;
+    bad.head_dim = d;
+    bad.set_contiguous_bnhd();
+    EXPECT_TRUE(invalid(bad, {"multiples of 16"})) << d;
+  }
+  bad = p;
+  bad.head_dim_v = 120;
+  bad.set_contiguous_bnhd();
+  EXPECT_TRUE(invalid(bad, {"head_dim_v (120)", "multiples of 16"}));
+  bad = p;
+  bad.seqused_k = static_cast<const int32_t*>(fake_ptr(7));
+  bad.k_new = fake_ptr(8);
+  bad.v_new = fake_ptr(9);
+  bad.seqlen_new = 1;
+  EXPECT_TRUE(invalid(bad, {"k_new with an fp8 cache"}));
+  for (Backend b : {Backend::kSm80, Backend::kSm90}) {
+    bad = p;
+    bad.backend = b;
+    EXPECT_TRUE(rejected(bad, StatusCode::kUnsupported, {"decode kernel only"}));
+  }
+  bad = p;
+  bad.backend = Backend::kDecode;
+  EXPECT_TRUE(flash::validate(bad).ok()) << flash::validate(bad).message;
+}
+
+
 }  // namespace
 }  // namespace flash::test

@@ -23,13 +23,20 @@ enum class DType : int32_t {
   kBFloat16 = 1,
 };
 
+// Element type of an fp8 KV cache (AttentionParams::kv_dtype). kSame: K and V
+// have the call's dtype.
+enum class KvDType : int32_t {
+  kSame = 0,
+  kFloat8E4M3 = 1,  // OCP e4m3 ("e4m3fn": no infinities, 0x7f / 0xff are NaN), max 448
+};
+
 // Which kernel family runs a call.
 enum class Backend : int32_t {
   kAuto = 0,  // the Hopper kernel on sm_90 where it supports the shape, else the sm80 kernel
   kSm80 = 1,  // the FlashAttention-2 mma.sync kernel (sm_80 and newer)
   kSm90 = 2,  // the Hopper wgmma/TMA kernel (sm_90 with an sm_90a build; runs head dims on 64, 128, 192, 256)
   kDecode = 3,  // the split-KV decode kernel (mma.sync, sm_80 and newer); for short queries (kAuto takes it
-                // for seqlen_q <= 16), correct but slow for long ones
+                // for seqlen_q <= 16, and for every call on an fp8 cache), correct but slow for long ones
 };
 
 enum class StatusCode : int32_t {
@@ -68,7 +75,7 @@ struct AttentionParams {
   float* lse = nullptr;     // Optional log-sum-exp (natural log) of the scaled, masked scores,
                             // [batch, heads_q, seqlen_q]; -inf for a row that sees no key. May be null.
 
-  DType dtype = DType::kBFloat16;  // Element type of Q, K, V and O.
+  DType dtype = DType::kBFloat16;  // Element type of Q, K, V and O (K and V: see kv_dtype).
 
   int64_t batch = 0;     // Number of independent sequences.
   int64_t seqlen_q = 0;  // Query rows per sequence.
@@ -199,6 +206,24 @@ struct AttentionParams {
   // softmax_scale must then be 0 or at least 1e-30. Every kernel, mask and
   // layout takes them.
   const float* alibi_slopes = nullptr;
+
+  // FP8 KV cache. With kv_dtype kFloat8E4M3, K and V hold one-byte e4m3
+  // elements (strides still count elements) and stand for
+  //   K = k_descale[h * descale_head_stride] * K_fp8,  V = v_descale[...] * V_fp8
+  // for K/V head h; Q and O keep dtype. k_descale and v_descale are device
+  // float32 (null: 1), read by the kernel, so a captured graph picks up new
+  // values; descale_head_stride is 0 (one factor for all heads) or 1 (one
+  // per K/V head, heads_kv entries). Such calls run on the decode kernel
+  // (Backend::kAuto or kDecode, any seqlen_q; sm_80 and newer), which turns
+  // the bytes into the dtype in registers: exactly, every e4m3 value is
+  // representable in fp16 and bf16. head_dim and head_dim_v must be
+  // multiples of 16 and K/V strides multiples of 16 elements (16-byte rows).
+  // The NaN encodings (0x7f, 0xff) are not checked: they read as +-480.
+  // Not with k_new (quantise the new rows into the cache yourself).
+  KvDType kv_dtype = KvDType::kSame;
+  const float* k_descale = nullptr;
+  const float* v_descale = nullptr;
+  int64_t descale_head_stride = 0;
 
   // Split-KV (flash-decoding): the keys are split across CTAs, each writing
   // a partial output that a combine kernel merges in a fixed order (so

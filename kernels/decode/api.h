@@ -15,17 +15,22 @@ namespace flash::decode {
 // softcap come from `params`. Returns the first launch error.
 template <DType kDType, int kHeadDim>
 cudaError_t run_decode(const detail::FwdParams& params, cudaStream_t stream);
+// The same with K and V e4m3 bytes (params.k_descale / v_descale); kHeadDim
+// a multiple of 64.
+template <DType kDType, int kHeadDim>
+cudaError_t run_decode_fp8(const detail::FwdParams& params, cudaStream_t stream);
 
 // Packed query rows per CTA and keys per K/V block (the split granularity).
 inline constexpr int kBlockM = 16;
 inline constexpr int kBlockN = 64;
-// Pipeline depth for `head_dim`.
-constexpr int stages(int64_t head_dim) { return head_dim <= 128 ? 3 : 2; }
+// Pipeline depth for `head_dim` (`fp8`: an e4m3 K/V cache, half the bytes
+// per stage, so one stage more).
+constexpr int stages(int64_t head_dim, bool fp8 = false) { return (head_dim <= 128 ? 3 : 2) + (fp8 ? 1 : 0); }
 // Dynamic shared memory of the decode kernel for `head_dim`, bytes (the
 // kernel's traits assert they agree).
-constexpr int smem_bytes(int64_t head_dim) {
+constexpr int smem_bytes(int64_t head_dim, bool fp8 = false) {
   const int64_t q = kBlockM * head_dim * 2;
-  const int64_t ring = stages(head_dim) * 2 * kBlockN * head_dim * 2;
+  const int64_t ring = stages(head_dim, fp8) * 2 * kBlockN * head_dim * (fp8 ? 1 : 2);
   const int64_t merge = 4 * kBlockM * head_dim * 4 + 2 * 4 * kBlockM * 4;
   return static_cast<int>(q + (ring > merge ? ring : merge));
 }

@@ -17,33 +17,48 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
+#include "../common/fp8.cuh"
 #include "../common/mask.cuh"
 #include "../common/ptx.cuh"
 #include "../common/seqlen.cuh"
 #include "../common/softmax.cuh"
 #include "../params.h"
 #include "../sm80/fwd_kernel.cuh"  // chunk_offset, LdsmAddress, load_tile, PagedKV
+#include "api.h"                    // stages
 
 namespace flash::decode {
 
-template <int kHeadDim_, typename Element_>
+// kFp8KV: K and V are e4m3 bytes (AttentionParams::kv_dtype), turned into
+// Element pairs in registers (fp8.cuh) on their way to the tensor cores.
+template <int kHeadDim_, typename Element_, bool kFp8KV_ = false>
 struct DecodeTraits {
   using Element = Element_;
+  static constexpr bool kFp8KV = kFp8KV_;
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kNWarps = 4;
   static constexpr int kNThreads = kNWarps * 32;
   static constexpr int kBlockM = 16;                // packed query rows per CTA
   static constexpr int kBlockN = 16 * kNWarps;      // keys per K/V block (16 per warp)
-  static constexpr int kStages = kHeadDim <= 128 ? 3 : 2;
+  static constexpr int kStages = stages(kHeadDim, kFp8KV);
   static constexpr int kMinBlocks = kHeadDim <= 128 ? 2 : 1;  // CTAs per SM the launch bounds ask for
+  // The Q tile (and, without kFp8KV, the K/V tiles): 16-byte chunks of Element.
   static constexpr int kChunksPerRow = kHeadDim * 2 / 16;
   static constexpr int kSwizzleChunks = (kHeadDim % 64 == 0) ? 8 : 4;
   static constexpr int kKSteps = kHeadDim / 16;     // k16 steps of Q K^T
   static constexpr int kNTilesO = kHeadDim / 8;     // n8 tiles of O
 
+  // The K and V tiles as load_tile, PagedKV and LdsmAddress see them.
+  struct KvTile {
+    using Element = std::conditional_t<kFp8KV, uint8_t, Element_>;
+    static constexpr int kNThreads = DecodeTraits::kNThreads;
+    static constexpr int kChunksPerRow = kHeadDim * static_cast<int>(sizeof(Element)) / 16;
+    static constexpr int kSwizzleChunks = kChunksPerRow % 8 == 0 ? 8 : 4;
+  };
+
   static constexpr int kQBytes = kBlockM * kHeadDim * 2;
-  static constexpr int kKVBytes = kBlockN * kHeadDim * 2;
+  static constexpr int kKVBytes = kBlockN * kHeadDim * static_cast<int>(sizeof(typename KvTile::Element));
   static constexpr int kStageBytes = 2 * kKVBytes;
   static constexpr int kRingBytes = kStages * kStageBytes;
   // The merge reuses the ring: each warp's fp32 O, then its row max and sum.
@@ -52,7 +67,9 @@ struct DecodeTraits {
   static constexpr int kSmemBytes = kQBytes + (kRingBytes > kMergeBytes ? kRingBytes : kMergeBytes);
 
   static_assert(kHeadDim % 32 == 0 && kHeadDim <= 256, "head_dim must be a multiple of 32, at most 256");
+  static_assert(!kFp8KV || kHeadDim % 64 == 0, "fp8 K/V tiles take head dims that are multiples of 64");
   static_assert((kBlockN * kChunksPerRow) % kNThreads == 0, "K/V tiles must split evenly over the threads");
+  static_assert((kBlockN * KvTile::kChunksPerRow) % kNThreads == 0, "K/V tiles must split evenly over the threads");
   static_assert(kSmemBytes <= 160 * 1024, "must fit an A100's shared memory");
 };
 
@@ -67,6 +84,9 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kMinBlocks)
   constexpr int kStages = Traits::kStages;
   constexpr int kHeadDim = Traits::kHeadDim;
   constexpr int kCPR = Traits::kChunksPerRow;
+  constexpr bool kFp8 = Traits::kFp8KV;
+  using KvTile = typename Traits::KvTile;
+  using KvElement = typename KvTile::Element;
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // Launched as a programmatic dependent of the append kernel: wait for the
@@ -112,8 +132,14 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kMinBlocks)
   const int s_begin = min(n_end, n_begin + split * per_split);
   const int s_end = min(n_end, s_begin + per_split);
 
-  const Element* k = static_cast<const Element*>(p.k) + seq.k_offset + head_kv * p.k_head_stride;
-  const Element* v = static_cast<const Element*>(p.v) + seq.v_offset + head_kv * p.v_head_stride;
+  const KvElement* k = static_cast<const KvElement*>(p.k) + seq.k_offset + head_kv * p.k_head_stride;
+  const KvElement* v = static_cast<const KvElement*>(p.v) + seq.v_offset + head_kv * p.v_head_stride;
+  // fp8: K = k_descale * K_fp8 scales this head's scores, V = v_descale * V_fp8 its O.
+  float k_descale = 1.f, v_descale = 1.f;
+  if constexpr (kFp8) {
+    if (p.k_descale != nullptr) k_descale = __ldg(p.k_descale + head_kv * p.descale_head_stride);
+    if (p.v_descale != nullptr) v_descale = __ldg(p.v_descale + head_kv * p.descale_head_stride);
+  }
   const int* table = p.block_table != nullptr ? p.block_table + batch * p.block_table_batch_stride : nullptr;
 
   const uint32_t smem_q = ptx::smem_addr(smem);
@@ -122,21 +148,22 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kMinBlocks)
   // Paged: the page numbers of the next block to copy are read one step
   // ahead (see sm80::PagedKV), so the table read's latency hides under a
   // block's compute instead of stalling the copies.
-  sm80::PagedKV<Traits, kBlockN> pages;
+  sm80::PagedKV<KvTile, kBlockN> pages;
   auto fetch_pages = [&](int n_block) {
     if (table != nullptr && n_block < s_end) {
       pages.fetch(table, p.page_size, p.page_shift, n_block * kBlockN, seq.len_k - n_block * kBlockN, tid);
     }
   };
-  const int chunks = p.head_dim / 8;     // 16-byte chunks of a Q or K row the call has
-  const int v_chunks = p.head_dim_v / 8;  // and of a V row
+  constexpr int kKvChunkElems = 16 / static_cast<int>(sizeof(KvElement));
+  const int chunks = p.head_dim / kKvChunkElems;     // 16-byte chunks of a K row the call has
+  const int v_chunks = p.head_dim_v / kKvChunkElems;  // and of a V row
   auto load_kv = [&](int n_block, int stage) {
     const uint32_t sk = smem_kv + stage * Traits::kStageBytes;
     const int first = n_block * kBlockN;
     if (table == nullptr) {
-      sm80::load_tile<Traits, kBlockN>(sk, k + first * p.k_seq_stride, p.k_seq_stride, seq.len_k - first, chunks,
+      sm80::load_tile<KvTile, kBlockN>(sk, k + first * p.k_seq_stride, p.k_seq_stride, seq.len_k - first, chunks,
                                        tid);
-      sm80::load_tile<Traits, kBlockN>(sk + Traits::kKVBytes, v + first * p.v_seq_stride, p.v_seq_stride,
+      sm80::load_tile<KvTile, kBlockN>(sk + Traits::kKVBytes, v + first * p.v_seq_stride, p.v_seq_stride,
                                        seq.len_k - first, v_chunks, tid);
     } else {
       pages.issue(sk, sk + Traits::kKVBytes, k, v, p.k_batch_stride, p.v_batch_stride, p.k_seq_stride,
@@ -145,9 +172,13 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kMinBlocks)
   };
 
   // Q: 16 packed rows, each its own (token, head) address.
-  {
-    const Element* q = static_cast<const Element*>(p.q) + seq.q_offset;
+  auto q_row = [&](int r) {
+    return static_cast<const Element*>(p.q) + seq.q_offset + static_cast<int64_t>(r / g) * p.q_seq_stride +
+           static_cast<int64_t>(head_kv * g + r % g) * p.q_head_stride;
+  };
+  if constexpr (!kFp8) {
     constexpr int kQIters = (kBlockM * kCPR + Traits::kNThreads - 1) / Traits::kNThreads;
+    const int q_chunks = p.head_dim / 8;
 #pragma unroll
     for (int i = 0; i < kQIters; ++i) {
       const int idx = tid + i * Traits::kNThreads;
@@ -155,12 +186,8 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kMinBlocks)
         const int row = idx / kCPR;
         const int c = idx % kCPR;
         const int r = row_begin + row;
-        const bool valid = r < row_end && c < chunks;
-        const Element* src = q;
-        if (valid) {
-          src = q + static_cast<int64_t>(r / g) * p.q_seq_stride +
-                static_cast<int64_t>(head_kv * g + r % g) * p.q_head_stride + c * 8;
-        }
+        const bool valid = r < row_end && c < q_chunks;
+        const Element* src = valid ? q_row(r) + c * 8 : static_cast<const Element*>(p.q);
         ptx::cp_async_16(smem_q + sm80::chunk_offset<Traits, kBlockM>(row, c), src, valid);
       }
     }
@@ -174,6 +201,35 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kMinBlocks)
     ptx::cp_async_commit();
   }
   fetch_pages(s_begin + kStages - 1);
+  if constexpr (kFp8) {
+    // Q with its columns permuted within each group of 16 to the order in
+    // which an ldmatrix of K's bytes delivers them (see the loop below):
+    // 4-byte pair u of a group holds the source pair u < 4 ? 2u : 2(u - 4) + 1.
+    // Plain loads, after the K/V copies are under way.
+    constexpr int kGroups = kBlockM * kHeadDim / 16;
+    const int q_groups = p.head_dim / 16;
+#pragma unroll
+    for (int i = 0; i < (kGroups + Traits::kNThreads - 1) / Traits::kNThreads; ++i) {
+      const int idx = tid + i * Traits::kNThreads;
+      if (idx < kGroups) {
+        const int row = idx / (kHeadDim / 16);
+        const int grp = idx % (kHeadDim / 16);
+        const int r = row_begin + row;
+        uint4 a = make_uint4(0, 0, 0, 0), b = a;
+        if (r < row_end && grp < q_groups) {
+          const uint4* src = reinterpret_cast<const uint4*>(q_row(r) + grp * 16);
+          a = src[0];
+          b = src[1];
+        }
+        const uint4 even = make_uint4(a.x, a.z, b.x, b.z);
+        const uint4 odd = make_uint4(a.y, a.w, b.y, b.w);
+        asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(smem_q + sm80::chunk_offset<Traits, kBlockM>(row, 2 * grp)),
+                     "r"(even.x), "r"(even.y), "r"(even.z), "r"(even.w));
+        asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(smem_q + sm80::chunk_offset<Traits, kBlockM>(row, 2 * grp + 1)),
+                     "r"(odd.x), "r"(odd.y), "r"(odd.z), "r"(odd.w));
+      }
+    }
+  }
 
   float acc_o[1][Traits::kNTilesO][4];
 #pragma unroll
@@ -195,8 +251,11 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kMinBlocks)
     fetch_pages(n_block + kStages);
 
     const uint32_t sk = smem_kv + (iter % kStages) * Traits::kStageBytes;
-    const sm80::LdsmAddress<Traits, kBlockN> k_addr(sk, k_lane_row, (lane / 8) % 2);
-    const sm80::LdsmAddress<Traits, kBlockN> v_addr(sk + Traits::kKVBytes, v_lane_row, lane / 16);
+    // fp8: lane rows as for V (matrix l / 8: keys +8 for odd l / 8, the
+    // next chunk for l >= 16), for K and V alike.
+    const sm80::LdsmAddress<KvTile, kBlockN> k_addr(sk, kFp8 ? v_lane_row : k_lane_row,
+                                                    kFp8 ? lane / 16 : (lane / 8) % 2);
+    const sm80::LdsmAddress<KvTile, kBlockN> v_addr(sk + Traits::kKVBytes, v_lane_row, lane / 16);
 
     // S (16 rows x this warp's 16 keys) = Q K^T
     float s[1][2][4];
@@ -204,13 +263,39 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kMinBlocks)
     for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) s[0][nt][e] = 0.f;
+    if constexpr (!kFp8) {
 #pragma unroll
-    for (int ks = 0; ks < Traits::kKSteps; ++ks) {
-      uint32_t a[4], b[4];
-      ptx::ldmatrix_x4(a, q_addr.at(0, 2 * ks));
-      ptx::ldmatrix_x4(b, k_addr.at(0, 2 * ks));
-      ptx::mma_m16n8k16<Element>(s[0][0], a, b[0], b[1]);
-      ptx::mma_m16n8k16<Element>(s[0][1], a, b[2], b[3]);
+      for (int ks = 0; ks < Traits::kKSteps; ++ks) {
+        uint32_t a[4], b[4];
+        ptx::ldmatrix_x4(a, q_addr.at(0, 2 * ks));
+        ptx::ldmatrix_x4(b, k_addr.at(0, 2 * ks));
+        ptx::mma_m16n8k16<Element>(s[0][0], a, b[0], b[1]);
+        ptx::mma_m16n8k16<Element>(s[0][1], a, b[2], b[3]);
+      }
+    } else {
+      // One ldmatrix.x4 of K's bytes covers two k16 steps (16-byte chunks
+      // 2j and 2j+1) of the warp's 16 keys: b[0] / b[1] keys 0-7 / 8-15 of
+      // step 2j, b[2] / b[3] of step 2j+1. Lane l gets key l / 4 of its
+      // matrix, columns 4(l % 4) .. +3: the first two are its mma k-pair
+      // 2(l % 4), the last two its pair 8 + 2(l % 4), the order Q holds.
+#pragma unroll
+      for (int j = 0; j < Traits::kKSteps / 2; ++j) {
+        uint32_t b[4];
+        ptx::ldmatrix_x4(b, k_addr.at(0, 2 * j));
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          uint32_t a[4];
+          ptx::ldmatrix_x4(a, q_addr.at(0, 2 * (2 * j + h)));
+          ptx::mma_m16n8k16<Element>(s[0][0], a, fp8::pair<Element, fp8::kBytes01>(b[2 * h]),
+                                     fp8::pair<Element, fp8::kBytes23>(b[2 * h]));
+          ptx::mma_m16n8k16<Element>(s[0][1], a, fp8::pair<Element, fp8::kBytes01>(b[2 * h + 1]),
+                                     fp8::pair<Element, fp8::kBytes23>(b[2 * h + 1]));
+        }
+      }
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[0][nt][e] *= k_descale;
     }
     mods.apply(
         s, n_block * kBlockN + warp * 16, lane, [&](int, int hi) { return alibi_diag[hi]; },
@@ -232,12 +317,35 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kMinBlocks)
     a[1] = ptx::pack2<Element>(s[0][0][2], s[0][0][3]);
     a[2] = ptx::pack2<Element>(s[0][1][0], s[0][1][1]);
     a[3] = ptx::pack2<Element>(s[0][1][2], s[0][1][3]);
+    if constexpr (!kFp8) {
 #pragma unroll
-    for (int np = 0; np < Traits::kNTilesO / 2; ++np) {
-      uint32_t b[4];
-      ptx::ldmatrix_x4_trans(b, v_addr.at(0, 2 * np));
-      ptx::mma_m16n8k16<Element>(acc_o[0][2 * np], a, b[0], b[1]);
-      ptx::mma_m16n8k16<Element>(acc_o[0][2 * np + 1], a, b[2], b[3]);
+      for (int np = 0; np < Traits::kNTilesO / 2; ++np) {
+        uint32_t b[4];
+        ptx::ldmatrix_x4_trans(b, v_addr.at(0, 2 * np));
+        ptx::mma_m16n8k16<Element>(acc_o[0][2 * np], a, b[0], b[1]);
+        ptx::mma_m16n8k16<Element>(acc_o[0][2 * np + 1], a, b[2], b[3]);
+      }
+    } else {
+      // A transposing ldmatrix.x4 of V's bytes: matrices (keys 0-7 / 8-15)
+      // x (chunks 2j / 2j+1). Lane l gets keys 2(l % 4), +1 of each
+      // matrix at columns 2(l / 4), +1 of its chunk: bytes (key0, even
+      // column), (key0, odd), (key1, even), (key1, odd). The even columns
+      // of chunk c make n8 tile 2c, the odd ones tile 2c + 1, so O's
+      // accumulators hold columns 16c + 2n (+1) for tile column n; the
+      // merge below puts them back in order.
+#pragma unroll
+      for (int j = 0; j < Traits::kNTilesO / 4; ++j) {
+        uint32_t b[4];
+        ptx::ldmatrix_x4_trans(b, v_addr.at(0, 2 * j));
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int c = 2 * j + h;
+          ptx::mma_m16n8k16<Element>(acc_o[0][2 * c], a, fp8::pair<Element, fp8::kBytes02>(b[2 * h]),
+                                     fp8::pair<Element, fp8::kBytes02>(b[2 * h + 1]));
+          ptx::mma_m16n8k16<Element>(acc_o[0][2 * c + 1], a, fp8::pair<Element, fp8::kBytes13>(b[2 * h]),
+                                     fp8::pair<Element, fp8::kBytes13>(b[2 * h + 1]));
+        }
+      }
     }
   }
 
@@ -280,16 +388,27 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kMinBlocks)
     }
     const bool empty = l_all == 0.f || m_all == -INFINITY;
     const float mine = ptx::exp2_approx(__fmul_ru(softmax.m[hi], p.softmax_scale_log2) - m_scaled);
-    float factor = empty ? 0.f : mine / l_all;
+    float factor = empty ? 0.f : mine / l_all * v_descale;
     lse[hi] = empty ? -INFINITY : m_all * p.softmax_scale + logf(l_all);
     if (p.sinks != nullptr && p.num_splits == 1) {
       // The row's query head (rows past row_end are padding of a real head).
       add_sink(p.sinks[head_kv * g + (row_begin + row) % g], factor, lse[hi]);
     }
+    if constexpr (!kFp8) {
 #pragma unroll
-    for (int nt = 0; nt < Traits::kNTilesO; ++nt) {
-      float2 val = make_float2(acc_o[0][nt][2 * hi] * factor, acc_o[0][nt][2 * hi + 1] * factor);
-      *reinterpret_cast<float2*>(merge_o + (warp * kBlockM + row) * kHeadDim + nt * 8 + (lane % 4) * 2) = val;
+      for (int nt = 0; nt < Traits::kNTilesO; ++nt) {
+        float2 val = make_float2(acc_o[0][nt][2 * hi] * factor, acc_o[0][nt][2 * hi + 1] * factor);
+        *reinterpret_cast<float2*>(merge_o + (warp * kBlockM + row) * kHeadDim + nt * 8 + (lane % 4) * 2) = val;
+      }
+    } else {
+      // Tiles 2c (even columns) and 2c + 1 (odd) of chunk c: this lane's
+      // columns 16c + 4(l % 4) .. +3.
+#pragma unroll
+      for (int c = 0; c < Traits::kNTilesO / 2; ++c) {
+        const float4 val = make_float4(acc_o[0][2 * c][2 * hi] * factor, acc_o[0][2 * c + 1][2 * hi] * factor,
+                                       acc_o[0][2 * c][2 * hi + 1] * factor, acc_o[0][2 * c + 1][2 * hi + 1] * factor);
+        *reinterpret_cast<float4*>(merge_o + (warp * kBlockM + row) * kHeadDim + c * 16 + (lane % 4) * 4) = val;
+      }
     }
   }
   __syncthreads();

@@ -67,12 +67,12 @@ bool programmatic_launch_compiled() {
   return compiled;
 }
 
-template <DType kDType, int kHeadDim>
-cudaError_t run_decode(const detail::FwdParams& params, cudaStream_t stream) {
+template <DType kDType, int kHeadDim, bool kFp8KV>
+cudaError_t run_decode_kernels(const detail::FwdParams& params, cudaStream_t stream) {
   using Element = typename ElementOf<kDType>::type;
-  using Traits = DecodeTraits<kHeadDim, Element>;
-  static_assert(Traits::kBlockM == kBlockM && Traits::kBlockN == kBlockN && Traits::kStages == stages(kHeadDim) &&
-                    Traits::kSmemBytes == smem_bytes(kHeadDim),
+  using Traits = DecodeTraits<kHeadDim, Element, kFp8KV>;
+  static_assert(Traits::kBlockM == kBlockM && Traits::kBlockN == kBlockN &&
+                    Traits::kStages == stages(kHeadDim, kFp8KV) && Traits::kSmemBytes == smem_bytes(kHeadDim, kFp8KV),
                 "api.h constants out of date");
   // Checked before anything runs, so a call too large for the grids launches
   // nothing: cudaErrorInvalidConfiguration, CUDA's own code for such a grid.
@@ -98,6 +98,16 @@ cudaError_t run_decode(const detail::FwdParams& params, cudaStream_t stream) {
   // the decode kernel's last ones finish and wait (griddepcontrol.wait) for
   // its results, instead of the launch starting after it.
   return launch_combine<kHeadDim, Element>(params, stream, programmatic);
+}
+
+template <DType kDType, int kHeadDim>
+cudaError_t run_decode(const detail::FwdParams& params, cudaStream_t stream) {
+  return run_decode_kernels<kDType, kHeadDim, false>(params, stream);
+}
+
+template <DType kDType, int kHeadDim>
+cudaError_t run_decode_fp8(const detail::FwdParams& params, cudaStream_t stream) {
+  return run_decode_kernels<kDType, kHeadDim, true>(params, stream);
 }
 
 }  // namespace flash::decode

@@ -61,12 +61,14 @@ struct LdsmAddress {
 
 // Issues the cp.async copies of a [kRows, kHeadDim] tile whose first row is
 // at `gmem`; rows at or past `valid_rows` and 16-byte chunks at or past
-// `valid_chunks` (head_dim / 8; V: head_dim_v / 8) are zero-filled, not read.
+// `valid_chunks` (head_dim * sizeof(Element) / 16; V: head_dim_v's) are
+// zero-filled, not read.
 template <typename Traits, int kRows>
 __device__ __forceinline__ void load_tile(uint32_t smem, const typename Traits::Element* gmem, int64_t row_stride,
                                           int valid_rows, int valid_chunks, int tid) {
   constexpr int kCPR = Traits::kChunksPerRow;
   constexpr int kIters = kRows * kCPR / Traits::kNThreads;
+  constexpr int kChunkElems = 16 / static_cast<int>(sizeof(typename Traits::Element));
   if constexpr (Traits::kNThreads % kCPR == 0 && (Traits::kNThreads / kCPR) % 8 == 0) {
     // Each thread keeps one chunk column and steps down kRowStep rows, a
     // multiple of 8, so its swizzle never changes: one running pointer and
@@ -76,7 +78,7 @@ __device__ __forceinline__ void load_tile(uint32_t smem, const typename Traits::
     const int c = tid % kCPR;
     const bool column = c < valid_chunks;
     const uint32_t dst = smem + chunk_offset<Traits, kRows>(row, c);
-    const auto* src = gmem + row * row_stride + c * 8;
+    const auto* src = gmem + row * row_stride + c * kChunkElems;
 #pragma unroll
     for (int i = 0; i < kIters; ++i) {
       const bool valid = column && row + i * kRowStep < valid_rows;
@@ -90,7 +92,7 @@ __device__ __forceinline__ void load_tile(uint32_t smem, const typename Traits::
       const int row = idx / kCPR;
       const int c = idx % kCPR;
       const bool valid = row < valid_rows && c < valid_chunks;
-      const auto* src = valid ? gmem + row * row_stride + c * 8 : gmem;
+      const auto* src = valid ? gmem + row * row_stride + c * kChunkElems : gmem;
       ptx::cp_async_16(smem + chunk_offset<Traits, kRows>(row, c), src, valid);
     }
   }
@@ -107,6 +109,7 @@ struct PagedKV {
   static constexpr int kCPR = Traits::kChunksPerRow;
   static constexpr int kIters = kRows * kCPR / Traits::kNThreads;
   using Element = typename Traits::Element;
+  static constexpr int kChunkElems = 16 / static_cast<int>(sizeof(Element));
   int page[kIters];
 
   // page_shift: log2(page_size) for a power of two, else -1 (then / and %,
@@ -141,8 +144,8 @@ struct PagedKV {
       const bool k_valid = row < valid_rows && c < k_chunks;
       const bool v_valid = row < valid_rows && c < v_chunks;
       const int in_page = row_in_page(first + row, page_size, page_shift);
-      const Element* k_src = k_valid ? k_head + page[i] * k_page_stride + in_page * k_row_stride + c * 8 : k_head;
-      const Element* v_src = v_valid ? v_head + page[i] * v_page_stride + in_page * v_row_stride + c * 8 : v_head;
+      const Element* k_src = k_valid ? k_head + page[i] * k_page_stride + in_page * k_row_stride + c * kChunkElems : k_head;
+      const Element* v_src = v_valid ? v_head + page[i] * v_page_stride + in_page * v_row_stride + c * kChunkElems : v_head;
       ptx::cp_async_16(smem_k + chunk_offset<Traits, kRows>(row, c), k_src, k_valid);
       ptx::cp_async_16(smem_v + chunk_offset<Traits, kRows>(row, c), v_src, v_valid);
     }

@@ -79,6 +79,9 @@ Status check_shape(const RingParams& rp) noexcept {
   if (p.k_new != nullptr || p.v_new != nullptr || p.rotary_cos != nullptr) {
     return invalid("appending K/V rows (k_new) and rotary are not supported by the ring");
   }
+  if (p.kv_dtype != KvDType::kSame) {
+    return invalid("an fp8 K/V (kv_dtype) is not supported by the ring; leave it KvDType::kSame");
+  }
   if (p.head_dim_v != 0 && p.head_dim_v != p.head_dim) {
     return invalid("a V head dim of its own (head_dim_v) is not supported by the ring; leave it 0");
   }

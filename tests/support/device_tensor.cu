@@ -3,6 +3,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <cmath>
 #include <cstring>
 
 #include "device_tensor.h"
@@ -62,6 +63,29 @@ cudaError_t poison(void* dst, size_t bytes, cudaStream_t stream) { return cudaMe
 cudaError_t upload_sync(void* dst, const void* src, size_t bytes, cudaStream_t stream) {
   const cudaError_t err = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream);
   return err == cudaSuccess ? cudaStreamSynchronize(stream) : err;
+}
+
+float e4m3_to_float(uint8_t bits) {
+  const int exponent = (bits >> 3) & 0xf, mantissa = bits & 7;
+  const float sign = bits & 0x80 ? -1.f : 1.f;
+  if (exponent == 0xf && mantissa == 7) return std::nanf("");
+  if (exponent == 0) return sign * std::ldexp(static_cast<float>(mantissa), -9);
+  return sign * std::ldexp(static_cast<float>(8 + mantissa), exponent - 10);
+}
+
+uint8_t e4m3_from_float(float value) {
+  if (std::isnan(value)) return 0x7f;
+  const uint8_t sign = std::signbit(value) ? 0x80 : 0;
+  const float x = std::fabs(value);
+  // The finite codes 0 .. 0x7e increase with their value: the nearest,
+  // ties to the even code (the even mantissa).
+  uint8_t best = 0;
+  for (int c = 1; c <= 0x7e; ++c) {
+    const float d = std::fabs(e4m3_to_float(static_cast<uint8_t>(c)) - x);
+    const float b = std::fabs(e4m3_to_float(best) - x);
+    if (d < b || (d == b && c % 2 == 0)) best = static_cast<uint8_t>(c);
+  }
+  return static_cast<uint8_t>(sign | best);
 }
 
 float to_float(uint16_t bits, DType dtype) {

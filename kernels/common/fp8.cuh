@@ -1,0 +1,51 @@
+// e4m3 (fp8) cache bytes to fp16 / bf16 pairs in registers, exactly.
+//
+// An e4m3 byte s.eeee.mmm moved into a 16-bit float so that its exponent
+// and mantissa bits land at the top of the wider fields is the same value
+// times a power of two: 2^-8 as fp16 (exponent bias 15 against 7), 2^-120
+// as bf16 (127 against 7), subnormals included (an e4m3 subnormal becomes
+// an fp16 normal, a bf16 subnormal). One multiply by the power of two
+// (exact: no rounding, no overflow, subnormals kept: fma.rn without .ftz)
+// restores the value. Every finite e4m3 value is representable in both
+// types. The NaN encodings (0x7f, 0xff) come out as +-480.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <type_traits>
+
+namespace flash::fp8 {
+
+// Byte selectors for prmt: bytes a and b of a word into bits 8..15 and
+// 24..31 of the result, zeros elsewhere (selector nibble 4 = the zero operand).
+constexpr uint32_t selector(int a, int b) { return 0x0404u | (static_cast<uint32_t>(a) << 4) | (static_cast<uint32_t>(b) << 12); }
+inline constexpr uint32_t kBytes01 = selector(0, 1);  // bytes 0, 1: (lo, hi)
+inline constexpr uint32_t kBytes23 = selector(2, 3);
+inline constexpr uint32_t kBytes02 = selector(0, 2);
+inline constexpr uint32_t kBytes13 = selector(1, 3);
+
+// Bytes a and b (per kSelector) of `w`, two e4m3 values, as a packed pair of
+// Element: byte a in the low half.
+template <typename Element, uint32_t kSelector>
+__device__ __forceinline__ uint32_t pair(uint32_t w) {
+  uint32_t x;
+  asm("prmt.b32 %0, %1, 0, %2;\n" : "=r"(x) : "r"(w), "n"(kSelector));
+  uint32_t bits, y;
+  if constexpr (std::is_same_v<Element, __nv_bfloat16>) {
+    // sign at bit 15 (31); exponent and mantissa from bit 8 down to bit 4.
+    bits = (x & 0x80008000u) | ((x >> 4) & 0x07f007f0u);
+    // * 2^120 (bf16 0x7b80), + -0 so that signed zeros stay.
+    asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(y) : "r"(bits), "r"(0x7b807b80u), "r"(0x80008000u));
+  } else {
+    static_assert(std::is_same_v<Element, __half>, "Element must be __half or __nv_bfloat16");
+    // exponent and mantissa from bit 8 down to bit 7.
+    bits = (x & 0x80008000u) | ((x >> 1) & 0x3f803f80u);
+    // * 2^8 (fp16 0x5c00).
+    asm("mul.rn.f16x2 %0, %1, %2;\n" : "=r"(y) : "r"(bits), "r"(0x5c005c00u));
+  }
+  return y;
+}
+
+}  // namespace flash::fp8

@@ -1,0 +1,6 @@
+// One instantiation per file so builds parallelise and head dims can be pruned.
+#include "../launch.cuh"
+
+namespace flash::decode {
+template cudaError_t run_decode_fp8<DType::kBFloat16, 192>(const detail::FwdParams&, cudaStream_t);
+}  // namespace flash::decode

@@ -1,0 +1,184 @@
+// FP8 KV cache (AttentionParams::kv_dtype = kFloat8E4M3): K and V are e4m3
+// bytes, Q and O fp16 / bf16, with per-tensor or per-K/V-head descales.
+// Such calls run on the decode kernel only (kAuto takes it for any
+// seqlen_q; kSm80 and kSm90 return kUnsupported and write nothing).
+//
+// Every row draws K and V from the finite e4m3 codes (subnormals
+// included; one row from all of them, up to +-448) and checks flash
+// against the references run on dtype copies of the dequantised K and V
+// (descales are powers of two, so those copies are exact): decode and
+// chunked-prefill shapes on dense, seqused_k, varlen and paged caches
+// (pages of 16 and 3 keys), GQA / MQA / MHA, causal, a window, softcap,
+// sinks + ALiBi, a V head dim of its own, head dims off the fp8 kernels'
+// multiples of 64, and split runs (forced and flash's choice).
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "build_config.h"
+#include "feature_test.h"
+
+namespace flash::test {
+namespace {
+
+// The runs an fp8 call takes: the decode kernel, unsplit and split.
+std::vector<FlashRun> fp8_runs() {
+  return {{Backend::kAuto, 0},       {Backend::kAuto, 0, true}, {Backend::kDecode, 1},
+          {Backend::kDecode, 3, true}, {Backend::kAuto, 7, true}};
+}
+
+std::vector<float> powers_of_two(int64_t n, int first) {
+  std::vector<float> f;
+  for (int64_t i = 0; i < n; ++i) f.push_back(std::ldexp(1.f, first + static_cast<int>(i % 5) - 2));
+  return f;
+}
+
+// Whether an fp8 call of head dim `d` runs in this build: a compiled
+// multiple of 64 at least d (the fp8 decode kernels').
+bool fp8_head_dim_runs(int64_t d) {
+  for (int64_t k : {64, 128, 192, 256}) {
+    if (k >= d && head_dim_compiled(k)) return true;
+  }
+  return false;
+}
+
+std::vector<FeatureRow> all_rows() {
+  FeatureTable t;
+  uint64_t seed = kFeatureSeedBase + 9900;
+  int variant = 0;
+  auto config = [&](int64_t head_dim, int64_t heads_q, int64_t heads_kv) {
+    ++variant;
+    FeatureConfig cfg = make_config(variant % 2 ? DType::kBFloat16 : DType::kFloat16, head_dim, heads_q, heads_kv,
+                                    seed++);
+    cfg.kv_dtype = KvDType::kFloat8E4M3;
+    cfg.padded = variant % 3 == 0;
+    // Descales: per K/V head, one for all, or none, in turn.
+    switch (variant % 3) {
+      case 0:
+        cfg.k_descale = powers_of_two(heads_kv, 0);
+        cfg.v_descale = powers_of_two(heads_kv, 1);
+        break;
+      case 1:
+        cfg.k_descale = {0.5f};
+        cfg.v_descale = {4.f};
+        break;
+      default:
+        break;
+    }
+    return cfg;
+  };
+  for (int64_t d : {64, 128, 192, 256, 80}) {
+    if (!fp8_head_dim_runs(d)) continue;
+    struct Cache {
+      const char* name;
+      KvLayout kv;
+      int64_t page_size;
+    };
+    const Cache caches[] = {{"seqused", KvLayout::kDense, 0},
+                            {"pages16", KvLayout::kPaged, 16},
+                            {"pages3", KvLayout::kPaged, 3}};
+    for (const Cache& cache : caches) {
+      for (int64_t seqlen_q : {1, 5, 130}) {
+        if (d == 80 && seqlen_q == 5) continue;
+        FeatureConfig cfg = config(d, 16, 4);
+        cfg.causal = seqlen_q > 1;
+        cfg.seqlens_q = repeat(seqlen_q, 3);
+        cfg.seqlens_k = {900, 350, 1};
+        if (seqlen_q > 1) cfg.seqlens_k = {900, 350, 130};
+        cfg.kv = cache.kv;
+        cfg.use_seqused_k = true;
+        if (cache.kv == KvLayout::kDense) cfg.k_capacity = 1000;
+        if (cache.kv == KvLayout::kPaged) cfg.page_size = cache.page_size;
+        t.add("q" + std::to_string(seqlen_q) + "_" + cache.name, cfg, fp8_runs());
+      }
+    }
+    {
+      // A dense cache without seqused_k, MQA.
+      FeatureConfig cfg = config(d, 8, 1);
+      cfg.seqlens_q = repeat(1, 2);
+      cfg.seqlens_k = repeat(2000, 2);
+      t.add("dense_mqa", cfg, fp8_runs());
+    }
+    {
+      // Packed K/V, MHA, ragged lengths (0 and 1 among them).
+      FeatureConfig cfg = config(d, 4, 4);
+      cfg.varlen_q = true;
+      cfg.seqlens_q = repeat(1, kNumLengths);
+      cfg.seqlens_k = rotated(variant);
+      cfg.kv = KvLayout::kVarlen;
+      t.add("varlen", cfg, fp8_runs());
+    }
+  }
+  if (fp8_head_dim_runs(128)) {
+    // Masks and score modifiers, decode and chunked prefill.
+    for (int64_t seqlen_q : {1, 64}) {
+      FeatureConfig base = config(128, 16, 2);
+      base.seqlens_q = repeat(seqlen_q, 2);
+      base.seqlens_k = {1500, 700};
+      base.kv = KvLayout::kPaged;
+      base.use_seqused_k = true;
+      base.page_size = 16;
+      const std::string q = "q" + std::to_string(seqlen_q) + "_";
+      {
+        FeatureConfig cfg = base;
+        cfg.window_left = 200;
+        cfg.window_right = 0;
+        t.add(q + "window", cfg, fp8_runs());
+      }
+      {
+        FeatureConfig cfg = base;
+        cfg.causal = true;
+        cfg.softcap = 30.f;
+        t.add(q + "softcap", cfg, fp8_runs());
+      }
+      {
+        FeatureConfig cfg = base;
+        cfg.causal = true;
+        for (int64_t h = 0; h < cfg.heads_q; ++h) {
+          cfg.sinks.push_back(h % 3 == 0 ? -INFINITY : 0.5f * static_cast<float>(h));
+          cfg.alibi.push_back(std::exp2(-8.f * static_cast<float>(h + 1) / static_cast<float>(cfg.heads_q)));
+        }
+        t.add(q + "sinks_alibi", cfg, fp8_runs());
+      }
+    }
+    {
+      // Every finite code, up to +-448, with a scale that keeps the scores moderate.
+      FeatureConfig cfg = config(128, 8, 2);
+      cfg.input_scale = 448.f;
+      cfg.softmax_scale = std::ldexp(1.f, -20);
+      cfg.k_descale.clear();
+      cfg.v_descale.clear();
+      cfg.seqlens_q = repeat(1, 2);
+      cfg.seqlens_k = repeat(3000, 2);
+      t.add("all_codes", cfg, fp8_runs());
+    }
+    {
+      // A V head dim of its own.
+      FeatureConfig cfg = config(128, 8, 2);
+      cfg.head_dim_v = 64;
+      cfg.seqlens_q = repeat(1, 2);
+      cfg.seqlens_k = {777, 64};
+      cfg.kv = KvLayout::kPaged;
+      cfg.use_seqused_k = true;
+      t.add("value_dim", cfg, fp8_runs());
+    }
+  }
+  return t.rows();
+}
+
+class Fp8Cache : public FeatureTest {};
+TEST_P(Fp8Cache, MatchesReference) {
+  check_case(row_config(), GetParam().runs,
+             [](FeatureCase& c, const std::vector<double>&, const std::vector<double>&) {
+               // Only the decode kernel reads fp8: the sm80 kernel refuses.
+               AttentionParams p = c.params();
+               p.backend = Backend::kSm80;
+               const Status s = c.run(p);
+               EXPECT_EQ(s.code, StatusCode::kUnsupported) << s.message;
+               EXPECT_TRUE(c.outputs_untouched());
+             });
+}
+INSTANTIATE_TEST_SUITE_P(Features, Fp8Cache, ::testing::ValuesIn(all_rows()), RowName());
+
+}  // namespace
+}  // namespace flash::test
