@@ -14,6 +14,7 @@ namespace {
 using flash::AttentionParams;
 using flash::Backend;
 using flash::DType;
+using flash::KvDType;
 using flash::MergeParams;
 using flash::Status;
 using flash::StatusCode;
@@ -21,6 +22,9 @@ using flash::StatusCode;
 static_assert(static_cast<int>(FLASH_DTYPE_FLOAT16) == static_cast<int>(DType::kFloat16) &&
                   static_cast<int>(FLASH_DTYPE_BFLOAT16) == static_cast<int>(DType::kBFloat16),
               "flash_dtype must match flash::DType");
+static_assert(static_cast<int>(FLASH_KV_DTYPE_SAME) == static_cast<int>(KvDType::kSame) &&
+                  static_cast<int>(FLASH_KV_DTYPE_FLOAT8_E4M3) == static_cast<int>(KvDType::kFloat8E4M3),
+              "flash_kv_dtype must match flash::KvDType");
 static_assert(static_cast<int>(FLASH_BACKEND_AUTO) == static_cast<int>(Backend::kAuto) &&
                   static_cast<int>(FLASH_BACKEND_SM80) == static_cast<int>(Backend::kSm80) &&
                   static_cast<int>(FLASH_BACKEND_SM90) == static_cast<int>(Backend::kSm90) &&
@@ -33,7 +37,8 @@ static_assert(static_cast<int>(FLASH_SUCCESS) == static_cast<int>(StatusCode::kS
               "flash_status_code must match flash::StatusCode");
 static_assert(std::is_standard_layout<flash_attention_params>::value, "flash_attention_params must be plain C");
 static_assert(std::is_standard_layout<flash_merge_params>::value, "flash_merge_params must be plain C");
-// The inference-engine fields of flash_attention_params, and every field of
+// The inference-engine fields of flash_attention_params but kv_dtype (an
+// enum) and rotary_interleaved (a bool in C++), and every field of
 // flash_merge_params but dtype, carry the C++ types unchanged, so to_cpp and
 // to_c copy them without conversion.
 #define FLASH_SAME_FIELD_TYPE(C, Cpp, field)                                   \
@@ -72,6 +77,9 @@ FLASH_SAME_FIELD_TYPE(flash_attention_params, AttentionParams, rotary_cos);
 FLASH_SAME_FIELD_TYPE(flash_attention_params, AttentionParams, rotary_sin);
 FLASH_SAME_FIELD_TYPE(flash_attention_params, AttentionParams, rotary_dim);
 FLASH_SAME_FIELD_TYPE(flash_attention_params, AttentionParams, rotary_positions);
+FLASH_SAME_FIELD_TYPE(flash_attention_params, AttentionParams, k_descale);
+FLASH_SAME_FIELD_TYPE(flash_attention_params, AttentionParams, v_descale);
+FLASH_SAME_FIELD_TYPE(flash_attention_params, AttentionParams, descale_head_stride);
 FLASH_SAME_FIELD_TYPE(flash_merge_params, MergeParams, num_states);
 FLASH_SAME_FIELD_TYPE(flash_merge_params, MergeParams, batch);
 FLASH_SAME_FIELD_TYPE(flash_merge_params, MergeParams, seqlen_q);
@@ -136,9 +144,13 @@ static_assert(offsetof(flash_attention_params, struct_size) == 0, "struct_size m
 static_assert(StructInfo<flash_attention_params>::kMinSize % kStructSizeGranule == 0 &&
                   offsetof(flash_attention_params, cu_seqlens_q) == StructInfo<flash_attention_params>::kMinSize,
               "the core fields must end on a multiple of 8 bytes, where the next field starts");
-static_assert(sizeof(flash_attention_params) ==
+static_assert(offsetof(flash_attention_params, kv_dtype) ==
                   offsetof(flash_attention_params, rotary_interleaved) +
                       sizeof(flash_attention_params::rotary_interleaved),
+              "the fp8 KV cache's fields must start where the struct before them ended");
+static_assert(sizeof(flash_attention_params) ==
+                  offsetof(flash_attention_params, descale_head_stride) +
+                      sizeof(flash_attention_params::descale_head_stride),
               "the last field must end the struct: a tail padding would hold a later version's first field");
 static_assert(sizeof(flash_attention_params) % kStructSizeGranule == 0, "the struct must end on a multiple of 8");
 
@@ -208,14 +220,16 @@ thread_local char last_message[sizeof(Status::message)] = {};
 // struct filled by a C caller may hold any value there, and loading one out
 // of range as the enum or bool type is undefined behaviour, so these fields
 // are only ever read this way.
-static_assert(sizeof(flash_dtype) == sizeof(int32_t) && sizeof(flash_backend) == sizeof(int32_t),
+static_assert(sizeof(flash_dtype) == sizeof(int32_t) && sizeof(flash_backend) == sizeof(int32_t) &&
+                  sizeof(flash_kv_dtype) == sizeof(int32_t),
               "the C enums must be 32-bit");
 static_assert(sizeof(bool) == sizeof(unsigned char), "bool must be one byte");
 // So that every int32_t a C caller leaves in an enum field converts to the
 // C++ enum (validate() then rejects the unknown ones).
 static_assert(std::is_same<std::underlying_type<DType>::type, int32_t>::value &&
-                  std::is_same<std::underlying_type<Backend>::type, int32_t>::value,
-              "DType and Backend must be int32_t enums");
+                  std::is_same<std::underlying_type<Backend>::type, int32_t>::value &&
+                  std::is_same<std::underlying_type<KvDType>::type, int32_t>::value,
+              "DType, Backend and KvDType must be int32_t enums");
 template <typename Int, typename Field>
 Int raw_value(const Field& field) noexcept {
   static_assert(sizeof(Int) == sizeof(Field), "raw_value reads the whole field");
@@ -302,11 +316,15 @@ void copy_same_fields(const Src& src, Dst& dst) noexcept {
   dst.rotary_sin = src.rotary_sin;
   dst.rotary_dim = src.rotary_dim;
   dst.rotary_positions = src.rotary_positions;
+  dst.k_descale = src.k_descale;
+  dst.v_descale = src.v_descale;
+  dst.descale_head_stride = src.descale_head_stride;
 }
 
 // Converts `c` to *p, or says which bool field holds neither 0 nor 1. The
-// enum fields go through as their integers (DType and Backend are int32_t
-// enums, so every value is representable); validate() rejects unknown ones.
+// enum fields go through as their integers (DType, Backend and KvDType are
+// int32_t enums, so every value is representable); validate() rejects
+// unknown ones.
 // `c` is whole: read_caller_params has filled what the caller's struct lacks.
 Status to_cpp(const flash_attention_params& c, AttentionParams* out) noexcept {
   const auto causal = raw_value<unsigned char>(c.causal);
@@ -323,6 +341,7 @@ Status to_cpp(const flash_attention_params& c, AttentionParams* out) noexcept {
   p.backend = static_cast<Backend>(raw_value<int32_t>(c.backend));
   p.autotune = c.autotune != 0;
   p.rotary_interleaved = c.rotary_interleaved != 0;
+  p.kv_dtype = static_cast<KvDType>(raw_value<int32_t>(c.kv_dtype));
   return Status{};
 }
 
@@ -335,6 +354,8 @@ void to_c(const AttentionParams& p, flash_attention_params* c) noexcept {
   std::memcpy(&c->backend, &backend, sizeof(backend));
   c->autotune = p.autotune ? 1 : 0;
   c->rotary_interleaved = p.rotary_interleaved ? 1 : 0;
+  const auto kv_dtype = static_cast<int32_t>(p.kv_dtype);
+  std::memcpy(&c->kv_dtype, &kv_dtype, sizeof(kv_dtype));
 }
 
 // The same for flash_merge_params and MergeParams: every field but dtype.

@@ -6,7 +6,7 @@
 // same code and a message naming the field, null params, the thread-local
 // message, status names and the version macros; for the inference-engine
 // fields (varlen and its total_q / total_k, paged KV, window, softcap,
-// split-KV workspace): their defaults, that they survive the C/C++
+// split-KV workspace, the fp8 KV cache): their defaults, that they survive the C/C++
 // conversions, that the C API gives the C++ API's answers for them, and
 // flash_attention_workspace_size; and struct_size: a caller compiled against
 // an older, shorter struct gets the answers of the full struct with defaults
@@ -105,6 +105,10 @@ flash::AttentionParams as_cpp(const flash_attention_params& c) {
   p.v_new_head_stride = c.v_new_head_stride;
   p.rotary_cos = c.rotary_cos, p.rotary_sin = c.rotary_sin, p.rotary_dim = c.rotary_dim;
   p.rotary_positions = c.rotary_positions, p.rotary_interleaved = c.rotary_interleaved != 0;
+  int32_t kv_dtype;
+  std::memcpy(&kv_dtype, &c.kv_dtype, sizeof(kv_dtype));  // the bytes, which may be no enumerator
+  p.kv_dtype = static_cast<flash::KvDType>(kv_dtype);
+  p.k_descale = c.k_descale, p.v_descale = c.v_descale, p.descale_head_stride = c.descale_head_stride;
   return p;
 }
 
@@ -179,6 +183,10 @@ TEST(CApi, InitGivesTheCppDefaults) {
   EXPECT_EQ(p.total_k, 0);
   EXPECT_EQ(p.sinks, nullptr);
   EXPECT_EQ(p.alibi_slopes, nullptr);
+  EXPECT_EQ(p.kv_dtype, FLASH_KV_DTYPE_SAME);
+  EXPECT_EQ(p.k_descale, nullptr);
+  EXPECT_EQ(p.v_descale, nullptr);
+  EXPECT_EQ(p.descale_head_stride, 0);
   // ... and the C++ defaults, field by field.
   EXPECT_EQ(p.cu_seqlens_q, cpp.cu_seqlens_q);
   EXPECT_EQ(p.cu_seqlens_k, cpp.cu_seqlens_k);
@@ -198,6 +206,10 @@ TEST(CApi, InitGivesTheCppDefaults) {
   EXPECT_EQ(p.total_k, cpp.total_k);
   EXPECT_EQ(p.sinks, cpp.sinks);
   EXPECT_EQ(p.alibi_slopes, cpp.alibi_slopes);
+  EXPECT_EQ(static_cast<int>(p.kv_dtype), static_cast<int>(cpp.kv_dtype));
+  EXPECT_EQ(p.k_descale, cpp.k_descale);
+  EXPECT_EQ(p.v_descale, cpp.v_descale);
+  EXPECT_EQ(p.descale_head_stride, cpp.descale_head_stride);
 
   flash_attention_params_init(nullptr);  // ignored, no crash
 }
@@ -263,6 +275,10 @@ TEST(CApi, SetContiguousMatchesTheCppHelpers) {
     p.rotary_cos = static_cast<const float*>(fake_ptr(15));
     p.rotary_sin = static_cast<const float*>(fake_ptr(16));
     p.rotary_dim = 32, p.rotary_positions = 77, p.rotary_interleaved = 1;
+    p.kv_dtype = FLASH_KV_DTYPE_FLOAT8_E4M3;
+    p.k_descale = static_cast<const float*>(fake_ptr(17));
+    p.v_descale = static_cast<const float*>(fake_ptr(18));
+    p.descale_head_stride = 1;
     helper.c(&p);
 
     flash::AttentionParams cpp;
@@ -328,6 +344,10 @@ TEST(CApi, SetContiguousMatchesTheCppHelpers) {
     EXPECT_EQ(p.rotary_dim, 32);
     EXPECT_EQ(p.rotary_positions, 77);
     EXPECT_EQ(p.rotary_interleaved, 1);
+    EXPECT_EQ(p.kv_dtype, FLASH_KV_DTYPE_FLOAT8_E4M3);
+    EXPECT_EQ(p.k_descale, fake_ptr(17));
+    EXPECT_EQ(p.v_descale, fake_ptr(18));
+    EXPECT_EQ(p.descale_head_stride, 1);
     helper.c(nullptr);  // ignored, no crash
   }
   // The [B, N, H, D] values spelled out once.
@@ -529,6 +549,13 @@ std::vector<InferenceCase> inference_cases() {
     p.page_size = 256, p.num_pages = 4, p.max_pages_per_seq = 1, p.block_table_batch_stride = 1;
     p.k_batch_stride = p.v_batch_stride = 256 * p.heads_kv * p.head_dim;
   };
+  // An fp8 (e4m3) K/V cache with one K and one V factor per K/V head.
+  const auto fp8_cache = [](flash_attention_params& p) {
+    p.kv_dtype = FLASH_KV_DTYPE_FLOAT8_E4M3;
+    p.k_descale = static_cast<const float*>(fake_ptr(9));
+    p.v_descale = static_cast<const float*>(fake_ptr(10));
+    p.descale_head_stride = 1;
+  };
   return {
       {"paged decode", true, [](flash_attention_params&) {}, FLASH_SUCCESS, {}},
       {"paged decode, forced decode backend",
@@ -663,6 +690,98 @@ std::vector<InferenceCase> inference_cases() {
        [](flash_attention_params& p) { p.workspace = fake_ptr(7, 64); },
        FLASH_INVALID_ARGUMENT,
        {"workspace"}},
+      {"fp8 KV cache, per-head descales", false, fp8_cache, FLASH_SUCCESS, {}},
+      {"fp8 KV cache, paged decode", true, fp8_cache, FLASH_SUCCESS, {}},
+      {"fp8 KV cache, no descales",
+       false,
+       [](flash_attention_params& p) { p.kv_dtype = FLASH_KV_DTYPE_FLOAT8_E4M3; },
+       FLASH_SUCCESS,
+       {}},
+      {"fp8 KV cache, forced decode backend",
+       false,
+       [fp8_cache](flash_attention_params& p) {
+         fp8_cache(p);
+         p.backend = FLASH_BACKEND_DECODE;
+       },
+       FLASH_SUCCESS,
+       {}},
+      {"kv_dtype 7",
+       false,
+       [](flash_attention_params& p) { p.kv_dtype = static_cast<flash_kv_dtype>(7); },
+       FLASH_INVALID_ARGUMENT,
+       {"kv_dtype 7"}},
+      {"k_descale without an fp8 cache",
+       false,
+       [](flash_attention_params& p) { p.k_descale = static_cast<const float*>(fake_ptr(9)); },
+       FLASH_INVALID_ARGUMENT,
+       {"k_descale", "kv_dtype"}},
+      {"v_descale without an fp8 cache",
+       false,
+       [](flash_attention_params& p) { p.v_descale = static_cast<const float*>(fake_ptr(10)); },
+       FLASH_INVALID_ARGUMENT,
+       {"v_descale", "kv_dtype"}},
+      {"descale_head_stride without an fp8 cache",
+       false,
+       [](flash_attention_params& p) { p.descale_head_stride = 1; },
+       FLASH_INVALID_ARGUMENT,
+       {"descale_head_stride", "kv_dtype"}},
+      {"fp8 KV cache, descale_head_stride 2",
+       false,
+       [fp8_cache](flash_attention_params& p) {
+         fp8_cache(p);
+         p.descale_head_stride = 2;
+       },
+       FLASH_INVALID_ARGUMENT,
+       {"descale_head_stride is 2"}},
+      {"fp8 KV cache, k_descale misaligned",
+       false,
+       [fp8_cache](flash_attention_params& p) {
+         fp8_cache(p);
+         p.k_descale = static_cast<const float*>(fake_ptr(9, 2));
+       },
+       FLASH_INVALID_ARGUMENT,
+       {"k_descale", "4-byte aligned"}},
+      {"fp8 KV cache, v_descale misaligned",
+       false,
+       [fp8_cache](flash_attention_params& p) {
+         fp8_cache(p);
+         p.v_descale = static_cast<const float*>(fake_ptr(10, 1));
+       },
+       FLASH_INVALID_ARGUMENT,
+       {"v_descale", "4-byte aligned"}},
+      {"fp8 KV cache, head_dim 72",
+       false,
+       [fp8_cache](flash_attention_params& p) {
+         fp8_cache(p);
+         p.head_dim = 72;
+         flash_set_contiguous_bnhd(&p);
+       },
+       FLASH_INVALID_ARGUMENT,
+       {"fp8", "head_dim (72)", "multiples of 16"}},
+      {"fp8 KV cache, k_seq_stride 8 elements off",
+       false,
+       [fp8_cache](flash_attention_params& p) {
+         fp8_cache(p);
+         p.k_seq_stride += 8;  // fine for 2-byte K, half a 16-byte chunk for 1-byte K
+       },
+       FLASH_INVALID_ARGUMENT,
+       {"k_seq_stride", "multiples of 16 elements"}},
+      {"fp8 KV cache with k_new",
+       false,
+       [fp8_cache](flash_attention_params& p) {
+         fp8_cache(p);
+         p.k_new = fake_ptr(12), p.v_new = fake_ptr(13);
+       },
+       FLASH_INVALID_ARGUMENT,
+       {"k_new", "fp8"}},
+      {"fp8 KV cache, forced sm80 backend",
+       false,
+       [fp8_cache](flash_attention_params& p) {
+         fp8_cache(p);
+         p.backend = FLASH_BACKEND_SM80;
+       },
+       FLASH_UNSUPPORTED,
+       {"fp8", "decode kernel"}},
   };
 }
 
@@ -705,6 +824,99 @@ TEST(CApi, InferenceCallsValidateOrAreRejected) {
     } else {
       EXPECT_TRUE(rejected(p, c.code, c.words)) << c.what;
     }
+  }
+}
+
+// The fp8 KV cache's fields reach the C++ parameters as the C caller set
+// them: descale_head_stride's value comes back in the message (all 64
+// bits), each descale pointer's presence and low bits decide the answer on
+// their own, and kv_dtype sets the size of K's and V's elements, which the
+// stride rule follows. Every answer is also flash::validate's for the
+// parameters the caller means.
+TEST(CApi, Fp8KvCacheFieldsReachTheCppParams) {
+  const auto expect_cpp_answer = [](const flash_attention_params& p) {
+    const flash::Status expected = flash::validate(as_cpp(p));
+    EXPECT_EQ(static_cast<int>(flash_validate(&p)), static_cast<int>(expected.code));
+    EXPECT_STREQ(flash_last_error_message(), expected.message);
+  };
+  // An fp8 cache with one K and one V factor per K/V head.
+  flash_attention_params fp8 = valid_params();
+  fp8.kv_dtype = FLASH_KV_DTYPE_FLOAT8_E4M3;
+  fp8.k_descale = static_cast<const float*>(fake_ptr(9));
+  fp8.v_descale = static_cast<const float*>(fake_ptr(10));
+  fp8.descale_head_stride = 1;
+  ASSERT_EQ(flash_validate(&fp8), FLASH_SUCCESS) << flash_last_error_message();
+  expect_cpp_answer(fp8);
+
+  for (const int64_t stride : {int64_t{0}, int64_t{1}, int64_t{2}, int64_t{-1}, (int64_t{1} << 40) + 1}) {
+    SCOPED_TRACE(stride);
+    flash_attention_params p = fp8;
+    p.descale_head_stride = stride;
+    if (stride == 0 || stride == 1) {
+      EXPECT_EQ(flash_validate(&p), FLASH_SUCCESS) << flash_last_error_message();
+    } else {
+      const std::string word = "descale_head_stride is " + std::to_string(stride);
+      EXPECT_TRUE(rejected(p, FLASH_INVALID_ARGUMENT, {word.c_str()}));
+    }
+    expect_cpp_answer(p);
+  }
+
+  for (const bool is_k : {true, false}) {
+    for (int offset = 0; offset <= 4; ++offset) {
+      SCOPED_TRACE(std::string(is_k ? "k_descale" : "v_descale") + " + " + std::to_string(offset));
+      flash_attention_params p = fp8;
+      (is_k ? p.k_descale : p.v_descale) = static_cast<const float*>(fake_ptr(is_k ? 9 : 10, offset));
+      if (offset % 4 == 0) {
+        EXPECT_EQ(flash_validate(&p), FLASH_SUCCESS) << flash_last_error_message();
+      } else {
+        EXPECT_TRUE(rejected(p, FLASH_INVALID_ARGUMENT, {"4-byte aligned"}));
+      }
+      expect_cpp_answer(p);
+      // Null reads as 1; without an fp8 cache a descale is rejected.
+      (is_k ? p.k_descale : p.v_descale) = nullptr;
+      EXPECT_EQ(flash_validate(&p), FLASH_SUCCESS) << flash_last_error_message();
+      p = valid_params();
+      (is_k ? p.k_descale : p.v_descale) = static_cast<const float*>(fake_ptr(is_k ? 9 : 10, offset * 4));
+      EXPECT_TRUE(rejected(p, FLASH_INVALID_ARGUMENT, {"need an fp8 cache"}));
+      expect_cpp_answer(p);
+    }
+  }
+
+  // A K or V stride 8 elements off a multiple of 16: whole 16-byte rows for
+  // 2-byte elements, half of one for e4m3 bytes.
+  for (const bool is_k : {true, false}) {
+    SCOPED_TRACE(is_k ? "k_batch_stride" : "v_batch_stride");
+    flash_attention_params p = valid_params();
+    (is_k ? p.k_batch_stride : p.v_batch_stride) += 8;
+    EXPECT_EQ(flash_validate(&p), FLASH_SUCCESS) << flash_last_error_message();
+    p.kv_dtype = FLASH_KV_DTYPE_FLOAT8_E4M3;
+    EXPECT_TRUE(
+        rejected(p, FLASH_INVALID_ARGUMENT, {is_k ? "k_batch_stride" : "v_batch_stride", "multiples of 16 elements"}));
+    expect_cpp_answer(p);
+  }
+}
+
+// A kv_dtype that is neither FLASH_KV_DTYPE_SAME nor
+// FLASH_KV_DTYPE_FLOAT8_E4M3, as whatever int32 bytes the caller left there,
+// is rejected by every entry point with a message naming kv_dtype and its
+// value; no workspace is reported.
+TEST(CApi, AnUnknownKvDTypeIsRejected) {
+  for (const int32_t value : {2, 7, -1, INT32_MAX, INT32_MIN}) {
+    SCOPED_TRACE(value);
+    flash_attention_params p = valid_params();
+    std::memcpy(&p.kv_dtype, &value, sizeof(value));  // the bytes, never loaded as the enum
+    const std::string word = "kv_dtype " + std::to_string(value) + " is not valid";
+    EXPECT_TRUE(rejected(p, FLASH_INVALID_ARGUMENT, {word.c_str()}));
+    size_t bytes = 7;
+    EXPECT_EQ(flash_attention_workspace_size(&p, &bytes), FLASH_INVALID_ARGUMENT);
+    EXPECT_EQ(bytes, size_t{0});
+    EXPECT_NE(std::string(flash_last_error_message()).find(word), std::string::npos) << flash_last_error_message();
+  }
+  // The two values there are.
+  for (const flash_kv_dtype value : {FLASH_KV_DTYPE_SAME, FLASH_KV_DTYPE_FLOAT8_E4M3}) {
+    flash_attention_params p = valid_params();
+    p.kv_dtype = value;
+    EXPECT_EQ(flash_validate(&p), FLASH_SUCCESS) << value << ": " << flash_last_error_message();
   }
 }
 
@@ -1059,6 +1271,97 @@ TEST(CApiStructSize, SetContiguousWritesNewRowStridesOnlyWithinStructSize) {
   EXPECT_EQ(p.k_new_seq_stride, 2 * 128);
   EXPECT_EQ(p.k_new_batch_stride, 2 * 2 * 128);
   for (unsigned char g : buffer.guard) EXPECT_EQ(g, 0x5A);
+}
+
+// A caller compiled against the struct before the fp8 KV cache (its
+// struct_size ends at rotary_interleaved) gets kv_dtype FLASH_KV_DTYPE_SAME,
+// null descales and descale_head_stride 0, whatever lies past its struct;
+// init and the stride helpers write nothing there. The same bytes within
+// struct_size are read.
+TEST(CApiStructSize, AStructBeforeTheFp8FieldsTakesTheirDefaults) {
+  constexpr size_t kBefore = offsetof(flash_attention_params, kv_dtype);
+  constexpr size_t kAfter = offsetof(flash_attention_params, descale_head_stride) + sizeof(int64_t);
+  static_assert(kBefore % 8 == 0 && kAfter == kBefore + 32, "the fp8 fields: 4 + 4 (padding) + 8 + 8 + 8 bytes");
+  const auto tail_is_ff = [&](const flash_attention_params& p) {
+    const auto* bytes = reinterpret_cast<const unsigned char*>(&p);
+    for (size_t i = kBefore; i < sizeof(p); ++i) {
+      if (bytes[i] != 0xFF) return false;
+    }
+    return true;
+  };
+  const flash_attention_params full = valid_params();
+
+  // The older caller's set-up over 0xFF bytes, which read as the fp8 fields
+  // would be kv_dtype -1, misaligned descales and descale_head_stride -1.
+  flash_attention_params p;
+  std::memset(&p, 0xFF, sizeof(p));
+  flash_attention_params_init_sized(&p, kBefore);
+  EXPECT_EQ(p.struct_size, kBefore);
+  EXPECT_TRUE(tail_is_ff(p)) << "init wrote past struct_size";
+  flash::test::set_valid_gqa_call(p);
+  p.dtype = FLASH_DTYPE_BFLOAT16;
+  flash_set_contiguous_bnhd(&p);
+  flash_set_contiguous_bhnd(&p);
+  flash_set_contiguous_bnhd(&p);
+  EXPECT_TRUE(tail_is_ff(p)) << "a stride helper wrote past struct_size";
+  EXPECT_EQ(std::memcmp(&p.q, &full.q, kBefore - sizeof(size_t)), 0);
+  EXPECT_EQ(validate_answer(&p).code, FLASH_SUCCESS) << flash_last_error_message();
+  expect_same(validate_answer(&p), validate_answer(&full), "flash_validate");
+  expect_same(workspace_answer(&p), workspace_answer(&full), "flash_attention_workspace_size");
+  // The same bytes within struct_size.
+  p.struct_size = sizeof(p);
+  EXPECT_TRUE(rejected(p, FLASH_INVALID_ARGUMENT, {"kv_dtype -1"}));
+
+  // Each field on its own, at a value that changes the answer: ignored past
+  // struct_size, read within it.
+  const struct {
+    const char* what;
+    std::function<void(flash_attention_params&)> set;
+    const char* word;
+  } fields[] = {
+      {"kv_dtype 7", [](flash_attention_params& q) { q.kv_dtype = static_cast<flash_kv_dtype>(7); }, "kv_dtype 7"},
+      {"k_descale", [](flash_attention_params& q) { q.k_descale = static_cast<const float*>(fake_ptr(9)); },
+       "k_descale"},
+      {"v_descale", [](flash_attention_params& q) { q.v_descale = static_cast<const float*>(fake_ptr(10)); },
+       "v_descale"},
+      {"descale_head_stride 1", [](flash_attention_params& q) { q.descale_head_stride = 1; }, "descale_head_stride"},
+  };
+  for (const auto& field : fields) {
+    SCOPED_TRACE(field.what);
+    flash_attention_params q = valid_params();
+    field.set(q);
+    q.struct_size = kBefore;
+    expect_same(validate_answer(&q), validate_answer(&full), "flash_validate");
+    expect_same(workspace_answer(&q), workspace_answer(&full), "flash_attention_workspace_size");
+    q.struct_size = sizeof(q);
+    EXPECT_TRUE(rejected(q, FLASH_INVALID_ARGUMENT, {field.word}));
+  }
+
+  // Each struct_size across the fp8 fields reads exactly those within it:
+  // the answers of today's struct with the fields past it at their defaults.
+  flash_attention_params q = valid_params();
+  q.k_batch_stride += 8;  // fine for bf16 K, not for e4m3 K
+  q.kv_dtype = FLASH_KV_DTYPE_FLOAT8_E4M3;
+  q.k_descale = static_cast<const float*>(fake_ptr(9));
+  q.v_descale = static_cast<const float*>(fake_ptr(10, 2));  // misaligned
+  q.descale_head_stride = 5;                                 // checked before the descales
+  const char* const expected[] = {nullptr, "k_batch_stride", "k_batch_stride", "4-byte aligned",
+                                  "descale_head_stride is 5"};
+  for (size_t size = kBefore; size <= kAfter; size += 8) {
+    SCOPED_TRACE(size);
+    flash_attention_params cut = full;
+    std::memcpy(&cut, &q, size);  // today's whole struct: q up to `size`, the defaults after it
+    cut.struct_size = sizeof(cut);
+    q.struct_size = size;
+    expect_same(validate_answer(&q), validate_answer(&cut), "flash_validate");
+    expect_same(workspace_answer(&q), workspace_answer(&cut), "flash_attention_workspace_size");
+    const char* const word = expected[(size - kBefore) / 8];
+    if (word == nullptr) {
+      EXPECT_EQ(validate_answer(&q).code, FLASH_SUCCESS) << flash_last_error_message();
+    } else {
+      EXPECT_TRUE(rejected(q, FLASH_INVALID_ARGUMENT, {word}));
+    }
+  }
 }
 
 // A struct_size the library cannot read is rejected by every entry point,

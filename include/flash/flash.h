@@ -35,12 +35,19 @@ extern "C" {
 /* Element type of Q, K, V and O. Accumulation is always float32. */
 typedef enum flash_dtype { FLASH_DTYPE_FLOAT16 = 0, FLASH_DTYPE_BFLOAT16 = 1 } flash_dtype;
 
+/* Element type of K and V (flash_attention_params.kv_dtype): an fp8 KV cache. */
+typedef enum flash_kv_dtype {
+  FLASH_KV_DTYPE_SAME = 0,       /* K and V have the call's dtype */
+  FLASH_KV_DTYPE_FLOAT8_E4M3 = 1 /* OCP e4m3 ("e4m3fn": no infinities, 0x7f / 0xff are NaN), max 448 */
+} flash_kv_dtype;
+
 /* Which kernel family runs a call. */
 typedef enum flash_backend {
   FLASH_BACKEND_AUTO = 0, /* the Hopper kernel on sm_90 where it supports the shape, else the sm80 kernel */
   FLASH_BACKEND_SM80 = 1, /* the FlashAttention-2 mma.sync kernel (sm_80 and newer) */
   FLASH_BACKEND_SM90 = 2, /* the Hopper wgmma/TMA kernel (sm_90 with an sm_90a build; runs head dims on 64, 128, 192, 256) */
-  FLASH_BACKEND_DECODE = 3 /* the split-KV decode kernel (mma.sync, sm_80 and newer; short queries: seqlen_q <= 16) */
+  FLASH_BACKEND_DECODE = 3 /* the split-KV decode kernel (mma.sync, sm_80 and newer; short queries: seqlen_q <= 16;
+                              AUTO also takes it for every call on an fp8 KV cache) */
 } flash_backend;
 
 /* The result of a call; flash_last_error_message() says more. */
@@ -89,7 +96,7 @@ typedef struct flash_attention_params {
   float* lse;    /* Optional log-sum-exp (natural log) of the scaled, masked scores,
                     [batch, heads_q, seqlen_q]; -inf for a row that sees no key. May be null. */
 
-  flash_dtype dtype; /* Element type of Q, K, V and O. */
+  flash_dtype dtype; /* Element type of Q, K, V and O (K and V: see kv_dtype). */
 
   int64_t batch;    /* Number of independent sequences. */
   int64_t seqlen_q; /* Query rows per sequence. */
@@ -243,6 +250,23 @@ typedef struct flash_attention_params {
   int64_t rotary_dim;
   int64_t rotary_positions;
   int64_t rotary_interleaved;
+
+  /* FP8 KV cache (flash.hpp's AttentionParams says it in full). With
+   * kv_dtype FLASH_KV_DTYPE_FLOAT8_E4M3, K and V hold one-byte e4m3
+   * elements (strides still count elements) standing for
+   *   K = k_descale[h * descale_head_stride] * K_fp8,  V = v_descale[...] * V_fp8
+   * for K/V head h; Q and O keep dtype. k_descale and v_descale are device
+   * float32, or null for 1 (read by the kernel: a captured graph sees new
+   * values); descale_head_stride is 0 (one factor for all heads) or 1 (one
+   * per K/V head, heads_kv entries). Such calls run on the decode kernel
+   * (FLASH_BACKEND_AUTO or FLASH_BACKEND_DECODE, any seqlen_q); head_dim and
+   * head_dim_v must be multiples of 16 and the K/V strides multiples of 16
+   * elements. Not with k_new. FLASH_KV_DTYPE_SAME (the default) takes null
+   * descales and descale_head_stride 0. */
+  flash_kv_dtype kv_dtype;
+  const float* k_descale;
+  const float* v_descale;
+  int64_t descale_head_stride;
 } flash_attention_params;
 
 /* Sets struct_size to `struct_size` and every field within the first
@@ -251,8 +275,9 @@ typedef struct flash_attention_params {
  * softmax_scale 0 (1/sqrt(head_dim)), FLASH_BACKEND_AUTO, autotune 0; the
  * inference-engine fields off (null pointers, zero sizes, window_left and
  * window_right -1, softcap 0, num_splits 0, no workspace, total_q and
- * total_k 0, no sinks, no ALiBi, head_dim_v 0, no append, no rotary);
- * padding zeroed. Writes nothing past struct_size bytes, and
+ * total_k 0, no sinks, no ALiBi, head_dim_v 0, no append, no rotary,
+ * kv_dtype FLASH_KV_DTYPE_SAME with null descales and descale_head_stride
+ * 0); padding zeroed. Writes nothing past struct_size bytes, and
  * when struct_size is not one the library accepts (see
  * flash_attention_params) only struct_size itself (nothing if it is below
  * sizeof(size_t)), which the other calls then reject. A null `params` is
