@@ -249,7 +249,7 @@ int run(int argc, char** argv) {
   }
   std::string err = env.init();
   if (err.empty()) err = measure_gemm_ceiling(env, &env.ceiling_tflops);
-  const bool runs_decode = env.options.decode || env.options.serving;
+  const bool runs_decode = env.options.decode || env.options.serving || env.options.fp8;
   if (err.empty() && runs_decode) err = measure_bandwidth_ceiling(env, &env.bandwidth_gbps);
   if (!err.empty()) {
     std::fprintf(stderr, "flash_bench: setup failed: %s\n", err.c_str());

@@ -75,12 +75,13 @@ bool describe(const Plan& plan, const Candidate& c, const AttentionParams& p, Ke
   if (c.backend == Backend::kDecode) {
     choice->backend = Backend::kDecode;
     choice->block_m = decode::kBlockM;
-    choice->block_n = decode::kBlockN;
+    const int kernel = kernel_head_dim(call_head_dim(p.head_dim, p.head_dim_v), p.kv_dtype != KvDType::kSame);
+    choice->block_n = decode::block_n(kernel, p.kv_dtype != KvDType::kSame);
     choice->warps = 4;
     const bool fp8 = p.kv_dtype != KvDType::kSame;
-    choice->stages = decode::stages(kernel_head_dim(call_head_dim(p.head_dim, p.head_dim_v), fp8), fp8);
+    choice->stages = decode::stages(kernel, fp8);
     std::snprintf(choice->name, sizeof(choice->name), "decode%s %dx%d 4w %dst %d split%s", fp8 ? " fp8" : "",
-                  decode::kBlockM, decode::kBlockN, choice->stages, plan.num_splits, plan.num_splits == 1 ? "" : "s");
+                  decode::kBlockM, choice->block_n, choice->stages, plan.num_splits, plan.num_splits == 1 ? "" : "s");
     return true;
   }
 #if FLASH_HAS_SM90

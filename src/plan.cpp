@@ -97,8 +97,9 @@ int decode_splits_wanted(const AttentionParams& p, const DeviceCaps& caps) {
   const int64_t m_blocks = ceil_div(std::max<int64_t>(p.seqlen_q, 1) * g, decode::kBlockM);
   const int64_t units = p.batch * p.heads_kv * m_blocks;
   if (units <= 0) return 1;
-  const int64_t keys = longest_keys(p, decode::kBlockN);
-  const int64_t max_splits = std::min<int64_t>(ceil_div(keys, decode::kBlockN) / 2, kMaxSplits);
+  const int64_t block_n = decode::block_n(decode_head_dim(p), fp8_cache(p));
+  const int64_t keys = longest_keys(p, block_n);
+  const int64_t max_splits = std::min<int64_t>(ceil_div(keys, block_n) / 2, kMaxSplits);
   const int64_t accurate = std::min(accuracy_splits(keys), max_splits);
   const int64_t num_sms = std::max(caps.num_sms, 1);
   if (p.block_table == nullptr) {

@@ -214,7 +214,8 @@ FeatureCase::FeatureCase(const FeatureConfig& cfg, cudaStream_t stream) : cfg_(c
 
 void FeatureCase::plan() {
   const int64_t d = std::max(cfg_.head_dim, cfg_.value_dim());  // every tensor's row of one head
-  const int64_t pad = cfg_.padded ? kPad : 0;
+  // fp8 K/V rows need 16-byte (16-element) alignment.
+  const int64_t pad = cfg_.padded ? (cfg_.kv_dtype == KvDType::kSame ? kPad : 2 * kPad) : 0;
   batch_ = cfg_.batch();
 
   // Rows of [.., heads, head_dim] with padded heads and rows when asked.

@@ -53,7 +53,7 @@ std::vector<FeatureRow> all_rows() {
     cfg.kv_dtype = KvDType::kFloat8E4M3;
     cfg.padded = variant % 3 == 0;
     // Descales: per K/V head, one for all, or none, in turn.
-    switch (variant % 3) {
+    switch ((variant / 2) % 3) {
       case 0:
         cfg.k_descale = powers_of_two(heads_kv, 0);
         cfg.v_descale = powers_of_two(heads_kv, 1);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "build_config.h"
+#include "kernels/decode/api.h"
 #include "kernels/sm80/api.h"
 #include "src/dispatch.h"
 #include "src/plan.h"
@@ -375,6 +376,40 @@ TEST(Plan, ValueHeadDimRunsAsTheWiderOfTheTwo) {
         }
         EXPECT_TRUE(same_plan(split, wide)) << "backend " << static_cast<int>(b);
       }
+    }
+  }
+}
+
+TEST(Plan, Fp8CacheRunsOnTheDecodeKernelAtAMultipleOf64) {
+  // Every fp8 call runs the decode kernel, prefill-length ones too, on the
+  // smallest compiled multiple of 64 at least its width; its split rows
+  // are at least that wide.
+  for (int64_t d = 16; d <= 256; d += 16) {
+    int64_t kernel = 0;
+    for (int64_t c : {64, 128, 192, 256}) {
+      if (kernel == 0 && c >= d && head_dim_compiled(c)) kernel = c;
+    }
+    for (int64_t seqlen_q : {1, 2048}) {
+      SCOPED_TRACE("head_dim " + std::to_string(d) + ", seqlen_q " + std::to_string(seqlen_q));
+      AttentionParams p = dense(d, seqlen_q, 32768, true);
+      p.kv_dtype = KvDType::kFloat8E4M3;
+      p.workspace = const_cast<void*>(fake(4));
+      p.workspace_bytes = size_t{1} << 30;
+      Plan plan;
+      const Status s = detail::make_plan(p, kH200, &plan);
+      if (kernel == 0) {
+        EXPECT_EQ(s.code, StatusCode::kUnsupported);
+        EXPECT_NE(std::string(s.message).find("FLASH_HEAD_DIMS"), std::string::npos) << s.message;
+        continue;
+      }
+      ASSERT_TRUE(s.ok()) << s.message;
+      ASSERT_EQ(plan.num_candidates, 1);
+      EXPECT_EQ(plan.candidates[0].backend, Backend::kDecode);
+      EXPECT_GE(detail::split_row_width(p), kernel);
+      KernelChoice choice;
+      ASSERT_TRUE(detail::describe(plan, plan.candidates[0], p, &choice));
+      EXPECT_NE(std::string(choice.name).find("decode fp8"), std::string::npos) << choice.name;
+      EXPECT_EQ(choice.stages, decode::stages(kernel, true));
     }
   }
 }

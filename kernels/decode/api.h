@@ -20,17 +20,19 @@ cudaError_t run_decode(const detail::FwdParams& params, cudaStream_t stream);
 template <DType kDType, int kHeadDim>
 cudaError_t run_decode_fp8(const detail::FwdParams& params, cudaStream_t stream);
 
-// Packed query rows per CTA and keys per K/V block (the split granularity).
+// Packed query rows per CTA, and keys per K/V block (the split
+// granularity): 64, or 128 in the fp8 kernels up to head_dim 128 (the
+// bytes of a bf16 block, twice the keys per warp).
 inline constexpr int kBlockM = 16;
 inline constexpr int kBlockN = 64;
-// Pipeline depth for `head_dim` (`fp8`: an e4m3 K/V cache, half the bytes
-// per stage, so one stage more).
-constexpr int stages(int64_t head_dim, bool fp8 = false) { return (head_dim <= 128 ? 3 : 2) + (fp8 ? 1 : 0); }
+constexpr int block_n(int64_t head_dim, bool fp8) { return fp8 && head_dim <= 128 ? 128 : kBlockN; }
+// Pipeline depth for `head_dim` (`fp8`: an e4m3 K/V cache).
+constexpr int stages(int64_t head_dim, bool fp8 = false) { return head_dim <= 128 || fp8 ? 3 : 2; }
 // Dynamic shared memory of the decode kernel for `head_dim`, bytes (the
 // kernel's traits assert they agree).
 constexpr int smem_bytes(int64_t head_dim, bool fp8 = false) {
   const int64_t q = kBlockM * head_dim * 2;
-  const int64_t ring = stages(head_dim, fp8) * 2 * kBlockN * head_dim * (fp8 ? 1 : 2);
+  const int64_t ring = stages(head_dim, fp8) * 2 * block_n(head_dim, fp8) * head_dim * (fp8 ? 1 : 2);
   const int64_t merge = 4 * kBlockM * head_dim * 4 + 2 * 4 * kBlockM * 4;
   return static_cast<int>(q + (ring > merge ? ring : merge));
 }

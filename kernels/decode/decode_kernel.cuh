@@ -4,7 +4,8 @@
 // (a contiguous range of K/V blocks). Rows are packed GQA-style: packed row
 // r is query token r / g of query head head_kv * g + r % g (g = heads_q /
 // heads_kv), so the g query heads that share a K/V head read it once. The
-// four warps split every 64-key block between them (16 keys each) instead
+// four warps split every K/V block between them (16 keys each; 32 in the
+// fp8 kernels up to head_dim 128, 128-key blocks) instead
 // of splitting the rows: each warp keeps its own online softmax over its
 // keys, and the four partial results are merged through shared memory at
 // the end. K/V stream through a kStages-deep cp.async ring (dense,
@@ -40,7 +41,9 @@ struct DecodeTraits {
   static constexpr int kNWarps = 4;
   static constexpr int kNThreads = kNWarps * 32;
   static constexpr int kBlockM = 16;                // packed query rows per CTA
-  static constexpr int kBlockN = 16 * kNWarps;      // keys per K/V block (16 per warp)
+  static constexpr int kBlockN = block_n(kHeadDim, kFp8KV);  // keys per K/V block
+  static constexpr int kKeysPerWarp = kBlockN / kNWarps;    // 16 or 32: one or two k16 steps of P V
+  static constexpr int kNTilesS = kKeysPerWarp / 8;         // n8 tiles of a warp's S
   static constexpr int kStages = stages(kHeadDim, kFp8KV);
   static constexpr int kMinBlocks = kHeadDim <= 128 ? 2 : 1;  // CTAs per SM the launch bounds ask for
   // The Q tile (and, without kFp8KV, the K/V tiles): 16-byte chunks of Element.
@@ -239,8 +242,10 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kMinBlocks)
   OnlineSoftmax<1> softmax;
 
   const sm80::LdsmAddress<Traits, kBlockM> q_addr(smem_q, lane % 16, lane / 16);
-  const int k_lane_row = warp * 16 + lane % 8 + (lane / 16) * 8;
-  const int v_lane_row = warp * 16 + lane % 8 + ((lane / 8) % 2) * 8;
+  constexpr int kKeysPerWarp = Traits::kKeysPerWarp;
+  constexpr int kNTilesS = Traits::kNTilesS;
+  const int k_lane_row = warp * kKeysPerWarp + lane % 8 + (lane / 16) * 8;
+  const int v_lane_row = warp * kKeysPerWarp + lane % 8 + ((lane / 8) % 2) * 8;
 
   int iter = 0;
   for (int n_block = s_begin; n_block < s_end; ++n_block, ++iter) {
@@ -257,93 +262,105 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kMinBlocks)
                                                     kFp8 ? lane / 16 : (lane / 8) % 2);
     const sm80::LdsmAddress<KvTile, kBlockN> v_addr(sk + Traits::kKVBytes, v_lane_row, lane / 16);
 
-    // S (16 rows x this warp's 16 keys) = Q K^T
-    float s[1][2][4];
+    // S (16 rows x this warp's kKeysPerWarp keys, in 16-key groups t) = Q K^T
+    float s[1][kNTilesS][4];
 #pragma unroll
-    for (int nt = 0; nt < 2; ++nt)
+    for (int nt = 0; nt < kNTilesS; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) s[0][nt][e] = 0.f;
     if constexpr (!kFp8) {
 #pragma unroll
       for (int ks = 0; ks < Traits::kKSteps; ++ks) {
-        uint32_t a[4], b[4];
+        uint32_t a[4];
         ptx::ldmatrix_x4(a, q_addr.at(0, 2 * ks));
-        ptx::ldmatrix_x4(b, k_addr.at(0, 2 * ks));
-        ptx::mma_m16n8k16<Element>(s[0][0], a, b[0], b[1]);
-        ptx::mma_m16n8k16<Element>(s[0][1], a, b[2], b[3]);
+#pragma unroll
+        for (int t = 0; t < kKeysPerWarp / 16; ++t) {
+          uint32_t b[4];
+          ptx::ldmatrix_x4(b, k_addr.at(16 * t, 2 * ks));
+          ptx::mma_m16n8k16<Element>(s[0][2 * t], a, b[0], b[1]);
+          ptx::mma_m16n8k16<Element>(s[0][2 * t + 1], a, b[2], b[3]);
+        }
       }
     } else {
       // One ldmatrix.x4 of K's bytes covers two k16 steps (16-byte chunks
-      // 2j and 2j+1) of the warp's 16 keys: b[0] / b[1] keys 0-7 / 8-15 of
-      // step 2j, b[2] / b[3] of step 2j+1. Lane l gets key l / 4 of its
-      // matrix, columns 4(l % 4) .. +3: the first two are its mma k-pair
-      // 2(l % 4), the last two its pair 8 + 2(l % 4), the order Q holds.
+      // 2j and 2j+1) of 16 keys: b[0] / b[1] keys 0-7 / 8-15 of step 2j,
+      // b[2] / b[3] of step 2j+1. Lane l gets key l / 4 of its matrix,
+      // columns 4(l % 4) .. +3: the first two are its mma k-pair 2(l % 4),
+      // the last two its pair 8 + 2(l % 4), the order Q holds.
 #pragma unroll
       for (int j = 0; j < Traits::kKSteps / 2; ++j) {
-        uint32_t b[4];
-        ptx::ldmatrix_x4(b, k_addr.at(0, 2 * j));
+        uint32_t b[kKeysPerWarp / 16][4];
+#pragma unroll
+        for (int t = 0; t < kKeysPerWarp / 16; ++t) ptx::ldmatrix_x4(b[t], k_addr.at(16 * t, 2 * j));
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           uint32_t a[4];
           ptx::ldmatrix_x4(a, q_addr.at(0, 2 * (2 * j + h)));
-          ptx::mma_m16n8k16<Element>(s[0][0], a, fp8::pair<Element, fp8::kBytes01>(b[2 * h]),
-                                     fp8::pair<Element, fp8::kBytes23>(b[2 * h]));
-          ptx::mma_m16n8k16<Element>(s[0][1], a, fp8::pair<Element, fp8::kBytes01>(b[2 * h + 1]),
-                                     fp8::pair<Element, fp8::kBytes23>(b[2 * h + 1]));
+#pragma unroll
+          for (int t = 0; t < kKeysPerWarp / 16; ++t) {
+            ptx::mma_m16n8k16<Element>(s[0][2 * t], a, fp8::pair<Element, fp8::kBytes01>(b[t][2 * h]),
+                                       fp8::pair<Element, fp8::kBytes23>(b[t][2 * h]));
+            ptx::mma_m16n8k16<Element>(s[0][2 * t + 1], a, fp8::pair<Element, fp8::kBytes01>(b[t][2 * h + 1]),
+                                       fp8::pair<Element, fp8::kBytes23>(b[t][2 * h + 1]));
+          }
         }
       }
 #pragma unroll
-      for (int nt = 0; nt < 2; ++nt)
+      for (int nt = 0; nt < kNTilesS; ++nt)
 #pragma unroll
         for (int e = 0; e < 4; ++e) s[0][nt][e] *= k_descale;
     }
+    const int col0 = n_block * kBlockN + warp * kKeysPerWarp;
     mods.apply(
-        s, n_block * kBlockN + warp * 16, lane, [&](int, int hi) { return alibi_diag[hi]; },
-        [&](int, int hi) { return alibi_neg[hi]; });
+        s, col0, lane, [&](int, int hi) { return alibi_diag[hi]; }, [&](int, int hi) { return alibi_neg[hi]; });
 
     if (block_needs_mask(n_block, u_begin, u_end)) {
       const RowRange<1> ranges =
           mask.template ranges<1>([&](int, int hi) { return (row_begin + lane / 4 + hi * 8) / g; });
-      apply_mask<kMasked>(s, ranges, n_block * kBlockN + warp * 16, lane);
+      apply_mask<kMasked>(s, ranges, col0, lane);
     }
 
     float correction[2];
     softmax.update(s, p.softmax_scale_log2, correction);
     softmax.rescale(acc_o, correction);
 
-    // O += P V over this warp's 16 keys (one k16 step; P from the S registers).
-    uint32_t a[4];
-    a[0] = ptx::pack2<Element>(s[0][0][0], s[0][0][1]);
-    a[1] = ptx::pack2<Element>(s[0][0][2], s[0][0][3]);
-    a[2] = ptx::pack2<Element>(s[0][1][0], s[0][1][1]);
-    a[3] = ptx::pack2<Element>(s[0][1][2], s[0][1][3]);
-    if constexpr (!kFp8) {
+    // O += P V over this warp's keys, one k16 step per 16-key group t (P
+    // from the S registers).
 #pragma unroll
-      for (int np = 0; np < Traits::kNTilesO / 2; ++np) {
-        uint32_t b[4];
-        ptx::ldmatrix_x4_trans(b, v_addr.at(0, 2 * np));
-        ptx::mma_m16n8k16<Element>(acc_o[0][2 * np], a, b[0], b[1]);
-        ptx::mma_m16n8k16<Element>(acc_o[0][2 * np + 1], a, b[2], b[3]);
-      }
-    } else {
-      // A transposing ldmatrix.x4 of V's bytes: matrices (keys 0-7 / 8-15)
-      // x (chunks 2j / 2j+1). Lane l gets keys 2(l % 4), +1 of each
-      // matrix at columns 2(l / 4), +1 of its chunk: bytes (key0, even
-      // column), (key0, odd), (key1, even), (key1, odd). The even columns
-      // of chunk c make n8 tile 2c, the odd ones tile 2c + 1, so O's
-      // accumulators hold columns 16c + 2n (+1) for tile column n; the
-      // merge below puts them back in order.
+    for (int t = 0; t < kKeysPerWarp / 16; ++t) {
+      uint32_t a[4];
+      a[0] = ptx::pack2<Element>(s[0][2 * t][0], s[0][2 * t][1]);
+      a[1] = ptx::pack2<Element>(s[0][2 * t][2], s[0][2 * t][3]);
+      a[2] = ptx::pack2<Element>(s[0][2 * t + 1][0], s[0][2 * t + 1][1]);
+      a[3] = ptx::pack2<Element>(s[0][2 * t + 1][2], s[0][2 * t + 1][3]);
+      if constexpr (!kFp8) {
 #pragma unroll
-      for (int j = 0; j < Traits::kNTilesO / 4; ++j) {
-        uint32_t b[4];
-        ptx::ldmatrix_x4_trans(b, v_addr.at(0, 2 * j));
+        for (int np = 0; np < Traits::kNTilesO / 2; ++np) {
+          uint32_t b[4];
+          ptx::ldmatrix_x4_trans(b, v_addr.at(16 * t, 2 * np));
+          ptx::mma_m16n8k16<Element>(acc_o[0][2 * np], a, b[0], b[1]);
+          ptx::mma_m16n8k16<Element>(acc_o[0][2 * np + 1], a, b[2], b[3]);
+        }
+      } else {
+        // A transposing ldmatrix.x4 of V's bytes: matrices (keys 0-7 /
+        // 8-15) x (chunks 2j / 2j+1). Lane l gets keys 2(l % 4), +1 of each
+        // matrix at columns 2(l / 4), +1 of its chunk: bytes (key0, even
+        // column), (key0, odd), (key1, even), (key1, odd). The even columns
+        // of chunk c make n8 tile 2c, the odd ones tile 2c + 1, so O's
+        // accumulators hold columns 16c + 2n (+1) for tile column n; the
+        // merge below puts them back in order.
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int c = 2 * j + h;
-          ptx::mma_m16n8k16<Element>(acc_o[0][2 * c], a, fp8::pair<Element, fp8::kBytes02>(b[2 * h]),
-                                     fp8::pair<Element, fp8::kBytes02>(b[2 * h + 1]));
-          ptx::mma_m16n8k16<Element>(acc_o[0][2 * c + 1], a, fp8::pair<Element, fp8::kBytes13>(b[2 * h]),
-                                     fp8::pair<Element, fp8::kBytes13>(b[2 * h + 1]));
+        for (int j = 0; j < Traits::kNTilesO / 4; ++j) {
+          uint32_t b[4];
+          ptx::ldmatrix_x4_trans(b, v_addr.at(16 * t, 2 * j));
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int c = 2 * j + h;
+            ptx::mma_m16n8k16<Element>(acc_o[0][2 * c], a, fp8::pair<Element, fp8::kBytes02>(b[2 * h]),
+                                       fp8::pair<Element, fp8::kBytes02>(b[2 * h + 1]));
+            ptx::mma_m16n8k16<Element>(acc_o[0][2 * c + 1], a, fp8::pair<Element, fp8::kBytes13>(b[2 * h]),
+                                       fp8::pair<Element, fp8::kBytes13>(b[2 * h + 1]));
+          }
         }
       }
     }

@@ -71,7 +71,7 @@ template <DType kDType, int kHeadDim, bool kFp8KV>
 cudaError_t run_decode_kernels(const detail::FwdParams& params, cudaStream_t stream) {
   using Element = typename ElementOf<kDType>::type;
   using Traits = DecodeTraits<kHeadDim, Element, kFp8KV>;
-  static_assert(Traits::kBlockM == kBlockM && Traits::kBlockN == kBlockN &&
+  static_assert(Traits::kBlockM == kBlockM && Traits::kBlockN == block_n(kHeadDim, kFp8KV) &&
                     Traits::kStages == stages(kHeadDim, kFp8KV) && Traits::kSmemBytes == smem_bytes(kHeadDim, kFp8KV),
                 "api.h constants out of date");
   // Checked before anything runs, so a call too large for the grids launches
