@@ -19,29 +19,39 @@
 namespace flash::fp8 {
 
 // Byte selectors for prmt: bytes a and b of a word into bits 8..15 and
-// 24..31 of the result, zeros elsewhere (selector nibble 4 = the zero operand).
+// 24..31 of the result (selector), or into bits 0..7 and 16..23 (low_selector),
+// zeros elsewhere (selector nibble 4 = the zero operand).
 constexpr uint32_t selector(int a, int b) { return 0x0404u | (static_cast<uint32_t>(a) << 4) | (static_cast<uint32_t>(b) << 12); }
+__host__ __device__ constexpr uint32_t low_selector(uint32_t sel) { return ((sel >> 4) & 0x000fu) | 0x0040u | ((sel >> 4) & 0x0f00u) | 0x4000u; }
 inline constexpr uint32_t kBytes01 = selector(0, 1);  // bytes 0, 1: (lo, hi)
 inline constexpr uint32_t kBytes23 = selector(2, 3);
 inline constexpr uint32_t kBytes02 = selector(0, 2);
 inline constexpr uint32_t kBytes13 = selector(1, 3);
 
+__device__ __forceinline__ uint32_t prmt(uint32_t w, uint32_t sel) {
+  uint32_t x;
+  asm("prmt.b32 %0, %1, 0, %2;\n" : "=r"(x) : "r"(w), "r"(sel));
+  return x;
+}
+
 // Bytes a and b (per kSelector) of `w`, two e4m3 values, as a packed pair of
-// Element: byte a in the low half.
+// Element: byte a in the low half. With x = byte << 8 in each half and m its
+// magnitude (byte & 0x7f), the sign stays at bit 15 and the magnitude moves
+// down by 4 (bf16) or 1 (fp16): x - m * 240, or x - m * 128, one integer
+// multiply-add (the magnitudes of all four bytes are masked once per word).
 template <typename Element, uint32_t kSelector>
 __device__ __forceinline__ uint32_t pair(uint32_t w) {
-  uint32_t x;
-  asm("prmt.b32 %0, %1, 0, %2;\n" : "=r"(x) : "r"(w), "n"(kSelector));
-  uint32_t bits, y;
+  const uint32_t x = prmt(w, kSelector);
+  constexpr uint32_t kLow = low_selector(kSelector);
+  const uint32_t m = prmt(w & 0x7f7f7f7fu, kLow);
+  uint32_t y;
   if constexpr (std::is_same_v<Element, __nv_bfloat16>) {
-    // sign at bit 15 (31); exponent and mantissa from bit 8 down to bit 4.
-    bits = (x & 0x80008000u) | ((x >> 4) & 0x07f007f0u);
+    const uint32_t bits = x - m * 240u;
     // * 2^120 (bf16 0x7b80), + -0 so that signed zeros stay.
     asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(y) : "r"(bits), "r"(0x7b807b80u), "r"(0x80008000u));
   } else {
     static_assert(std::is_same_v<Element, __half>, "Element must be __half or __nv_bfloat16");
-    // exponent and mantissa from bit 8 down to bit 7.
-    bits = (x & 0x80008000u) | ((x >> 1) & 0x3f803f80u);
+    const uint32_t bits = x - m * 128u;
     // * 2^8 (fp16 0x5c00).
     asm("mul.rn.f16x2 %0, %1, %2;\n" : "=r"(y) : "r"(bits), "r"(0x5c005c00u));
   }
