@@ -19,16 +19,16 @@ for kv in bf16 bf16-e4m3kv; do
   ncu --clock-control none -k regex:decode_kernel --launch-skip 2 --launch-count 1 --section SpeedOfLight \
     --section WarpStateStats --section ComputeWorkloadAnalysis --section SchedulerStats --section Occupancy \
     --section InstructionStats --section MemoryWorkloadAnalysis \
+    --metrics sm__inst_executed_pipe_alu.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_fmaheavy.avg.pct_of_peak_sustained_active,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_lsu.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active \
     "$BUILD_DIR/bench/flash_bench" --fp8 --decode_head_dims="$HD" --no-standard --flash_iters=2 --gemm_iters=1 \
-    --benchmark_filter="decode/$kv/hd$HD/q32kv8/$ROW\$" >"$OUT/ncu_$kv.txt" 2>&1
+    --benchmark_filter="decode/$kv/hd$HD/q32kv8/$ROW" >"$OUT/ncu_$kv.txt" 2>&1
   echo "== $kv"
-  grep -E "Duration|Memory Throughput|DRAM Throughput|Compute \(SM\) Throughput|Issue Slots Busy|Executed Ipc Active|No Eligible|Active Warps Per Scheduler|Eligible Warps|Registers Per|Achieved Occupancy|Warp Cycles Per Issued|Stall|pipe" "$OUT/ncu_$kv.txt" | head -40
-  grep -A12 "Section: Warp State" "$OUT/ncu_$kv.txt" | tail -8
+  grep -E "Duration|Memory Throughput|DRAM Throughput|Compute \(SM\) Throughput|Issue Slots Busy|Executed Ipc Active|No Eligible|Active Warps Per Scheduler|Eligible Warps|Registers Per|Achieved Occupancy|Warp Cycles Per Issued|pipe_|hmma|stalled|spends" "$OUT/ncu_$kv.txt" | cut -c1-300 | head -40
 done
 # Opcode mix per decode kernel (the unmasked, no-modifier variant).
 cuobjdump --dump-sass "$BUILD_DIR/libflash.a" >"$OUT/sass.txt" 2>&1
 awk '/Function :/ {on = ($3 ~ /decode_kernel/ && $3 ~ /Lb0ELb0EEEv/); name=$3} on && /\/\*[0-9a-f]+\*\/ / {
        op=$2; if (op ~ /^@/) op=$3; sub(/\..*/, "", op); sub(/;$/, "", op); n[name" "op]++ }
      END { for (k in n) print n[k], k }' "$OUT/sass.txt" | sort -k2,2 -k1,1nr | awk '{c[$2]++; if (c[$2] <= 25) print}' >"$OUT/opcodes.txt"
-cat "$OUT/opcodes.txt"
+grep -E "e4m3|Lb1EEE" "$OUT/opcodes.txt" | head -25
 rm -f "$OUT/sass.txt"

@@ -21,7 +21,11 @@ Layouts (any strides; the last dimension contiguous):
   ``[batch]``);
 - v and out may have a last dimension of their own, ``head_dim_v``
   (DeepSeek-V2/V3 prefill: q and k 192 wide, v and out 128);
-- lse: float32 ``[batch, heads_q, seqlen_q]`` (varlen: ``[heads_q, total_q]``).
+- lse: float32 ``[batch, heads_q, seqlen_q]`` (varlen: ``[heads_q, total_q]``);
+- an fp8 KV cache: k and v ``float8_e4m3fn`` (PyTorch's ``torch.float8_e4m3fn``,
+  DLPack's ``kDLFloat8_e4m3fn``), or ``uint8`` views of their bytes with
+  ``kv_dtype="float8_e4m3fn"``; q and out stay float16 / bfloat16. Optional
+  ``k_descale`` / ``v_descale``: float32 ``[1]`` or ``[heads_kv]``.
 
 Outputs and the workspace are allocated only when not given, by the
 framework of ``q`` (PyTorch's caching allocator for PyTorch tensors, so the
@@ -51,6 +55,7 @@ _KEYS = (
     "cu_seqlens_q", "cu_seqlens_k",
     "max_seqlen_q", "max_seqlen_k", "seqused_k", "block_table", "num_splits", "backend", "autotune", "workspace",
     "k_new", "v_new", "cu_seqlens_k_new", "rotary_cos", "rotary_sin", "rotary_interleaved",
+    "kv_dtype", "k_descale", "v_descale",
 )
 
 
@@ -129,6 +134,27 @@ def _options(kwargs: dict) -> dict:
     return opts
 
 
+def _fp8_views(k: Any, v: Any, opts: dict) -> Tuple[Any, Any]:
+    """PyTorch float8_e4m3fn k and v as uint8 views of the same bytes, with
+    kv_dtype='float8_e4m3fn' in opts: PyTorch's DLPack export refused fp8
+    ("float8 types are not supported by dlpack") until recent releases, and
+    a view works with every release (no copy; strides count elements, one
+    byte each either way)."""
+    if _framework(k) != "torch" and _framework(v) != "torch":
+        return k, v
+    import torch  # the caller's own framework, already imported
+
+    fp8 = getattr(torch, "float8_e4m3fn", None)
+    k_fp8 = fp8 is not None and getattr(k, "dtype", None) == fp8
+    v_fp8 = fp8 is not None and getattr(v, "dtype", None) == fp8
+    if not (k_fp8 or v_fp8) or opts.get("kv_dtype") not in (None, "float8_e4m3fn"):
+        return k, v  # nothing to view, or a kv_dtype the extension rejects with its message
+    if k_fp8 != v_fp8:
+        raise ValueError("k and v must both be float8_e4m3fn (an fp8 cache) or both have q's dtype")
+    opts["kv_dtype"] = "float8_e4m3fn"
+    return k.view(torch.uint8), v.view(torch.uint8)
+
+
 def _lse_shape(q: Any, opts: dict, heads_q: int) -> Tuple[int, ...]:
     if opts.get("cu_seqlens_q") is not None:
         return (heads_q, int(q.shape[0]))
@@ -164,8 +190,19 @@ def attention(
     rotate the new keys and q first (rotary_interleaved=False: GPT-NeoX
     pairs (j, j + rotary_dim / 2); True: (2j, 2j + 1)). seqused_k is read,
     not updated.
+    FP8 KV cache (decode kernel, any seqlen_q): k and v of dtype
+    float8_e4m3fn (PyTorch's torch.float8_e4m3fn; flash passes them on as
+    uint8 views), or uint8 tensors of e4m3 bytes with
+    kv_dtype='float8_e4m3fn' (e.g. ``k.view(torch.uint8)``); both or
+    neither. q and out stay float16 / bfloat16. k_descale / v_descale
+    (float32 [1]: one factor, or [heads_kv]: one per K/V head; both the same
+    length; None means 1) dequantise them: K = k_descale[h] * k. Needs
+    head_dim and v's last dimension multiples of 16, strides of k and v
+    multiples of 16 elements; not with k_new. A descale without an fp8
+    cache raises ValueError.
     """
     opts = _options(kwargs)
+    k, v = _fp8_views(k, v, opts)
     with _on_device(q, stream):
         if out is None:
             out = _empty(q, tuple(int(d) for d in q.shape[:-1]) + (int(v.shape[-1]),), "same")
@@ -181,17 +218,23 @@ def attention(
 
 def workspace_size(q: Any, k: Any, v: Any, **kwargs: Any) -> int:
     """Bytes of workspace attention() needs for this call (0: flash would not split the keys)."""
-    return int(_flash.workspace_size(_flash.params(q, k, v, **_options(kwargs))))
+    opts = _options(kwargs)
+    k, v = _fp8_views(k, v, opts)
+    return int(_flash.workspace_size(_flash.params(q, k, v, **opts)))
 
 
 def kernel_choice(q: Any, k: Any, v: Any, **kwargs: Any) -> dict:
     """The kernel configuration the call runs: name, backend, block_m, block_n, warps, stages."""
-    return dict(_flash.kernel_choice(_flash.params(q, k, v, **_options(kwargs))))
+    opts = _options(kwargs)
+    k, v = _fp8_views(k, v, opts)
+    return dict(_flash.kernel_choice(_flash.params(q, k, v, **opts)))
 
 
 def validate(q: Any, k: Any, v: Any, *, out: Any = None, lse: Any = None, **kwargs: Any) -> None:
     """The library's argument checks, without the GPU: raises ValueError, or returns None."""
-    _flash.validate(_flash.params(q, k, v, out=out, lse=lse, **_options(kwargs)))
+    opts = _options(kwargs)
+    k, v = _fp8_views(k, v, opts)
+    _flash.validate(_flash.params(q, k, v, out=out, lse=lse, **opts))
 
 
 def merge_states(

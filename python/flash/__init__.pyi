@@ -36,6 +36,9 @@ def attention(
     rotary_cos: Any = ...,
     rotary_sin: Any = ...,
     rotary_interleaved: bool = ...,
+    kv_dtype: Optional[str] = ...,
+    k_descale: Any = ...,
+    v_descale: Any = ...,
 ) -> Union[Any, Tuple[Any, Any]]: ...
 def workspace_size(q: Any, k: Any, v: Any, **kwargs: Any) -> int: ...
 def kernel_choice(q: Any, k: Any, v: Any, **kwargs: Any) -> dict: ...

@@ -12,6 +12,9 @@
 //   v and out may have a last dimension of their own (head_dim_v: DeepSeek's 192 / 128)
 //   lse        float32 [batch, heads_q, seqlen_q], or [heads_q, total_q] with cu_seqlens_q
 //   cu_seqlens_q/k int32 [batch + 1], seqused_k int32 [batch]
+//   fp8 KV cache: k and v float8_e4m3fn (DLPack kDLFloat8_e4m3fn, code 10), or uint8 (their bytes) with
+//              kv_dtype="float8_e4m3fn"; q and out stay float16 / bfloat16. k_descale / v_descale
+//              float32 [1] (one factor) or [heads_kv] (one per K/V head), optional
 #include <cuda_runtime_api.h>
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
@@ -55,10 +58,53 @@ bool is_dtype(const AnyArray& a, nb::dlpack::dtype_code code, int bits) {
   return d.code == static_cast<uint8_t>(code) && d.bits == bits && d.lanes == 1;
 }
 
+// DLPack 1.1's kDLFloat8_e4m3fn (OCP e4m3, PyTorch's float8_e4m3fn). Spelled
+// as a number: nanobind 2.0's dtype_code has no fp8 codes (3.x names this one
+// Float8_E4M3FN), and pyproject.toml takes nanobind >= 2.0.
+constexpr uint8_t kDLFloat8E4M3FN = 10;
+
+bool is_float8_e4m3fn(const AnyArray& a) {
+  const nb::dlpack::dtype d = a.dtype();
+  return d.code == kDLFloat8E4M3FN && d.bits == 8 && d.lanes == 1;
+}
+
 flash::DType element_type(const AnyArray& a, const char* name) {
   if (is_dtype(a, nb::dlpack::dtype_code::Float, 16)) return flash::DType::kFloat16;
   if (is_dtype(a, nb::dlpack::dtype_code::Bfloat, 16)) return flash::DType::kBFloat16;
   bad(std::string(name) + " must be float16 or bfloat16");
+}
+
+// K's and V's element type: q's dtype (kSame) or an fp8 cache (kFloat8E4M3).
+// kv_dtype is the keyword of that name: None takes the tensors' own dtype
+// (float8_e4m3fn is an fp8 cache); "float8_e4m3fn" says that k and v hold
+// e4m3 bytes, as float8_e4m3fn or as uint8 (a framework that cannot export
+// fp8 through DLPack passes a uint8 view of its tensors).
+flash::KvDType kv_element_type(const AnyArray& k, const AnyArray& v, flash::DType dtype,
+                               const std::optional<std::string>& kv_dtype) {
+  const bool k_fp8 = is_float8_e4m3fn(k), v_fp8 = is_float8_e4m3fn(v);
+  const bool k_u8 = is_dtype(k, nb::dlpack::dtype_code::UInt, 8), v_u8 = is_dtype(v, nb::dlpack::dtype_code::UInt, 8);
+  if (kv_dtype.has_value()) {
+    if (*kv_dtype != "float8_e4m3fn") bad("kv_dtype must be None or 'float8_e4m3fn'; got '" + *kv_dtype + "'");
+    if (!(k_fp8 || k_u8) || !(v_fp8 || v_u8)) {
+      bad("kv_dtype='float8_e4m3fn' needs k and v of dtype float8_e4m3fn or uint8 (their e4m3 bytes)");
+    }
+    return flash::KvDType::kFloat8E4M3;
+  }
+  if (k_fp8 && v_fp8) return flash::KvDType::kFloat8E4M3;
+  if (k_fp8 || v_fp8) bad("k and v must both be float8_e4m3fn (an fp8 cache) or both have q's dtype");
+  if (k_u8 || v_u8) {
+    bad("k and v are uint8: if they hold e4m3 bytes, pass kv_dtype='float8_e4m3fn' (an fp8 cache); otherwise "
+        "they must be float16 or bfloat16");
+  }
+  const char* what = " must be float16 or bfloat16 (or float8_e4m3fn: an fp8 cache)";
+  if (!is_dtype(k, nb::dlpack::dtype_code::Float, 16) && !is_dtype(k, nb::dlpack::dtype_code::Bfloat, 16)) {
+    bad(std::string("k") + what);
+  }
+  if (!is_dtype(v, nb::dlpack::dtype_code::Float, 16) && !is_dtype(v, nb::dlpack::dtype_code::Bfloat, 16)) {
+    bad(std::string("v") + what);
+  }
+  if (element_type(k, "k") != dtype || element_type(v, "v") != dtype) bad("q, k and v must have the same dtype");
+  return flash::KvDType::kSame;
 }
 
 void expect_cuda(const AnyArray& a, const char* name) {
@@ -91,6 +137,18 @@ void expect_int32_vector(const AnyArray& a, const char* name) {
   if (a.ndim() != 1 || stride(a, 0) != 1) bad(std::string(name) + " must be a contiguous 1-D tensor");
 }
 
+// A descale of an fp8 cache: a contiguous float32 [1] or [heads_kv] CUDA
+// tensor. Returns its length.
+int64_t check_descale(const AnyArray& d, int64_t heads_kv, const char* name) {
+  expect_cuda(d, name);
+  if (!is_dtype(d, nb::dlpack::dtype_code::Float, 32) || d.ndim() != 1 ||
+      (static_cast<int64_t>(d.shape(0)) != 1 && static_cast<int64_t>(d.shape(0)) != heads_kv) || stride(d, 0) != 1) {
+    bad(std::string(name) + " must be a contiguous float32 tensor of 1 (one factor for all K/V heads) or heads_kv (" +
+        std::to_string(heads_kv) + ") elements");
+  }
+  return static_cast<int64_t>(d.shape(0));
+}
+
 
 // Everything attention(), workspace_size() and kernel_choice() share: the
 // params of the call, from the tensors and options.
@@ -104,7 +162,9 @@ flash::AttentionParams make_params(AnyArray q, AnyArray k, AnyArray v, std::opti
                                    std::optional<AnyArray> workspace, const std::string& backend, bool autotune,
                                    std::optional<AnyArray> k_new, std::optional<AnyArray> v_new,
                                    std::optional<AnyArray> cu_seqlens_k_new, std::optional<AnyArray> rotary_cos,
-                                   std::optional<AnyArray> rotary_sin, bool rotary_interleaved) {
+                                   std::optional<AnyArray> rotary_sin, bool rotary_interleaved,
+                                   const std::optional<std::string>& kv_dtype, std::optional<AnyArray> k_descale,
+                                   std::optional<AnyArray> v_descale) {
   flash::AttentionParams p;
   const bool varlen_q = cu_seqlens_q.has_value();
   const bool varlen_k = cu_seqlens_k.has_value();
@@ -116,7 +176,11 @@ flash::AttentionParams make_params(AnyArray q, AnyArray k, AnyArray v, std::opti
   expect_ndim(k, varlen_k ? 3 : 4, "k", kv_layout);
   expect_ndim(v, varlen_k ? 3 : 4, "v", kv_layout);
   p.dtype = element_type(q, "q");
-  if (element_type(k, "k") != p.dtype || element_type(v, "v") != p.dtype) bad("q, k and v must have the same dtype");
+  p.kv_dtype = kv_element_type(k, v, p.dtype, kv_dtype);
+  if ((k_descale.has_value() || v_descale.has_value()) && p.kv_dtype != flash::KvDType::kFloat8E4M3) {
+    bad("k_descale / v_descale need an fp8 cache: k and v of dtype float8_e4m3fn, or uint8 with "
+        "kv_dtype='float8_e4m3fn'; these k and v have q's dtype");
+  }
   for (auto [a, name] : {std::pair<const AnyArray*, const char*>{&q, "q"}, {&k, "k"}, {&v, "v"}}) {
     expect_cuda(*a, name);
   }
@@ -266,6 +330,16 @@ flash::AttentionParams make_params(AnyArray q, AnyArray k, AnyArray v, std::opti
     }
     p.alibi_slopes = static_cast<const float*>(s.data());
   }
+  if (k_descale.has_value() || v_descale.has_value()) {
+    // One factor for every K/V head (1 element: descale_head_stride 0) or
+    // one per K/V head (heads_kv elements: stride 1); a descale not given is 1.
+    const int64_t nk = k_descale.has_value() ? check_descale(*k_descale, p.heads_kv, "k_descale") : 0;
+    const int64_t nv = v_descale.has_value() ? check_descale(*v_descale, p.heads_kv, "v_descale") : 0;
+    if (nk != 0 && nv != 0 && nk != nv) bad("k_descale and v_descale must have the same length (1 or heads_kv)");
+    if (k_descale.has_value()) p.k_descale = static_cast<const float*>(k_descale->data());
+    if (v_descale.has_value()) p.v_descale = static_cast<const float*>(v_descale->data());
+    p.descale_head_stride = (nk > 1 || nv > 1) ? 1 : 0;
+  }
   if (k_new.has_value() != v_new.has_value()) bad("k_new and v_new go together");
   if (k_new.has_value()) {
     // New K/V rows to append: [batch, seqlen_new, heads_kv, head_dim / head_dim_v], or packed
@@ -366,7 +440,9 @@ const char* backend_name(flash::Backend b) {
       nb::arg("workspace").none() = nb::none(), nb::arg("backend") = "auto", nb::arg("autotune") = false,       \
       nb::arg("k_new").none() = nb::none(), nb::arg("v_new").none() = nb::none(),                               \
       nb::arg("cu_seqlens_k_new").none() = nb::none(), nb::arg("rotary_cos").none() = nb::none(),              \
-      nb::arg("rotary_sin").none() = nb::none(), nb::arg("rotary_interleaved") = false
+      nb::arg("rotary_sin").none() = nb::none(), nb::arg("rotary_interleaved") = false,                        \
+      nb::arg("kv_dtype").none() = nb::none(), nb::arg("k_descale").none() = nb::none(),                       \
+      nb::arg("v_descale").none() = nb::none()
 
 }  // namespace
 
@@ -450,11 +526,12 @@ NB_MODULE(_flash, m) {
          std::optional<AnyArray> seqused_k, std::optional<AnyArray> block_table, int64_t batch, int32_t num_splits,
          std::optional<AnyArray> workspace, const std::string& backend, bool autotune, std::optional<AnyArray> k_new,
          std::optional<AnyArray> v_new, std::optional<AnyArray> cu_seqlens_k_new, std::optional<AnyArray> rotary_cos,
-         std::optional<AnyArray> rotary_sin, bool rotary_interleaved) {
+         std::optional<AnyArray> rotary_sin, bool rotary_interleaved, std::optional<std::string> kv_dtype,
+         std::optional<AnyArray> k_descale, std::optional<AnyArray> v_descale) {
         return make_params(q, k, v, out, lse, causal, scale, window_left, window_right, softcap, sinks, alibi_slopes,
                            cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_k, block_table, batch,
                            num_splits, workspace, backend, autotune, k_new, v_new, cu_seqlens_k_new, rotary_cos,
-                           rotary_sin, rotary_interleaved);
+                           rotary_sin, rotary_interleaved, kv_dtype, k_descale, v_descale);
       },
       FLASH_ARGS, "The call's parameters from DLPack tensors (shapes, strides, dtypes checked here).");
 

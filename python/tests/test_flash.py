@@ -5,7 +5,8 @@ that need no device (NumPy arrays are DLPack tensors on the CPU). GPU tests
 need a CUDA device and PyTorch (CuPy for its own test) and are skipped
 without them: flash against a float32 PyTorch reference for dense, GQA,
 causal, windowed, softcapped, strided, varlen and paged calls, the LSE,
-errors, the caller's stream and CUDA-graph capture.
+an fp8 (e4m3) KV cache against a float64 reference, errors, the caller's
+stream and CUDA-graph capture.
 """
 
 import math
@@ -60,6 +61,61 @@ def test_dtype_and_rank_are_checked():
         flash.kernel_choice(q3, q3, q3)
 
 
+def test_fp8_cache_arguments_are_checked_on_the_host():
+    # These checks come before the device check, so NumPy arrays reach them.
+    q = np.zeros((1, 1, 8, 128), np.float16)
+    k = np.zeros((1, 64, 2, 128), np.float16)
+    descale = np.ones(2, np.float32)
+    with pytest.raises(ValueError, match="k_descale / v_descale need an fp8 cache"):
+        flash.kernel_choice(q, k, k, k_descale=descale)
+    with pytest.raises(ValueError, match="k_descale / v_descale need an fp8 cache"):
+        flash.kernel_choice(q, k, k, v_descale=descale)
+    k8 = np.zeros((1, 64, 2, 128), np.uint8)
+    with pytest.raises(ValueError, match="pass kv_dtype='float8_e4m3fn'"):
+        flash.kernel_choice(q, k8, k8)  # uint8 is e4m3 bytes only when the call says so
+    with pytest.raises(ValueError, match="kv_dtype must be None or 'float8_e4m3fn'"):
+        flash.kernel_choice(q, k8, k8, kv_dtype="float8_e5m2")
+    with pytest.raises(ValueError, match="needs k and v of dtype float8_e4m3fn or uint8"):
+        flash.kernel_choice(q, k, k, kv_dtype="float8_e4m3fn")
+    with pytest.raises(ValueError, match="CUDA tensor"):
+        flash.kernel_choice(q, k8, k8, kv_dtype="float8_e4m3fn")  # accepted as e4m3 bytes; then the device check
+
+
+def dlpack_capsule(array, code):
+    """A DLPack capsule of a NumPy array's bytes with another dtype code (kDLFloat8_e4m3fn is 10)."""
+    import ctypes
+
+    class DLTensor(ctypes.Structure):
+        _fields_ = [("data", ctypes.c_void_p), ("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32),
+                    ("ndim", ctypes.c_int32), ("code", ctypes.c_uint8), ("bits", ctypes.c_uint8),
+                    ("lanes", ctypes.c_uint16), ("shape", ctypes.POINTER(ctypes.c_int64)),
+                    ("strides", ctypes.c_void_p), ("byte_offset", ctypes.c_uint64),
+                    ("manager_ctx", ctypes.c_void_p), ("deleter", ctypes.c_void_p)]
+
+    shape = (ctypes.c_int64 * array.ndim)(*array.shape)
+    t = DLTensor(array.ctypes.data, 1, 0, array.ndim, code, 8 * array.itemsize, 1, shape)  # kDLCPU, C order
+    new = ctypes.pythonapi.PyCapsule_New
+    new.restype, new.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+    capsule = new(ctypes.addressof(t), b"dltensor", None)
+    dlpack_capsule.alive.append((array, shape, t))  # the capsule has no deleter: keep its memory
+    return capsule
+
+
+dlpack_capsule.alive = []
+
+
+def test_dlpack_float8_e4m3fn_is_an_fp8_cache():
+    q = np.zeros((1, 1, 8, 128), np.float16)
+    kv = np.zeros((1, 64, 2, 128), np.uint8)
+    descale = np.ones(2, np.float32)
+    with pytest.raises(ValueError, match="q must be a CUDA tensor"):  # accepted, with a descale; then the device check
+        flash.kernel_choice(q, dlpack_capsule(kv, 10), dlpack_capsule(kv, 10), k_descale=descale)
+    with pytest.raises(ValueError, match="both be float8_e4m3fn"):
+        flash.kernel_choice(q, dlpack_capsule(kv, 10), np.zeros((1, 64, 2, 128), np.float16))
+    with pytest.raises(ValueError, match="float16 or bfloat16"):  # e5m2 (code 12) is not e4m3
+        flash.kernel_choice(q, dlpack_capsule(kv, 12), dlpack_capsule(kv, 12))
+
+
 def test_unknown_keyword_is_a_type_error():
     q = np.zeros((1, 4, 2, 64), np.float16)
     with pytest.raises(TypeError, match="caussal"):
@@ -91,21 +147,22 @@ def test_merge_states_rejects_host_arrays():
         flash.merge_states(o, lse)  # NumPy: flash does not allocate for it
 
 
-def reference(q, k, v, causal=False, scale=None, window=(-1, -1), softcap=0.0, alibi=None):
-    """float32 attention of [B, S, H, D] tensors, bottom-right masks; returns (O, LSE [B, H, Sq])."""
+def reference(q, k, v, causal=False, scale=None, window=(-1, -1), softcap=0.0, alibi=None, acc=None):
+    """Attention of [B, S, H, D] tensors in float32 (or `acc`), bottom-right masks; returns (O, LSE [B, H, Sq])."""
+    acc = acc or torch.float32
     b, sq, hq, d = q.shape
     sk, hk = k.shape[1], k.shape[2]
     scale = 1.0 / math.sqrt(d) if scale is None else scale
-    qf = q.float().transpose(1, 2)
-    kf = k.float().transpose(1, 2).repeat_interleave(hq // hk, dim=1)
-    vf = v.float().transpose(1, 2).repeat_interleave(hq // hk, dim=1)
+    qf = q.to(acc).transpose(1, 2)
+    kf = k.to(acc).transpose(1, 2).repeat_interleave(hq // hk, dim=1)
+    vf = v.to(acc).transpose(1, 2).repeat_interleave(hq // hk, dim=1)
     s = qf @ kf.transpose(-1, -2) * scale
     if softcap > 0:
         s = softcap * torch.tanh(s / softcap)
     i = torch.arange(sq, device=q.device)[:, None] + (sk - sq)
     j = torch.arange(sk, device=q.device)[None, :]
     if alibi is not None:
-        s = s - alibi[None, :, None, None] * (i - j).abs().float()
+        s = s - alibi[None, :, None, None] * (i - j).abs().to(acc)
     left, right = window
     if causal:
         right = 0
@@ -304,6 +361,133 @@ def test_paged_cache_matches_dense(page_size):
         v = v_pages[table[s].long()].reshape(-1, hk, d)[: lens[s]][None]
         ref, _ = reference(q[s : s + 1], k, v)
         assert_close(out[s : s + 1], ref, torch.bfloat16)
+
+
+def to_e4m3(x, descale):
+    """x [..., heads_kv, d] / descale (float32 [1] or [heads_kv]) rounded to float8_e4m3fn."""
+    return (x / descale[:, None]).to(torch.float8_e4m3fn)
+
+
+def dequantise(x8, descale):
+    """What an fp8 cache stands for, exactly, in float64: descale[h] * x8."""
+    return x8.to(torch.float64) * descale.to(torch.float64)[:, None]
+
+
+# K/V heads of very different sizes (per K/V head h, over its last dimension),
+# so that a descale read for the wrong head shows.
+FP8_HEAD_SIZES = (0.5, 6.0)
+
+
+@gpu
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("seqlen_q", [1, 4])
+@pytest.mark.parametrize("descales", ["none", "shared", "per_head"])
+def test_fp8_cache_matches_a_float64_reference(dtype, seqlen_q, descales):
+    # Decode on an fp8 (e4m3) KV cache: flash must compute attention over
+    # K = k_descale[h] * k8 and V = v_descale[h] * v8, which the reference
+    # takes exactly, in float64. Tolerances are the other tests': e4m3 values
+    # are exact in fp16 and bf16, so only the kernel's own rounding remains.
+    dt = getattr(torch, dtype)
+    b, sk, hq, hk, d = 2, 300, 8, 2, 128
+    size = torch.tensor(FP8_HEAD_SIZES, device="cuda")[:, None]
+    k = rand(b, sk, hk, d, dtype=torch.float32) * size
+    v = rand(b, sk, hk, d, dtype=torch.float32) * size.flip(0)
+    if descales == "none":  # these values fit e4m3 (|x| <= 448) as they are
+        k_descale = v_descale = None
+        k_ds = v_ds = torch.ones(1, device="cuda")
+    elif descales == "shared":  # one factor for every K/V head (descale_head_stride 0)
+        k_ds, v_ds = k.abs().amax().reshape(1) / 448, v.abs().amax().reshape(1) / 448
+        k_descale, v_descale = k_ds, v_ds
+    else:  # one per K/V head (descale_head_stride 1)
+        k_ds, v_ds = k.abs().amax(dim=(0, 1, 3)) / 448, v.abs().amax(dim=(0, 1, 3)) / 448
+        k_descale, v_descale = k_ds, v_ds
+    k8, v8 = to_e4m3(k, k_ds), to_e4m3(v, v_ds)
+    q = rand(b, seqlen_q, hq, d, dtype=dt)
+    causal = seqlen_q > 1
+    out, lse = flash.attention(q, k8, v8, causal=causal, k_descale=k_descale, v_descale=v_descale, return_lse=True)
+    torch.cuda.synchronize()
+    ref, ref_lse = reference(q, dequantise(k8, k_ds), dequantise(v8, v_ds), causal=causal, acc=torch.float64)
+    assert out.shape == q.shape and out.dtype == dt
+    assert_close(out, ref, dt)
+    assert torch.allclose(lse.double(), ref_lse, atol=1e-3, rtol=1e-4)
+    assert flash.kernel_choice(q, k8, v8, k_descale=k_descale, v_descale=v_descale)["backend"] == "decode"
+    # The same bytes as uint8 with kv_dtype: the same call, bitwise.
+    out_u8 = flash.attention(q, k8.view(torch.uint8), v8.view(torch.uint8), kv_dtype="float8_e4m3fn", causal=causal,
+                             k_descale=k_descale, v_descale=v_descale)
+    torch.cuda.synchronize()
+    assert torch.equal(out_u8, out)
+    if descales != "none":  # the descales matter
+        plain = flash.attention(q, k8, v8, causal=causal)
+        assert ((plain.float() - out.float()).norm() / out.float().norm()).item() > 0.1
+
+
+@gpu
+@pytest.mark.parametrize("page_size", [1, 16, 64])
+def test_paged_fp8_cache_matches_a_float64_reference(page_size):
+    b, lens, hq, hk, d = 2, [300, 37], 8, 2, 128
+    pages_per_seq = -(-max(lens) // page_size)
+    num_pages = b * pages_per_seq + 3
+    size = torch.tensor(FP8_HEAD_SIZES, device="cuda")[:, None]
+    k = rand(num_pages, page_size, hk, d, dtype=torch.float32) * size
+    v = rand(num_pages, page_size, hk, d, dtype=torch.float32) * size.flip(0)
+    k_ds, v_ds = k.abs().amax(dim=(0, 1, 3)) / 448, v.abs().amax(dim=(0, 1, 3)) / 448
+    k_pages, v_pages = to_e4m3(k, k_ds), to_e4m3(v, v_ds)
+    order = torch.randperm(num_pages, device="cuda")[: b * pages_per_seq]
+    table = order.view(b, pages_per_seq).to(torch.int32)
+    used = torch.tensor(lens, dtype=torch.int32, device="cuda")
+    q = rand(b, 1, hq, d)
+    out, lse = flash.attention(q, k_pages, v_pages, block_table=table, seqused_k=used, k_descale=k_ds,
+                               v_descale=v_ds, return_lse=True)
+    torch.cuda.synchronize()
+    k_all, v_all = dequantise(k_pages, k_ds), dequantise(v_pages, v_ds)
+    for s in range(b):
+        ks = k_all[table[s].long()].reshape(-1, hk, d)[: lens[s]][None]
+        vs = v_all[table[s].long()].reshape(-1, hk, d)[: lens[s]][None]
+        ref, ref_lse = reference(q[s : s + 1], ks, vs, acc=torch.float64)
+        assert_close(out[s : s + 1], ref, torch.bfloat16)
+        assert torch.allclose(lse[s : s + 1].double(), ref_lse, atol=1e-3, rtol=1e-4)
+
+
+@gpu
+def test_fp8_cache_as_dlpack_float8_when_the_framework_exports_it():
+    # flash.attention hands PyTorch's fp8 tensors over as uint8 views; the
+    # extension itself also takes DLPack's kDLFloat8_e4m3fn (other
+    # frameworks, and PyTorch releases that export fp8).
+    q, k, v = rand(2, 1, 8, 128), rand(2, 300, 2, 128), rand(2, 300, 2, 128)
+    k8, v8 = k.to(torch.float8_e4m3fn), v.to(torch.float8_e4m3fn)
+    try:
+        k8.__dlpack__()
+    except Exception as e:  # BufferError or RuntimeError, by release
+        pytest.skip(f"this PyTorch does not export float8_e4m3fn through DLPack: {e}")
+    out = torch.empty_like(q)
+    flash._flash.forward(flash._flash.params(q, k8, v8, out=out, num_splits=1), torch.cuda.current_stream().cuda_stream)
+    ref = flash.attention(q, k8, v8, num_splits=1)
+    torch.cuda.synchronize()
+    assert torch.equal(out, ref)
+
+
+@gpu
+def test_fp8_cache_errors():
+    q, k, v = rand(1, 1, 8, 128), rand(1, 64, 2, 128), rand(1, 64, 2, 128)
+    per_head = torch.ones(2, device="cuda")
+    with pytest.raises(ValueError, match="k_descale / v_descale need an fp8 cache"):
+        flash.attention(q, k, v, k_descale=per_head)  # a bf16 cache takes no descale
+    with pytest.raises(ValueError, match="k_descale / v_descale need an fp8 cache"):
+        flash.attention(q, k, v, k_descale=per_head, v_descale=per_head)
+    k8, v8 = k.to(torch.float8_e4m3fn), v.to(torch.float8_e4m3fn)
+    with pytest.raises(ValueError, match="both be float8_e4m3fn"):
+        flash.attention(q, k8, v)
+    with pytest.raises(ValueError, match="pass kv_dtype='float8_e4m3fn'"):
+        flash.attention(q, k8.view(torch.uint8), v8.view(torch.uint8))
+    with pytest.raises(ValueError, match="k_descale must be a contiguous float32"):
+        flash.attention(q, k8, v8, k_descale=torch.ones(3, device="cuda"))  # neither 1 nor heads_kv
+    with pytest.raises(ValueError, match="v_descale must be a contiguous float32"):
+        flash.attention(q, k8, v8, v_descale=per_head.double())
+    with pytest.raises(ValueError, match="same length"):
+        flash.attention(q, k8, v8, k_descale=torch.ones(1, device="cuda"), v_descale=per_head)
+    used = torch.tensor([10], dtype=torch.int32, device="cuda")
+    with pytest.raises(ValueError, match="k_new"):  # the append does not quantise
+        flash.attention(q, k8, v8, k_new=rand(1, 1, 2, 128), v_new=rand(1, 1, 2, 128), seqused_k=used)
 
 
 @gpu
