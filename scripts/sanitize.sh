@@ -15,11 +15,12 @@
 # threads), SANITIZE_TIMEOUT (seconds per tool, default 150), COMPUTE_SANITIZER
 # (the binary, default compute-sanitizer on PATH or in /usr/local/cuda/bin).
 #
-# Only flash's kernels (names containing fwd_kernel: the sm80 and sm90
-# kernels) are checked. The tests' references run cuBLAS, whose own sm90 GEMM
+# Only flash's kernels are checked: names containing fwd_kernel (the sm80
+# and sm90 kernels), decode_kernel, combine_kernel (split-KV) and
+# append_kernel (k_new). The tests' references run cuBLAS, whose own sm90 GEMM
 # kernels racecheck cannot follow ("failed to handle a hardware exception",
 # nvjet_sm90_tss_*, 2026-11-29) and whose internals initcheck may flag.
-#   memcheck, racecheck, synccheck: --kernel-name kns=fwd_kernel. Even so,
+#   memcheck, racecheck, synccheck: --kernel-name regex=<those names>. Even so,
 #     racecheck dies inside cuBLAS, so it runs only the Sanitizer suite
 #     (SANITIZE_RACECHECK_FILTER, default *Sanitizer*), which uses no cuBLAS.
 #   initcheck: flash's kernels and fill_uniform_kernel, the test kernel that
@@ -64,16 +65,17 @@ if ! grep -q 'fwd_kernel' <<<"$symbols" || ! grep -q 'fill_uniform_kernel' <<<"$
 fi
 
 status=0
+FLASH_KERNELS='fwd_kernel|decode_kernel|combine_kernel|append_kernel'
 for tool in $TOOLS; do
   case "$tool" in
-    memcheck | synccheck) args=(--kernel-name kns=fwd_kernel) ;;
+    memcheck | synccheck) args=(--kernel-name "regex=.*($FLASH_KERNELS).*") ;;
     # Even filtered to flash's kernels, racecheck dies in cuBLAS's sm90 GEMMs
     # ("failed to handle a hardware exception", seen 2026-11-29), which the
     # graph/thread tests' reference runs; so it runs only the Sanitizer
     # suite, which keeps cuBLAS out (its many-tiles case checks the sm90
     # kernel against the sm80 one).
-    racecheck) args=(--kernel-name kns=fwd_kernel) ;;
-    initcheck) args=(--kernel-name 'regex=.*(fwd_kernel|fill_uniform_kernel).*' --check-api-memory-access no) ;;
+    racecheck) args=(--kernel-name "regex=.*($FLASH_KERNELS).*") ;;
+    initcheck) args=(--kernel-name "regex=.*($FLASH_KERNELS|fill_uniform_kernel).*" --check-api-memory-access no) ;;
     *) echo "sanitize: unknown tool '$tool' (memcheck racecheck initcheck synccheck)"; exit 2 ;;
   esac
   filter=$FILTER
