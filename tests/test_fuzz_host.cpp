@@ -43,15 +43,21 @@ namespace {
 using flash::AttentionParams;
 using flash::Backend;
 using flash::DType;
+using flash::KvDType;
 using flash::Status;
 using flash::StatusCode;
 
 constexpr uint64_t kSeed = 0x5eed2024;
 constexpr int kCases = 300000;
 constexpr int64_t kHeadDims[] = {8, 32, 40, 64, 80, 96, 112, 128, 160, 192, 224, 256};
+// Head dims an fp8 cache takes: multiples of 16.
+constexpr int64_t kFp8HeadDims[] = {16, 32, 48, 64, 80, 96, 112, 128, 160, 192, 224, 256};
 
 // Regions of fake device memory, 1 TiB apart; nothing is ever dereferenced.
-enum Region { kQ, kK, kV, kO, kLse, kCuQ, kCuK, kUsed, kTable, kWorkspace, kKNew, kVNew, kCuNew, kRotary, kRegions };
+enum Region {
+  kQ, kK, kV, kO, kLse, kCuQ, kCuK, kUsed, kTable, kWorkspace, kKNew, kVNew, kCuNew, kRotary, kKDescale, kVDescale,
+  kRegions
+};
 uintptr_t region_base(int r) { return (uintptr_t{1} << 40) * static_cast<uintptr_t>(r + 1); }
 
 // The split workspace's row width for head dim d: the smallest compiled head
@@ -59,7 +65,9 @@ uintptr_t region_base(int r) { return (uintptr_t{1} << 40) * static_cast<uintptr
 // it, Backend::kAuto or kSm90), the smallest compiled multiple of 64 at
 // least d when that is wider (the FLASH_HAS_HEAD_DIM_* macros and
 // FLASH_HAS_SM90 are the library's, which this binary is compiled with).
-int64_t workspace_width(int64_t d, Backend backend) {
+// A call on an fp8 cache (`fp8`) always has the Hopper kernel's width: its
+// decode kernels come in the Hopper kernel's head dims.
+int64_t workspace_width(int64_t d, Backend backend, bool fp8) {
   std::vector<int64_t> dims;
 #if FLASH_HAS_HEAD_DIM_32
   dims.push_back(32);
@@ -85,7 +93,7 @@ int64_t workspace_width(int64_t d, Backend backend) {
     if (any == 0) any = c;
     if (sm90 == 0 && c % 64 == 0) sm90 = c;
   }
-  const bool hopper = FLASH_HAS_SM90 && (backend == Backend::kAuto || backend == Backend::kSm90);
+  const bool hopper = (FLASH_HAS_SM90 && (backend == Backend::kAuto || backend == Backend::kSm90)) || fp8;
   return hopper ? std::max(any, sm90) : any;
 }
 
@@ -147,19 +155,20 @@ T* at(int region, int64_t offset) {
 }
 
 // Strides of a tensor of `seq` rows and `heads` heads: dense or padded (by
-// multiples of 8 elements), in [B, N, H, D] or [B, H, N, D] order; rows never overlap.
+// multiples of `granule` elements: 8, 16 for an fp8 cache's 16-byte rows),
+// in [B, N, H, D] or [B, H, N, D] order; rows never overlap.
 void fill_strides(Fuzzer& f, int64_t seq, int64_t heads, int64_t head_dim, int64_t* batch_stride,
-                  int64_t* seq_stride, int64_t* head_stride) {
+                  int64_t* seq_stride, int64_t* head_stride, int64_t granule = 8) {
   const bool bhnd = f.coin();
-  const int64_t inner = head_dim + (f.coin(0.3) ? 8 * f.range(1, 4) : 0);
+  const int64_t inner = head_dim + (f.coin(0.3) ? granule * f.range(1, 4) : 0);
   if (bhnd) {
     *seq_stride = inner;
-    *head_stride = seq * inner + (f.coin(0.3) ? 8 * f.range(1, 4) : 0);
-    *batch_stride = heads * *head_stride + (f.coin(0.3) ? 8 * f.range(1, 4) : 0);
+    *head_stride = seq * inner + (f.coin(0.3) ? granule * f.range(1, 4) : 0);
+    *batch_stride = heads * *head_stride + (f.coin(0.3) ? granule * f.range(1, 4) : 0);
   } else {
     *head_stride = inner;
-    *seq_stride = heads * inner + (f.coin(0.3) ? 8 * f.range(1, 4) : 0);
-    *batch_stride = seq * *seq_stride + (f.coin(0.3) ? 8 * f.range(1, 4) : 0);
+    *seq_stride = heads * inner + (f.coin(0.3) ? granule * f.range(1, 4) : 0);
+    *batch_stride = seq * *seq_stride + (f.coin(0.3) ? granule * f.range(1, 4) : 0);
   }
 }
 
@@ -179,7 +188,8 @@ size_t model_workspace(const AttentionParams& p, bool required = false) {
     }
   }
   const int64_t n = p.num_splits > 1 ? p.num_splits : (required ? 0 : 1);
-  bytes += n * p.batch * p.heads_q * p.seqlen_q * (workspace_width(std::max(p.head_dim, dv), p.backend) + 1) * 4;
+  const bool fp8 = p.kv_dtype == KvDType::kFloat8E4M3;
+  bytes += n * p.batch * p.heads_q * p.seqlen_q * (workspace_width(std::max(p.head_dim, dv), p.backend, fp8) + 1) * 4;
   return static_cast<size_t>(bytes);
 }
 
@@ -187,14 +197,25 @@ size_t model_workspace(const AttentionParams& p, bool required = false) {
 AttentionParams make_valid(Fuzzer& f) {
   AttentionParams p;
   p.dtype = f.coin() ? DType::kFloat16 : DType::kBFloat16;
-  p.backend = static_cast<Backend>(f.range(0, 3));
+  // An fp8 cache: head dims multiples of 16, K/V strides multiples of 16
+  // elements, the decode kernel (kAuto or kDecode), no append.
+  const bool fp8 = f.coin(0.25);
+  p.backend = fp8 ? (f.coin() ? Backend::kAuto : Backend::kDecode) : static_cast<Backend>(f.range(0, 3));
   p.batch = f.range(1, 6);
   p.seqlen_q = f.coin(0.3) ? f.range(1, 16) : f.range(1, 400);
   p.seqlen_k = f.range(1, 600);
   p.heads_kv = f.range(1, 4);
   p.heads_q = p.heads_kv * f.pick({int64_t{1}, int64_t{2}, int64_t{4}, int64_t{8}});
-  p.head_dim = f.pick(kHeadDims);
-  p.head_dim_v = f.coin(0.7) ? 0 : f.pick(kHeadDims);
+  p.head_dim = fp8 ? f.pick(kFp8HeadDims) : f.pick(kHeadDims);
+  p.head_dim_v = f.coin(0.7) ? 0 : (fp8 ? f.pick(kFp8HeadDims) : f.pick(kHeadDims));
+  if (fp8) {
+    p.kv_dtype = KvDType::kFloat8E4M3;
+    // Device float32, null meaning 1: one factor, or one per K/V head.
+    p.descale_head_stride = f.range(0, 1);
+    if (f.coin(0.7)) p.k_descale = at<const float>(kKDescale, 4 * f.range(0, 100));
+    if (f.coin(0.7)) p.v_descale = at<const float>(kVDescale, 4 * f.range(0, 100));
+  }
+  const int64_t kv_granule = fp8 ? 16 : 8;
   const int64_t dv = p.head_dim_v != 0 ? p.head_dim_v : p.head_dim;
   const int64_t offsets = 256 * f.range(0, 4096);  // within each region, 256-byte aligned
   p.q = at<const void>(kQ, offsets);
@@ -232,11 +253,11 @@ AttentionParams make_valid(Fuzzer& f) {
     p.num_pages = f.range(1, 100);
     kv_rows = p.page_size;
   }
-  fill_strides(f, kv_rows, p.heads_kv, p.head_dim, &p.k_batch_stride, &p.k_seq_stride, &p.k_head_stride);
-  fill_strides(f, kv_rows, p.heads_kv, dv, &p.v_batch_stride, &p.v_seq_stride, &p.v_head_stride);
+  fill_strides(f, kv_rows, p.heads_kv, p.head_dim, &p.k_batch_stride, &p.k_seq_stride, &p.k_head_stride, kv_granule);
+  fill_strides(f, kv_rows, p.heads_kv, dv, &p.v_batch_stride, &p.v_seq_stride, &p.v_head_stride, kv_granule);
 
-  // Append and attend (not with varlen K): new rows, seqused_k, rotary.
-  if (mode != 1 && f.coin(0.2)) {
+  // Append and attend (not with varlen K nor an fp8 cache): new rows, seqused_k, rotary.
+  if (mode != 1 && !fp8 && f.coin(0.2)) {
     if (p.seqused_k == nullptr) p.seqused_k = at<const int32_t>(kUsed, 4 * f.range(0, 100));
     p.k_new = at<const void>(kKNew, 256 * f.range(0, 100));
     p.v_new = at<const void>(kVNew, 256 * f.range(0, 100));
@@ -269,10 +290,37 @@ AttentionParams make_valid(Fuzzer& f) {
   return p;
 }
 
+// The fp8 cache's rules the Violations below break (the extent cases: keep
+// or break), each counted so the test can tell it was exercised.
+enum Fp8Rule {
+  kUnknownKvDType,
+  kDescaleWithoutFp8,
+  kDescaleStride,
+  kDescaleAligned,
+  kFp8HeadDim,
+  kFp8KvStride,
+  kFp8Append,
+  kFp8Backend,
+  kFp8PastExtent,
+  kFp8OnExtent,
+  kFp8Rules
+};
+const char* const kFp8RuleNames[kFp8Rules] = {"unknown kv_dtype",
+                                              "descale with kv_dtype kSame",
+                                              "descale_head_stride not 0 or 1",
+                                              "misaligned descale",
+                                              "fp8 head dim not a multiple of 16",
+                                              "fp8 K/V stride not a multiple of 16",
+                                              "fp8 with k_new",
+                                              "fp8 on Backend::kSm80 or kSm90",
+                                              "O right past an fp8 K/V's bytes",
+                                              "O on an fp8 K/V's last bytes"};
+
 // One documented rule broken: the code and a word the message must carry.
 struct Expectation {
   StatusCode code;
-  const char* word;  // null: any message
+  const char* word;   // null: any message
+  int fp8_rule = -1;  // the Fp8Rule this case exercises, or -1
 };
 
 // One of Q, K and V, at random.
@@ -286,7 +334,9 @@ const void* input(Fuzzer& f, const AttentionParams& p) {
 
 Expectation violate(Fuzzer& f, AttentionParams* pp) {
   AttentionParams& p = *pp;
-  switch (f.range(0, 29)) {
+  const bool fp8 = p.kv_dtype == KvDType::kFloat8E4M3;
+  const int64_t dv = p.head_dim_v != 0 ? p.head_dim_v : p.head_dim;
+  switch (f.range(0, 32)) {
     case 0: {
       const int32_t bad = static_cast<int32_t>(f.coin() ? f.range(2, 1000) : f.range(INT32_MIN, -1));
       p.dtype = static_cast<DType>(bad);
@@ -378,10 +428,15 @@ Expectation violate(Fuzzer& f, AttentionParams* pp) {
       s = f.coin() ? -8 * f.range(1, 100) : s + f.range(1, 7);
       return {StatusCode::kInvalidArgument, "stride"};
     }
-    case 18:
-      // Inside the input's first row, which every valid call has.
-      p.o = const_cast<char*>(static_cast<const char*>(input(f, p))) + 16 * f.range(0, p.head_dim / 8 - 1);
+    case 18: {
+      // Inside the input's first row, which every valid call has (V's is Dv
+      // wide; an fp8 cache's K and V rows have one byte an element).
+      const int which = static_cast<int>(f.range(0, 2));
+      const void* const inputs[] = {p.q, p.k, p.v};
+      const int64_t row_bytes = (which == 2 ? dv : p.head_dim) * (which > 0 && fp8 ? 1 : 2);
+      p.o = const_cast<char*>(static_cast<const char*>(inputs[which])) + 16 * f.range(0, row_bytes / 16 - 1);
       return {StatusCode::kInvalidArgument, "overlaps"};
+    }
     case 19:
       if (p.lse == nullptr || (p.cu_seqlens_q != nullptr && p.total_q == 0)) return {StatusCode::kSuccess, nullptr};
       p.lse = static_cast<float*>(const_cast<void*>(input(f, p)));
@@ -455,6 +510,90 @@ Expectation violate(Fuzzer& f, AttentionParams* pp) {
       p.cu_seqlens_k = nullptr;
       return {StatusCode::kUnsupported, "decode"};
     }
+    case 29:
+      // The fp8 cache's fields, whatever the call.
+      if (f.coin()) {
+        const int32_t bad = static_cast<int32_t>(f.coin() ? f.range(2, 1000) : f.range(INT32_MIN, -1));
+        p.kv_dtype = static_cast<KvDType>(bad);
+        return {StatusCode::kInvalidArgument, "kv_dtype", kUnknownKvDType};
+      }
+      // Descales need an fp8 cache (an fp8 call is a valid one with kSame too).
+      p.kv_dtype = KvDType::kSame;
+      switch (f.range(0, 2)) {
+        case 0: p.k_descale = at<const float>(kKDescale, 4 * f.range(0, 100)); break;
+        case 1: p.v_descale = at<const float>(kVDescale, 4 * f.range(0, 100)); break;
+        default: p.descale_head_stride = f.coin() ? 1 : (f.coin() ? f.range(2, 1000) : -f.range(1, INT64_MAX)); break;
+      }
+      return {StatusCode::kInvalidArgument, "descale", kDescaleWithoutFp8};
+    case 30:
+    case 31:
+      // An fp8 cache's own rules (twice as likely: only some calls have one).
+      if (!fp8) return {StatusCode::kSuccess, nullptr};
+      switch (f.range(0, 6)) {
+        case 0:
+          p.descale_head_stride = f.coin() ? 2 : f.pick({int64_t{-1}, int64_t{3}, int64_t{16}, INT64_MAX, INT64_MIN});
+          return {StatusCode::kInvalidArgument, "descale_head_stride", kDescaleStride};
+        case 1: {
+          const bool k = f.coin();
+          (k ? p.k_descale : p.v_descale) =
+              at<const float>(k ? kKDescale : kVDescale, 4 * f.range(0, 100) + f.range(1, 3));
+          return {StatusCode::kInvalidArgument, "4-byte aligned", kDescaleAligned};
+        }
+        case 2:
+          // A multiple of 8 (any head dim's rule) but not of 16.
+          (f.coin() ? p.head_dim : p.head_dim_v) = 16 * f.range(0, 15) + 8;
+          return {StatusCode::kInvalidArgument, "head_dim", kFp8HeadDim};
+        case 3: {
+          // A multiple of 8 elements (16 bytes at two bytes an element) but
+          // not of 16; batch strides count only without cu_seqlens_k.
+          int64_t* const strides[] = {&p.k_seq_stride,  &p.k_head_stride,  &p.v_seq_stride,
+                                      &p.v_head_stride, &p.k_batch_stride, &p.v_batch_stride};
+          const char* const names[] = {"k_seq_stride",  "k_head_stride",  "v_seq_stride",
+                                       "v_head_stride", "k_batch_stride", "v_batch_stride"};
+          const int which = static_cast<int>(f.range(0, p.cu_seqlens_k != nullptr ? 3 : 5));
+          *strides[which] += 8 + 16 * f.range(0, 3);
+          return {StatusCode::kInvalidArgument, names[which], kFp8KvStride};
+        }
+        case 4:
+          // A complete append (not with varlen K) but for the cache's type.
+          if (p.cu_seqlens_k != nullptr) return {StatusCode::kSuccess, nullptr};
+          if (p.seqused_k == nullptr) p.seqused_k = at<const int32_t>(kUsed, 4 * f.range(0, 100));
+          p.k_new = at<const void>(kKNew, 256 * f.range(0, 100));
+          p.v_new = at<const void>(kVNew, 256 * f.range(0, 100));
+          p.seqlen_new = f.range(1, 64);
+          fill_strides(f, p.seqlen_new, p.heads_kv, p.head_dim, &p.k_new_batch_stride, &p.k_new_seq_stride,
+                       &p.k_new_head_stride);
+          fill_strides(f, p.seqlen_new, p.heads_kv, dv, &p.v_new_batch_stride, &p.v_new_seq_stride,
+                       &p.v_new_head_stride);
+          p.workspace = at<void>(kWorkspace, 256 * f.range(0, 100));
+          p.workspace_bytes = model_workspace(p);
+          return {StatusCode::kInvalidArgument, "k_new", kFp8Append};
+        case 5:
+          // Forced onto a kernel without an fp8 path.
+          p.backend = f.coin() ? Backend::kSm80 : Backend::kSm90;
+          return {StatusCode::kUnsupported, "decode", kFp8Backend};
+        default: {
+          // K and V count one byte an element: O right past the last byte
+          // of their documented shape is memory of its own, O on their last
+          // 16 bytes overlaps. (Packed K without total_k: extent not known.)
+          const bool varlen = p.cu_seqlens_k != nullptr, paged = p.block_table != nullptr;
+          if (varlen && p.total_k == 0) return {StatusCode::kSuccess, nullptr};
+          const bool is_v = f.coin();
+          const int64_t batches = varlen ? 1 : (paged ? p.num_pages : p.batch);
+          const int64_t rows = paged ? p.page_size : (varlen ? p.total_k : p.seqlen_k);
+          const int64_t bytes = (is_v ? dv : p.head_dim) +
+                                (batches - 1) * (is_v ? p.v_batch_stride : p.k_batch_stride) +
+                                (rows - 1) * (is_v ? p.v_seq_stride : p.k_seq_stride) +
+                                (p.heads_kv - 1) * (is_v ? p.v_head_stride : p.k_head_stride);
+          const uintptr_t end = reinterpret_cast<uintptr_t>(is_v ? p.v : p.k) + static_cast<uintptr_t>(bytes);
+          if (f.coin()) {
+            p.o = reinterpret_cast<void*>((end + 15) & ~uintptr_t{15});
+            return {StatusCode::kSuccess, nullptr, kFp8PastExtent};
+          }
+          p.o = reinterpret_cast<void*>((end - 1) & ~uintptr_t{15});
+          return {StatusCode::kInvalidArgument, "overlaps", kFp8OnExtent};
+        }
+      }
     default:
       // Empty work is a successful no-op whatever the pointers (an append
       // needs query rows: only batch 0 is empty work then).
@@ -473,7 +612,7 @@ AttentionParams make_garbage(Fuzzer& f) {
   AttentionParams p = make_valid(f);
   const int n = static_cast<int>(f.range(1, 10));
   for (int i = 0; i < n; ++i) {
-    switch (f.range(0, 51)) {
+    switch (f.range(0, 54)) {
       case 0: p.q = f.any_ptr(kQ); break;
       case 1: p.k = f.any_ptr(kK); break;
       case 2: p.v = f.any_ptr(kV); break;
@@ -525,6 +664,13 @@ AttentionParams make_garbage(Fuzzer& f) {
       case 48: (f.coin() ? p.k_new_head_stride : p.v_new_seq_stride) = f.any_int(); break;
       case 49: p.rotary_dim = f.any_int(); break;
       case 50: p.rotary_positions = f.any_int(); break;
+      case 51: p.kv_dtype = static_cast<KvDType>(static_cast<int32_t>(f.coin() ? f.range(-1, 2) : f.any_int())); break;
+      case 52: {
+        const bool k = f.coin();
+        (k ? p.k_descale : p.v_descale) = static_cast<const float*>(f.any_ptr(k ? kKDescale : kVDescale));
+        break;
+      }
+      case 53: p.descale_head_stride = f.coin() ? f.range(-1, 2) : f.any_int(); break;
       default: p.o = const_cast<void*>(input(f, p)); break;
     }
   }
@@ -602,6 +748,11 @@ flash_attention_params to_c(const AttentionParams& p) {
   c.rotary_dim = p.rotary_dim;
   c.rotary_positions = p.rotary_positions;
   c.rotary_interleaved = p.rotary_interleaved ? 1 : 0;
+  const auto kv_dtype = static_cast<int32_t>(p.kv_dtype);
+  std::memcpy(&c.kv_dtype, &kv_dtype, sizeof(kv_dtype));
+  c.k_descale = p.k_descale;
+  c.v_descale = p.v_descale;
+  c.descale_head_stride = p.descale_head_stride;
   return c;
 }
 
@@ -687,8 +838,10 @@ void check_c_garbage(int index, Fuzzer& f, const AttentionParams& base, Tally* t
   const auto dtype = static_cast<int32_t>(f.coin() ? f.range(-3, 5) : static_cast<int64_t>(f.rng_()));
   const auto backend = static_cast<int32_t>(f.coin() ? f.range(-3, 6) : static_cast<int64_t>(f.rng_()));
   const auto causal = static_cast<unsigned char>(f.coin(0.7) ? f.range(0, 1) : f.range(2, 255));
+  const auto kv_dtype = static_cast<int32_t>(f.coin() ? f.range(-3, 4) : static_cast<int64_t>(f.rng_()));
   std::memcpy(&c.dtype, &dtype, sizeof(dtype));
   std::memcpy(&c.backend, &backend, sizeof(backend));
+  std::memcpy(&c.kv_dtype, &kv_dtype, sizeof(kv_dtype));
   std::memcpy(&c.causal, &causal, sizeof(causal));
   const flash_status_code got = flash_validate(&c);
   const std::string message = flash_last_error_message();
@@ -704,6 +857,7 @@ void check_c_garbage(int index, Fuzzer& f, const AttentionParams& base, Tally* t
   p.dtype = static_cast<DType>(dtype);
   p.backend = static_cast<Backend>(backend);
   p.causal = causal != 0;
+  p.kv_dtype = static_cast<KvDType>(kv_dtype);
   const Status v = flash::validate(p);
   FUZZ_EXPECT(static_cast<int>(got) == static_cast<int>(v.code) && message == v.message,
               "C " << got << " \"" << message << "\" vs C++ " << describe(v));
@@ -715,6 +869,8 @@ TEST(Fuzz, ArgumentChecksAgreeEverywhere) {
   Fuzzer f(kSeed);
   Tally tally;
   int model_cases = 0;
+  int fp8_valid = 0;
+  int fp8_hits[kFp8Rules] = {};
   for (int i = 0; i < kCases && tally.failures < 100; ++i) {
     const int kind = static_cast<int>(f.range(0, 9));
     if (kind < 2) {
@@ -722,11 +878,13 @@ TEST(Fuzz, ArgumentChecksAgreeEverywhere) {
       const Expectation valid{StatusCode::kSuccess, nullptr};
       check_case(i, p, &valid, has_gpu, &tally);
       ++model_cases;
+      fp8_valid += p.kv_dtype == KvDType::kFloat8E4M3;
     } else if (kind < 6) {
       AttentionParams p = make_valid(f);
       const Expectation e = violate(f, &p);
       check_case(i, p, &e, has_gpu, &tally);
       ++model_cases;
+      if (e.fp8_rule >= 0) ++fp8_hits[e.fp8_rule];
     } else if (kind < 9) {
       check_case(i, make_garbage(f), nullptr, has_gpu, &tally);
     } else {
@@ -738,9 +896,15 @@ TEST(Fuzz, ArgumentChecksAgreeEverywhere) {
   EXPECT_GT(tally.accepted, kCases / 10);
   EXPECT_GT(tally.rejected, kCases / 10);
   EXPECT_GT(tally.unsupported, 100);
+  // Valid fp8 calls, and every fp8 rule, each broken (or kept) many times.
+  EXPECT_GT(fp8_valid, kCases / 100);
+  for (int r = 0; r < kFp8Rules; ++r) EXPECT_GE(fp8_hits[r], 50) << kFp8RuleNames[r];
   std::printf("fuzz: %d cases (%d against the model), %d accepted, %d invalid, %d unsupported, %d forward calls%s\n",
               tally.cases, model_cases, tally.accepted, tally.rejected, tally.unsupported, tally.forward_calls,
               has_gpu ? " (GPU present: accepted calls not forwarded)" : "");
+  std::printf("fuzz: %d valid fp8 calls; fp8 rules:", fp8_valid);
+  for (int r = 0; r < kFp8Rules; ++r) std::printf("%s %s %d", r ? "," : "", kFp8RuleNames[r], fp8_hits[r]);
+  std::printf("\n");
 }
 
 }  // namespace
