@@ -131,8 +131,9 @@ Status check_decode_grid(const AttentionParams& p) noexcept {
 // The outputs (O over o_bytes, the LSE over lse_bytes, the workspace) must
 // not overlap the arrays the kernels read (int32): cu_seqlens_q/k (batch + 1
 // entries), seqused_k (batch) and block_table ((batch - 1) *
-// block_table_batch_stride + max_pages_per_seq), and the float sinks and
-// ALiBi slopes (heads_q each). A zero extent is not checked.
+// block_table_batch_stride + max_pages_per_seq), the float sinks and
+// ALiBi slopes (heads_q each) and the fp8 descales (1 or heads_kv each).
+// A zero extent is not checked.
 int64_t block_table_entries(const AttentionParams& p) noexcept {
   // Sizes are checked by now (batch <= 65535, with a block table 1 <=
   // max_pages_per_seq <= 2^30 and the stride >= it when batch > 1); the
@@ -146,6 +147,8 @@ int64_t block_table_entries(const AttentionParams& p) noexcept {
 Status check_index_arrays(const AttentionParams& p, int64_t o_bytes, int64_t lse_bytes) noexcept {
   constexpr int64_t kInt32 = static_cast<int64_t>(sizeof(int32_t));
   const int64_t table_entries = block_table_entries(p);
+  // fp8 descales: one float, or one per K/V head (validate checked the stride).
+  const int64_t descale_bytes = (p.descale_head_stride == 1 ? p.heads_kv : 1) * static_cast<int64_t>(sizeof(float));
   const struct {
     const char* name;
     const void* ptr;
@@ -155,7 +158,9 @@ Status check_index_arrays(const AttentionParams& p, int64_t o_bytes, int64_t lse
                 {"seqused_k", p.seqused_k, p.batch * kInt32},
                 {"block_table", p.block_table, table_entries * kInt32},
                 {"sinks", p.sinks, p.heads_q * static_cast<int64_t>(sizeof(float))},
-                {"alibi_slopes", p.alibi_slopes, p.heads_q * static_cast<int64_t>(sizeof(float))}};
+                {"alibi_slopes", p.alibi_slopes, p.heads_q * static_cast<int64_t>(sizeof(float))},
+                {"k_descale", p.k_descale, descale_bytes},
+                {"v_descale", p.v_descale, descale_bytes}};
   const int64_t ws_bytes = workspace_extent(p);
   const struct {
     const char* name;
@@ -167,8 +172,8 @@ Status check_index_arrays(const AttentionParams& p, int64_t o_bytes, int64_t lse
     for (const auto& a : arrays) {
       if (a.ptr != nullptr && byte_ranges_overlap(out.ptr, out.bytes, a.ptr, a.bytes)) {
         return make_status(StatusCode::kInvalidArgument,
-                           "%s overlaps %s (%lld bytes at %p); outputs must not overlap the index and sink arrays the "
-                           "kernels read",
+                           "%s overlaps %s (%lld bytes at %p); outputs must not overlap the index, sink and descale "
+                           "arrays the kernels read",
                            out.name, a.name, static_cast<long long>(a.bytes), a.ptr);
       }
     }

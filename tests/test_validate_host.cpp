@@ -931,6 +931,16 @@ TEST(Validate, ChecksAnFp8Cache) {
   bad = p;
   bad.descale_head_stride = 2;
   EXPECT_TRUE(invalid(bad, {"descale_head_stride is 2"}));
+  // Outputs must not overlap the descales the kernel reads: per K/V head
+  // they span heads_kv floats, else one.
+  bad = p;
+  bad.v_descale = static_cast<const float*>(fake_ptr(3, 8 * 128 * 2 - 4));  // O's first row's last 4 bytes
+  EXPECT_TRUE(invalid(bad, {"o overlaps v_descale"}));
+  bad.descale_head_stride = 0;
+  bad.v_descale = static_cast<const float*>(fake_ptr(3, -4));  // the float just before O
+  EXPECT_TRUE(flash::validate(bad).ok()) << flash::validate(bad).message;
+  bad.descale_head_stride = 1;  // two floats: the second is O's first
+  EXPECT_TRUE(invalid(bad, {"o overlaps v_descale"}));
   bad = p;
   bad.v_descale = static_cast<const float*>(fake_ptr(6, 2));
   EXPECT_TRUE(invalid(bad, {"4-byte aligned"}));

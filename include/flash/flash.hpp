@@ -236,9 +236,9 @@ struct AttentionParams {
   // needs a workspace of attention_workspace_size() bytes (for n > 1,
   // validate() checks it: n * batch * heads_q * seqlen_q * (W + 1) * 4
   // bytes, after the append's bytes when k_new is set. W is the smallest compiled head dim at least max(head_dim, Dv);
-  // with Backend::kAuto or kSm90 in a build with the Hopper kernel, the
-  // larger of that and the smallest compiled multiple of 64 at least
-  // max(head_dim, Dv)). With num_splits = 0 the workspace never makes a call fail:
+  // with Backend::kAuto or kSm90 in a build with the Hopper kernel, and
+  // with an fp8 cache (kv_dtype) on any backend, the larger of that and the
+  // smallest compiled multiple of 64 at least max(head_dim, Dv)). With num_splits = 0 the workspace never makes a call fail:
   // flash takes the most splits, up to its choice, that the workspace holds
   // (none without one). One exception: the Hopper kernel does not split
   // calls with seqused_k or a paged cache. Under kAuto flash runs the ones
