@@ -87,10 +87,11 @@ int prefill_splits_wanted(const AttentionParams& p, const DeviceCaps& caps) {
 // clamped), before the workspace rule. The rules and the measurements
 // behind them: docs/perf/decode-splits.md.
 //   Dense caches: the fewest splits giving about one CTA per SM (0.9 x num_sms).
-//   Paged caches, and fp8 caches of any layout: every CTA slot of the GPU
-//   (2-4 per SM, by shared memory), the smallest count whose waves are
-//   within 5% as full as the best's (their kernels want more CTAs in
-//   flight: the table reads, the dequantisation's latency).
+//   Paged caches, and fp8 caches at head dims 128 to 256: every CTA slot
+//   of the GPU (2-4 per SM, by shared memory), the smallest count whose
+//   waves are within 5% as full as the best's (their kernels want more
+//   CTAs in flight: the table reads, the dequantisation's latency; fp8 at
+//   head_dim 64 is faster with the dense rule).
 //   Either way at least two K/V blocks per split, at most kMaxSplits, and
 //   none when the (batch, K/V head, row block) CTAs alone fill the GPU.
 int decode_splits_wanted(const AttentionParams& p, const DeviceCaps& caps) {
@@ -104,7 +105,8 @@ int decode_splits_wanted(const AttentionParams& p, const DeviceCaps& caps) {
   const int64_t max_splits = std::min<int64_t>(ceil_div(keys, block_n) / 2, kMaxSplits);
   const int64_t accurate = std::min(accuracy_splits(keys), max_splits);
   const int64_t num_sms = std::max(caps.num_sms, 1);
-  if (p.block_table == nullptr && !fp8_cache(p)) {
+  const bool fp8_slots = fp8_cache(p) && decode_head_dim(p) >= 128;
+  if (p.block_table == nullptr && !fp8_slots) {
     const int64_t target = ceil_div(9 * num_sms, 10);
     if (units >= target || max_splits <= 1) return static_cast<int>(std::max<int64_t>(accurate, 1));
     return static_cast<int>(std::max(accurate, std::min(ceil_div(target, units), max_splits)));
