@@ -370,12 +370,21 @@ void register_window_benchmarks(BenchEnv* env) {
   }
 }
 
+namespace {
+
+// The decode tables' first line: the read ceiling measured in this run.
+void print_read_ceiling(std::FILE* out, const BenchEnv& env) {
+  std::fprintf(out, "- read ceiling: %.1f GiB streamed with 16-byte loads, median: %.0f GB/s\n",
+               static_cast<double>(kBandwidthBytes) / (1 << 30), env.bandwidth_gbps);
+}
+
+}  // namespace
+
 void print_decode_table(std::FILE* out, const BenchEnv& env, const char* title, const std::vector<DecodeKey>& keys,
                         bool paged_vs_dense) {
   std::lock_guard<std::mutex> lock(rows_mutex());
   std::fprintf(out, "\n## %s\n\n", title);
-  std::fprintf(out, "- read ceiling: %.1f GiB streamed with 16-byte loads, median: %.0f GB/s\n",
-               static_cast<double>(kBandwidthBytes) / (1 << 30), env.bandwidth_gbps);
+  print_read_ceiling(out, env);
   std::fprintf(out,
                "- bf16, heads_q %lld, heads_kv %lld, head_dim as listed, seqlen_q 1, seqused_k = L, num_splits %d%s "
                "with a workspace of attention_workspace_size() bytes, backend %s\n",
@@ -441,8 +450,7 @@ std::vector<DecodeKey> fp8_decode_keys(const Options& options) {
 void print_fp8_decode_summary(std::FILE* out, const BenchEnv& env) {
   std::lock_guard<std::mutex> lock(rows_mutex());
   std::fprintf(out, "\n## fp8 KV cache decode\n\n");
-  std::fprintf(out, "- read ceiling: %.1f GiB streamed with 16-byte loads, median: %.0f GB/s\n",
-               static_cast<double>(kBandwidthBytes) / (1 << 30), env.bandwidth_gbps);
+  print_read_ceiling(out, env);
   std::fprintf(out,
                "- Q and O bf16, K and V bf16 or e4m3 (kv_dtype, no descales), heads_q %lld, heads_kv %lld, seqlen_q "
                "1, seqused_k = L, num_splits %d%s with a workspace of attention_workspace_size() bytes, backend %s\n",

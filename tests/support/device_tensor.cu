@@ -73,21 +73,6 @@ float e4m3_to_float(uint8_t bits) {
   return sign * std::ldexp(static_cast<float>(8 + mantissa), exponent - 10);
 }
 
-uint8_t e4m3_from_float(float value) {
-  if (std::isnan(value)) return 0x7f;
-  const uint8_t sign = std::signbit(value) ? 0x80 : 0;
-  const float x = std::fabs(value);
-  // The finite codes 0 .. 0x7e increase with their value: the nearest,
-  // ties to the even code (the even mantissa).
-  uint8_t best = 0;
-  for (int c = 1; c <= 0x7e; ++c) {
-    const float d = std::fabs(e4m3_to_float(static_cast<uint8_t>(c)) - x);
-    const float b = std::fabs(e4m3_to_float(best) - x);
-    if (d < b || (d == b && c % 2 == 0)) best = static_cast<uint8_t>(c);
-  }
-  return static_cast<uint8_t>(sign | best);
-}
-
 float to_float(uint16_t bits, DType dtype) {
   if (dtype == DType::kFloat16) {
     __half_raw raw;
