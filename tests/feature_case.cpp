@@ -129,7 +129,7 @@ cudaError_t DeviceBuffer::allocate(size_t n) {
 
 bool uses_sm90_unsupported_feature(const AttentionParams& p) {
   const bool cache = p.block_table != nullptr || p.seqused_k != nullptr;
-  return (p.block_table != nullptr && p.page_size % 8 != 0) || (cache && p.num_splits > 1) ||
+  return (cache && p.num_splits > 1) ||
          (p.cu_seqlens_q != nullptr && p.total_q <= 0) ||
          (p.cu_seqlens_k != nullptr && p.total_k <= 0);
 }

@@ -210,11 +210,10 @@ class FeatureCase {
   AttentionParams params_;
 };
 
-// Whether `p` uses a feature Backend::kSm90 does not support: a paged
-// cache whose page_size is not a multiple of 8, a requested split of a call
-// with seqused_k or pages, or varlen Q / K without total_q / total_k.
-// (Varlen with the totals, seqused_k, pages of 8k keys, sliding windows and
-// softcap it runs.)
+// Whether `p` uses a feature Backend::kSm90 does not support: a requested
+// split of a call with seqused_k or pages, or varlen Q / K without total_q /
+// total_k. (Varlen with the totals, seqused_k, pages of any size, sliding
+// windows and softcap it runs.)
 bool uses_sm90_unsupported_feature(const AttentionParams& p);
 
 // Whether Backend::kSm90 should run `p` (and match the reference) on this

@@ -57,10 +57,11 @@ std::vector<FeatureRow> paged_rows() {
     }
   }
   // Chunked prefill as the Hopper kernel's KV-cache path sees it: lengths
-  // around its 64- to 192-row tiles and 64- and 128-key blocks, pages of 8
-  // (eight boxes a block) and 128 keys, every head dim, with masks.
-  for (int64_t page_size : {8, 128}) {
-    for (int64_t hd : {64, 128, 256}) {
+  // around its 64- to 192-row tiles and 64- to 128-key blocks, pages of 8
+  // (eight boxes a block) and 128 keys, and pages of 1 and 3 (gathered row
+  // by row), every head dim, with masks.
+  for (int64_t page_size : {1, 3, 8, 128}) {
+    for (int64_t hd : {64, 128, 192, 256}) {
       if (!head_dim_compiled(hd)) continue;
       ++variant;
       FeatureConfig cfg = make_config(variant % 2 ? DType::kBFloat16 : DType::kFloat16, hd, 8, 2, seed++);
@@ -243,26 +244,21 @@ INSTANTIATE_TEST_SUITE_P(Features, Combined, ::testing::ValuesIn(combined_rows()
 
 // ---------------------------------------------------------------- Sm90RefusesWhatItLacks
 
-// What Backend::kSm90 lacks: pages of a size that is not a multiple of 8,
-// and varlen Q or K without total_q / total_k. Each alone gets
-// kUnsupported and nothing is written (on any GPU: elsewhere kSm90 is
+// What Backend::kSm90 lacks: varlen Q or K without total_q / total_k. Each
+// gets kUnsupported and nothing is written (on any GPU: elsewhere kSm90 is
 // unsupported anyway), and kAuto never picks it for them. A row's runs are
 // unused; its name says which totals are taken away.
 struct Refused {
   const char* name;
-  bool varlen_q, varlen_k, paged, seqused_k;
+  bool varlen_q, varlen_k;
   bool drop_total_q, drop_total_k;
-  int64_t page_size = 64;
 };
 constexpr Refused kRefused[] = {
-    {"varlen_q_without_total_q", true, false, false, false, true, false},
-    {"varlen_k_without_total_k", false, true, false, false, false, true},
-    {"varlen_without_totals", true, true, false, false, true, true},
-    {"varlen_with_total_q_alone", true, true, false, false, false, true},
-    {"varlen_with_total_k_alone", true, true, false, false, true, false},
-    {"paged12", false, false, true, false, false, false, 12},
-    {"paged1_seqused_k", false, false, true, true, false, false, 1},
-    {"paged20_seqused_k", false, false, true, true, false, false, 20},
+    {"varlen_q_without_total_q", true, false, true, false},
+    {"varlen_k_without_total_k", false, true, false, true},
+    {"varlen_without_totals", true, true, true, true},
+    {"varlen_with_total_q_alone", true, true, false, true},
+    {"varlen_with_total_k_alone", true, true, true, false},
 };
 
 void PrintTo(const Refused& r, std::ostream* os) { *os << r.name; }
@@ -278,9 +274,7 @@ TEST_P(Sm90RefusesWhatItLacks, WritesNothing) {
   cfg.seqlens_q = repeat(128, 2);
   cfg.seqlens_k = repeat(256, 2);
   cfg.varlen_q = r.varlen_q;
-  cfg.kv = r.varlen_k ? KvLayout::kVarlen : r.paged ? KvLayout::kPaged : KvLayout::kDense;
-  if (r.paged) cfg.page_size = r.page_size;
-  cfg.use_seqused_k = r.seqused_k;
+  cfg.kv = r.varlen_k ? KvLayout::kVarlen : KvLayout::kDense;
   SCOPED_TRACE(cfg.name() + (r.drop_total_q ? ", total_q not given" : "") +
                (r.drop_total_k ? ", total_k not given" : ""));
   FeatureCase c(cfg, stream_);

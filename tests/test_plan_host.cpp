@@ -16,6 +16,7 @@
 #include "build_config.h"
 #include "kernels/decode/api.h"
 #include "kernels/sm80/api.h"
+#include "kernels/sm90/tma_limits.h"
 #include "src/dispatch.h"
 #include "src/plan.h"
 
@@ -181,9 +182,9 @@ const PlanCase kPlanCases[] = {
        p.workspace_bytes = size_t{1} << 30;
      },
      Expect::kSm80},
-    // KV caches: seqused_k and pages of a multiple of 8 keys run on the
-    // Hopper kernel, unsplit; other page sizes and split requests go to
-    // sm80, or are refused when forced.
+    // KV caches: seqused_k and pages of any size run on the Hopper kernel,
+    // unsplit (pages of a multiple of 8 keys in TMA boxes, others gathered);
+    // split requests go to sm80, or are refused when forced.
     {"SequsedKSm90", 128, kH200, [](AttentionParams& p) { p.seqused_k = static_cast<const int32_t*>(fake(5)); },
      Expect::kSm90},
     {"ForcedSm90SequsedK", 128, kH200,
@@ -199,14 +200,20 @@ const PlanCase kPlanCases[] = {
        p.causal = true;
      },
      Expect::kSm90},
-    {"Paged12Sm80", 128, kH200, [](AttentionParams& p) { make_paged(p, 12); }, Expect::kSm80},
-    {"Paged1Sm80", 128, kH200, [](AttentionParams& p) { make_paged(p, 1); }, Expect::kSm80},
+    {"Paged12Sm90", 128, kH200, [](AttentionParams& p) { make_paged(p, 12); }, Expect::kSm90},
+    {"Paged1Sm90", 128, kH200, [](AttentionParams& p) { make_paged(p, 1); }, Expect::kSm90},
+    {"Paged3CausalSm90", 256, kH200,
+     [](AttentionParams& p) {
+       make_paged(p, 3);
+       p.causal = true;
+     },
+     Expect::kSm90},
     {"ForcedSm90Paged12", 128, kH200,
      [](AttentionParams& p) {
        make_paged(p, 12);
        p.backend = Backend::kSm90;
      },
-     Expect::kUnsupported, "multiple of 8"},
+     Expect::kSm90},
     {"SequsedKSplitSm80", 128, kH200,
      [](AttentionParams& p) {
        p.seqused_k = static_cast<const int32_t*>(fake(5));
@@ -651,6 +658,27 @@ TEST(Plan, DecodeSplitsLongKeysForAccuracy) {
   ASSERT_TRUE(detail::make_plan(p, kH200, &plan).ok());
   EXPECT_EQ(plan.candidates[0].backend, Backend::kDecode);
   EXPECT_EQ(plan.splits_wanted, 4);
+}
+
+// How the Hopper kernel loads a paged cache: TMA boxes inside a page where
+// pages hold a multiple of 8 keys, a cp.async gather for other sizes, and
+// the gather at head dim 256 where boxes would hold 16 rows or fewer.
+TEST(Plan, Sm90GathersPagesTmaCannotBoxWell) {
+  struct Row {
+    int64_t page_size;
+    int head_dim, block_n;
+    bool gathers;
+  };
+  const Row rows[] = {{1, 128, 128, true},   {3, 64, 128, true},    {12, 192, 112, true},  {8, 128, 128, false},
+                      {16, 128, 128, false}, {16, 64, 128, false},  {8, 256, 64, true},    {16, 256, 64, true},
+                      {48, 256, 64, true},   {32, 256, 64, false},  {64, 256, 64, false},  {256, 256, 64, false}};
+  for (const Row& r : rows) {
+    EXPECT_EQ(sm90::gathers_pages(r.page_size, r.head_dim, r.block_n), r.gathers)
+        << "page_size " << r.page_size << ", head_dim " << r.head_dim;
+    EXPECT_EQ(sm90::paged_problem(r.page_size, 1000), nullptr);
+  }
+  EXPECT_NE(sm90::paged_problem(64, int64_t{1} << 31), nullptr);
+  EXPECT_EQ(sm90::paged_problem(1, int64_t{1} << 31), nullptr);  // gathered: int32 table entries, no TMA coordinate
 }
 
 }  // namespace

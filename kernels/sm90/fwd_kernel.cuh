@@ -35,7 +35,7 @@ namespace flash::sm90 {
 // unsplit kernels carry none of its code): each tile covers its part of
 // the keys and stores a partial result for the combine kernel. kCache: a
 // KV cache (seqused_k, or pages loaded through the block table; see
-// CacheProducer and Mainloop::zero_v_tail); never split.
+// CacheProducer, GatherProducer and Mainloop::zero_v_tail); never split.
 template <typename Traits, bool kMasked, bool kLeft, bool kScoreMod, bool kSplit, bool kCache = false>
 __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_constant__ FwdParams params) {
   using Element = typename Traits::Element;
@@ -60,9 +60,9 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
 
   const Scheduler scheduler(p, smem.sched());
   scheduler.build(p);
-  const int num_units = scheduler.num_units(p);
 
-  if (threadIdx.x == 0) smem.init_barriers();
+  // A gathered K/V block is complete when every producer thread's copies have landed.
+  if (threadIdx.x == 0) smem.init_barriers(kCache && params.gather_kv ? kWarpgroupThreads : 1);
   if constexpr (Traits::kRowSumInO) {
     // The ones block P V reads as its last eight columns (kRowSumInO).
     const uint32_t one2 = ptx::pack2<Element>(1.f, 1.f);
@@ -76,16 +76,23 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
   if (warpgroup == 0) {
     setmaxnreg_dec<kProducerRegs>();
     if constexpr (kCache) {
-      if (threadIdx.x < 32) CacheProducer<Traits>::run(params, scheduler, smem);
+      if (params.gather_kv) {
+        GatherProducer<Traits>::run(params, scheduler, smem);
+      } else if (threadIdx.x < 32) {
+        CacheProducer<Traits>::run(params, scheduler, smem);
+      }
     } else {
-      if (threadIdx.x == 0) Producer<Traits>::run(params, scheduler, smem, num_units);
+      if (threadIdx.x == 0) Producer<Traits>::run(params, scheduler, smem, scheduler.num_units(p));
     }
     return;
   }
 
   setmaxnreg_inc<kConsumerRegs>();
+  // Counted on each side of the split: a value live into both would be
+  // held on the producer's few registers (spilled).
+  const int num_units = scheduler.num_units(p);
   const int wg = warpgroup - 1;
-  const Loop loop(smem, p, wg);
+  const Loop loop(smem, p, wg, kCache && params.gather_kv);
   const Epilogue<Traits, kSplit> epilogue(params, smem, wg);
   Turns<Loop::kPingpong, Traits::kConsumerWarpgroups> turns{wg};
   typename Loop::OTile o;

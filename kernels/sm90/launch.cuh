@@ -138,14 +138,16 @@ cudaError_t run_with_traits(const detail::FwdParams& p, cudaStream_t stream) {
   const bool cache = p.seqused_k != nullptr || p.block_table != nullptr;
   if (cache != kCache || (kCache && p.num_splits > 1)) return cudaErrorInvalidValue;
   if (p.block_table != nullptr && paged_problem(p.page_size, p.num_pages) != nullptr) return cudaErrorInvalidValue;
-  FwdParams params;
+  FwdParams params = {};
   params.common = p;
+  params.gather_kv = p.block_table != nullptr && gathers_pages(p.page_size, Traits::kHeadDim, Traits::kBlockN);
   params.kv_box_rows = p.block_table != nullptr ? paged_box_rows(p.page_size, Traits::kBlockN) : Traits::kBlockN;
-  // The call's head dim: TMA zero-fills the columns of a wider kernel and stores none of them.
+  // The call's head dim: TMA zero-fills the columns of a wider kernel and
+  // stores none of them (the gather zero-fills them itself).
   const TmaTensors t = tma_tensors(p);
   const bool ok = make_tensor_map(&params.tma_q, t.q, kIsBf16, 64) &&
-                  make_tensor_map(&params.tma_k, t.k, kIsBf16, params.kv_box_rows) &&
-                  make_tensor_map(&params.tma_v, t.v, kIsBf16, params.kv_box_rows) &&
+                  (params.gather_kv || (make_tensor_map(&params.tma_k, t.k, kIsBf16, params.kv_box_rows) &&
+                                        make_tensor_map(&params.tma_v, t.v, kIsBf16, params.kv_box_rows))) &&
                   make_tensor_map(&params.tma_o, t.o, kIsBf16, 64);
   if (!ok) return cudaErrorNotSupported;
   if constexpr (kCache) {

@@ -50,8 +50,8 @@ struct Turns {
 
 // kCache: K/V come from a KV cache (seqused_k or pages), whose rows past a
 // sequence's keys may hold anything, NaN included: the tile's last block
-// has those V rows zeroed before P V reads them (zero_v_tail); their keys
-// are masked like any ragged tail.
+// has those V rows zeroed before P V reads them (zero_v_tail, or by the
+// gather itself); their keys are masked like any ragged tail.
 template <typename Traits, bool kMasked, bool kLeft, bool kScoreMod, bool kCache = false>
 struct Mainloop {
   using Element = typename Traits::Element;
@@ -78,15 +78,27 @@ struct Mainloop {
   int lane;
   uint32_t smem_q_wg;
   uint64_t desc_q;
+  bool gathered;  // kCache: K/V land by cp.async (GatherProducer), not TMA
 
-  __device__ __forceinline__ Mainloop(const Smem& smem_, const detail::FwdParams& p_, int wg_)
+  __device__ __forceinline__ Mainloop(const Smem& smem_, const detail::FwdParams& p_, int wg_, bool gathered_ = false)
       : smem(smem_),
         p(p_),
         wg(wg_),
         warp_in_wg((threadIdx.x / 32) % 4),
         lane(threadIdx.x % 32),
         smem_q_wg(smem_.q() + wg_ * kWarpgroupRows * kSwizzleBytes),
-        desc_q(smem_descriptor(smem_q_wg, 0)) {}
+        desc_q(smem_descriptor(smem_q_wg, 0)),
+        gathered(gathered_) {}
+
+  // Waits for the CTA's j-th K or V block. Rows gathered with cp.async are
+  // generic-proxy writes: the fence makes them visible to wgmma's async
+  // proxy reads.
+  __device__ __forceinline__ void wait_kv(Barrier full, int j) const {
+    mbarrier_wait(smem.bar(full, Smem::stage_of(j)), Smem::parity_of(j));
+    if constexpr (kCache) {
+      if (gathered) fence_proxy_async_smem();
+    }
+  }
 
   // S = Q_i K_j^T: both operands K-major; K advances 16 elements (32 bytes)
   // inside a 128-byte swizzle row, then to the next column block.
@@ -191,6 +203,7 @@ struct Mainloop {
   // the same zeros before its own P V on the block; whole 128-byte rows, so
   // the swizzle does not matter.
   __device__ __forceinline__ void zero_v_tail(const Tile& tile, int kv_count) const {
+    if (gathered) return;  // the gather zero-filled them
     const int block = tile.n_first + tile.n_blocks - 1;
     const int valid = tile.len_k - block * kBlockN;
     if (valid >= kBlockN) return;
@@ -224,7 +237,7 @@ struct Mainloop {
     PTile pa;
 
     // The first block: S only.
-    mbarrier_wait(smem.bar(Barrier::kKFull, Smem::stage_of(kv_count)), Smem::parity_of(kv_count));
+    wait_kv(Barrier::kKFull, kv_count);
     turns.begin();
     wgmma_fence();
     issue_qk(Smem::stage_of(kv_count), s);
@@ -243,11 +256,11 @@ struct Mainloop {
     for (int i = 1; i < n; ++i) {
       const int cur = kv_count + i;
       const int prev = cur - 1;
-      mbarrier_wait(smem.bar(Barrier::kKFull, Smem::stage_of(cur)), Smem::parity_of(cur));
+      wait_kv(Barrier::kKFull, cur);
       turns.begin();
       wgmma_fence();
       issue_qk(Smem::stage_of(cur), s);
-      mbarrier_wait(smem.bar(Barrier::kVFull, Smem::stage_of(prev)), Smem::parity_of(prev));
+      wait_kv(Barrier::kVFull, prev);
       wgmma_fence();
       issue_pv(Smem::stage_of(prev), pa, o);
       turns.end(last_of_cta && i == n - 1);
@@ -268,7 +281,7 @@ struct Mainloop {
 
     // The last block's P V.
     const int last = kv_count + n - 1;
-    mbarrier_wait(smem.bar(Barrier::kVFull, Smem::stage_of(last)), Smem::parity_of(last));
+    wait_kv(Barrier::kVFull, last);
     wgmma_fence();
     issue_pv(Smem::stage_of(last), pa, o);
     wgmma_wait<0>();

@@ -11,6 +11,7 @@
 #pragma once
 
 #include "../common/constants.h"
+#include "../common/ptx.cuh"
 #include "params.h"
 #include "ptx_sm90.cuh"
 #include "smem_layout.cuh"
@@ -175,6 +176,125 @@ struct CacheProducer {
         }
       }
     }
+  }
+};
+
+// The gathering KV-cache producer, for pages TMA cannot box (a page_size
+// that is not a multiple of 8, 1 included): all four warps of warpgroup 0
+// copy each K/V block with cp.async, 16 bytes a lane, into the layout TMA's
+// 128-byte swizzle would have written. Warp w owns rows [w R, w R + R) of a
+// block (R = kBlockN / 4). Lane l looks up row w R + l's page a block ahead
+// and turns it into the row's byte offsets in K and V; each step, eight
+// lanes copy one row (a 16-byte chunk of each 128-byte column block each),
+// four rows a warp, the offsets passed by shuffle. Rows past the sequence's
+// keys and columns past the call's width are zero-filled (source size 0),
+// so the consumers need not zero V. Each thread's cp.async.mbarrier.arrive
+// completes the stage's "full" barrier, initialised to 128 arrivals
+// (fwd_kernel); the consumers fence the async proxy before wgmma reads the
+// stage (Mainloop::wait_kv).
+template <typename Traits>
+struct GatherProducer {
+  static constexpr int kBlockN = Traits::kBlockN;
+  static constexpr int kRowsPerWarp = kBlockN / 4;
+  static constexpr int kBytes = 2;  // bytes per element
+  using Smem = SmemLayout<Traits>;
+  static_assert(kBlockN % 16 == 0 && kRowsPerWarp <= 32, "a warp's rows are looked up one per lane, four per step");
+
+  // Lane l's row of its warp's share of a block, as looked up: its page (-1
+  // past the sequence's keys, or for lanes without a row) and its row in that page.
+  struct RowRef {
+    int page, in_page;
+  };
+  // The same row's byte offsets from K's and V's head base (-1: zero-fill).
+  struct RowOffsets {
+    int64_t k, v;
+  };
+
+  __device__ __forceinline__ static RowRef lookup(const detail::FwdParams& p, const Tile& tile, int block, int warp,
+                                                  int lane) {
+    const int key = block * kBlockN + warp * kRowsPerWarp + lane;
+    if (lane >= kRowsPerWarp || key >= tile.len_k) return RowRef{-1, 0};
+    const int index = p.page_shift >= 0 ? key >> p.page_shift : key / p.page_size;
+    const int page = __ldg(p.block_table + static_cast<int64_t>(tile.batch) * p.block_table_batch_stride + index);
+    return RowRef{page, key - index * p.page_size};
+  }
+
+  __device__ __forceinline__ static RowOffsets offsets(const detail::FwdParams& p, RowRef r) {
+    if (r.page < 0) return RowOffsets{-1, -1};
+    return RowOffsets{(r.page * p.k_batch_stride + r.in_page * p.k_seq_stride) * kBytes,
+                      (r.page * p.v_batch_stride + r.in_page * p.v_seq_stride) * kBytes};
+  }
+
+  // One K or V block into `dst`: `base` is the tensor's head base, `offset`
+  // lane l's row offset (RowOffsets), bit cb of `cols` whether this lane's
+  // chunk of column block cb lies inside the call's width.
+  __device__ __forceinline__ static void copy_block(const unsigned char* base, int64_t offset, uint32_t cols,
+                                                    uint32_t dst, int warp, int lane) {
+    const int chunk = lane % 8;
+    const int first_row = warp * kRowsPerWarp + lane / 8;
+    // Row first_row + 4 step: the swizzle's row term alternates with the step's parity.
+    const uint32_t row_dst = dst + first_row * kSwizzleBytes;
+    const uint32_t swizzle[2] = {static_cast<uint32_t>((chunk ^ (first_row % 8)) * 16),
+                                 static_cast<uint32_t>((chunk ^ ((first_row + 4) % 8)) * 16)};
+#pragma unroll 2
+    for (int step = 0; step < kRowsPerWarp / 4; ++step) {
+      const int64_t row_offset = __shfl_sync(0xffffffffu, offset, 4 * step + lane / 8);
+      const unsigned char* src = base + row_offset + chunk * 16;
+      const uint32_t row = row_dst + step * 4 * kSwizzleBytes + swizzle[step % 2];
+#pragma unroll
+      for (int cb = 0; cb < Traits::kColBlocks; ++cb) {
+        const bool valid = row_offset >= 0 && (cols >> cb & 1u);
+        ptx::cp_async_16(row + cb * kBlockN * kSwizzleBytes, valid ? src + cb * kSwizzleBytes : base, valid);
+      }
+    }
+  }
+
+  template <typename Scheduler>
+  __device__ __forceinline__ static void run(const FwdParams& params, const Scheduler& scheduler, const Smem& smem) {
+    const detail::FwdParams& p = params.common;
+    const int warp = threadIdx.x / 32;
+    const int lane = threadIdx.x % 32;
+    if (threadIdx.x == 0) prefetch_tensormap(&params.tma_q);
+    uint32_t k_cols = 0, v_cols = 0;
+#pragma unroll
+    for (int cb = 0; cb < Traits::kColBlocks; ++cb) {
+      const int col = cb * kSwizzleColumns + lane % 8 * 8;
+      k_cols |= static_cast<uint32_t>(col < p.head_dim) << cb;
+      v_cols |= static_cast<uint32_t>(col < p.head_dim_v) << cb;
+    }
+    int kv_count = 0;
+    int q_count = 0;
+    for (int u = blockIdx.x; u < scheduler.num_units(p); u += gridDim.x) {
+      for (int k = 0; k < scheduler.tiles_in_unit(u, p); ++k) {
+        const Tile tile = scheduler.tile(u, k, p);
+        if (tile.n_blocks == 0) continue;
+        const int head_kv = tile.head / p.q_per_kv;
+        if (threadIdx.x == 0) {
+          mbarrier_wait(smem.bar(Barrier::kQEmpty), (q_count & 1) ^ 1);
+          Producer<Traits>::load_q(params, smem, tile);
+        }
+        ++q_count;
+        const unsigned char* k_base = static_cast<const unsigned char*>(p.k) + head_kv * p.k_head_stride * kBytes;
+        const unsigned char* v_base = static_cast<const unsigned char*>(p.v) + head_kv * p.v_head_stride * kBytes;
+        // Block i's page, loaded while block i - 1 is copied.
+        RowRef next = lookup(p, tile, tile.n_first + tile.n_blocks - 1, warp, lane);
+        for (int i = 0; i < tile.n_blocks; ++i, ++kv_count) {
+          const RowOffsets off = offsets(p, next);
+          if (i + 1 < tile.n_blocks) next = lookup(p, tile, tile.n_first + tile.n_blocks - 2 - i, warp, lane);
+          const int stage = Smem::stage_of(kv_count);
+          const uint32_t empty_parity = Smem::parity_of(kv_count) ^ 1;
+          mbarrier_wait(smem.bar(Barrier::kKEmpty, stage), empty_parity);
+          copy_block(k_base, off.k, k_cols, smem.k(stage), warp, lane);
+          cp_async_mbarrier_arrive(smem.bar(Barrier::kKFull, stage));
+          mbarrier_wait(smem.bar(Barrier::kVEmpty, stage), empty_parity);
+          copy_block(v_base, off.v, v_cols, smem.v(stage), warp, lane);
+          cp_async_mbarrier_arrive(smem.bar(Barrier::kVFull, stage));
+        }
+      }
+    }
+    // Nothing left in flight when the thread exits.
+    ptx::cp_async_commit();
+    ptx::cp_async_wait<0>();
   }
 };
 

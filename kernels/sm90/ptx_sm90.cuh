@@ -29,6 +29,12 @@ __device__ __forceinline__ void mbarrier_arrive(uint32_t bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
 }
 
+// An arrival on `bar` once every cp.async this thread has issued so far has
+// landed. The arrival counts toward the barrier's initial count (noinc).
+__device__ __forceinline__ void cp_async_mbarrier_arrive(uint32_t bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}
+
 // Blocks until the barrier's phase with the given parity has completed. A
 // fresh barrier counts its (never run) previous phase, parity 1, as done: a
 // producer waiting on an "empty" barrier with parity 1 passes at once.

@@ -13,8 +13,9 @@ namespace flash::sm90 {
 
 // The mbarriers: Q's pair, then one of each kind per K/V stage. A "full"
 // barrier completes when TMA has landed its bytes (one arrival, the
-// producer's expect_tx); an "empty" one when every consumer warp has read
-// the buffer (one arrival per consumer warp).
+// producer's expect_tx), or, when the producer gathers K/V with cp.async,
+// on one arrival per producer thread; an "empty" one when every consumer
+// warp has read the buffer (one arrival per consumer warp).
 enum class Barrier : int { kQFull, kQEmpty, kKFull, kVFull, kKEmpty, kVEmpty };
 
 // Named barriers (id 0 is __syncthreads): per consumer warpgroup, one for
@@ -60,14 +61,15 @@ struct SmemLayout {
     }
   }
 
-  // Thread 0 initialises every mbarrier (the caller then syncs the CTA).
-  __device__ __forceinline__ void init_barriers() const {
+  // Thread 0 initialises every mbarrier (the caller then syncs the CTA);
+  // `kv_full_arrivals`: 1, or the gathering producer's thread count.
+  __device__ __forceinline__ void init_barriers(uint32_t kv_full_arrivals = 1) const {
     mbarrier_init(bar(Barrier::kQFull), 1);
     mbarrier_init(bar(Barrier::kQEmpty), Traits::kConsumerWarps);
 #pragma unroll
     for (int s = 0; s < kStages; ++s) {
-      mbarrier_init(bar(Barrier::kKFull, s), 1);
-      mbarrier_init(bar(Barrier::kVFull, s), 1);
+      mbarrier_init(bar(Barrier::kKFull, s), kv_full_arrivals);
+      mbarrier_init(bar(Barrier::kVFull, s), kv_full_arrivals);
       mbarrier_init(bar(Barrier::kKEmpty, s), Traits::kConsumerWarps);
       mbarrier_init(bar(Barrier::kVEmpty, s), Traits::kConsumerWarps);
     }

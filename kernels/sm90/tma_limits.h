@@ -74,7 +74,8 @@ inline TmaTensors tma_tensors(const detail::FwdParams& p) noexcept {
 // Paged caches: the kernel loads a kBlockN-key block as boxes of
 // paged_box_rows(page_size, kBlockN) rows, each inside one page. A box
 // must start on an 8-row boundary of the 128-byte swizzle (1024 bytes) and
-// its page coordinate is a signed 32-bit TMA coordinate.
+// its page coordinate is a signed 32-bit TMA coordinate. Pages of any other
+// size are gathered row by row with cp.async (gathers_pages).
 inline constexpr int64_t kPagedRowMultiple = 8;
 inline int paged_box_rows(int64_t page_size, int block_n) noexcept {
   int64_t a = page_size, b = block_n;
@@ -85,10 +86,19 @@ inline int paged_box_rows(int64_t page_size, int block_n) noexcept {
   }
   return static_cast<int>(a);
 }
+// Whether the kernel of `head_dim` and `block_n`-key blocks gathers a
+// paged cache's rows with cp.async instead of loading TMA boxes: for pages
+// TMA cannot box, and at head dim 256 for boxes of 16 rows or fewer, where
+// the gather measures faster (docs/perf/sm90-kv-cache.md).
+inline bool gathers_pages(int64_t page_size, int head_dim, int block_n) noexcept {
+  if (page_size % kPagedRowMultiple != 0) return true;
+  return head_dim == 256 && paged_box_rows(page_size, block_n) <= 16;
+}
 // Null when the Hopper kernel can load a paged cache of these pages, else why not.
 inline const char* paged_problem(int64_t page_size, int64_t num_pages) noexcept {
-  if (page_size % kPagedRowMultiple != 0) return "its page_size is not a multiple of 8";
-  if (num_pages > INT32_MAX) return "it has 2^31 pages or more (TMA coordinates are 32-bit)";
+  if (page_size % kPagedRowMultiple == 0 && num_pages > INT32_MAX) {
+    return "it has 2^31 pages or more (TMA coordinates are 32-bit)";
+  }
   return nullptr;
 }
 
