@@ -351,7 +351,7 @@ TEST_F(SplitKv, Sm80WithSplitsIsRightOrUnsupported) {
 // without softcap (on sm_90 kAuto and kSm90 run the Hopper kernel's
 // left-window variant: visible blocks past block 0; split three ways, its
 // split-KV epilogue and the combine kernel after it), and the Hopper
-// kernel's KV-cache path.
+// kernel's KV-cache paths (TMA boxes and gathered rows).
 std::vector<FeatureRow> sanitizer_rows() {
   FeatureTable t;
   if (!head_dim_compiled(64) || !head_dim_compiled(128)) return t.rows();
@@ -408,6 +408,19 @@ std::vector<FeatureRow> sanitizer_rows() {
   used.use_seqused_k = true;
   used.k_capacity = 400;
   t.add("seqused_k_prefill", used, {{Backend::kAuto, 0}});
+
+  // The Hopper kernel's gathered pages (3 keys a page: cp.async copies by
+  // all four producer warps, each thread's arrival on the stage barrier)
+  // at head_dim 64, where the producer runs on the fewest registers.
+  FeatureConfig gathered = make_config(DType::kFloat16, 64, 8, 2, 9007);
+  gathered.varlen_q = true;
+  gathered.seqlens_q = {5, 200, 70};
+  gathered.seqlens_k = {9, 260, 333};
+  gathered.kv = KvLayout::kPaged;
+  gathered.page_size = 3;
+  gathered.use_seqused_k = true;
+  gathered.causal = true;
+  t.add("paged_gather_prefill", gathered, {{Backend::kSm90, 0}});
   return t.rows();
 }
 

@@ -28,6 +28,7 @@
 #include "../params.h"
 #include "../sm80/fwd_kernel.cuh"  // chunk_offset, LdsmAddress, load_tile, PagedKV
 #include "api.h"                    // stages
+#include "paged_rows.cuh"
 
 namespace flash::decode {
 
@@ -149,9 +150,11 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kMinBlocks)
   const uint32_t smem_kv = smem_q + Traits::kQBytes;
 
   // Paged: the page numbers of the next block to copy are read one step
-  // ahead (see sm80::PagedKV), so the table read's latency hides under a
-  // block's compute instead of stalling the copies.
-  sm80::PagedKV<KvTile, kBlockN> pages;
+  // ahead (PagedRows; sm80::PagedKV where a warp's lanes do not cover whole
+  // rows), so the table read's latency hides under a block's compute
+  // instead of stalling the copies.
+  std::conditional_t<PagedRows<KvTile, kBlockN>::kApplies, PagedRows<KvTile, kBlockN>, sm80::PagedKV<KvTile, kBlockN>>
+      pages;
   auto fetch_pages = [&](int n_block) {
     if (table != nullptr && n_block < s_end) {
       pages.fetch(table, p.page_size, p.page_shift, n_block * kBlockN, seq.len_k - n_block * kBlockN, tid);
