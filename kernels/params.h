@@ -50,9 +50,8 @@ struct FwdParams {
   float softmax_scale_log2;  // softmax_scale * log2(e): folds the scale into the exp2 FFMA.
 
   // Inference-engine features; every kernel takes all of them, with these
-  // limits on the sm90 kernel: varlen only with total_q / total_k, paged
-  // caches only with page_size a multiple of 8, and a call with seqused_k
-  // or a paged cache is not split (src/plan.cpp). See AttentionParams for
+  // limits on the sm90 kernel: varlen only with total_q / total_k, and a
+  // call with seqused_k or a paged cache is not split (src/plan.cpp). See AttentionParams for
   // the semantics.
   const int* cu_seqlens_q;  // varlen Q/O: [batch + 1] row offsets, or null
   const int* cu_seqlens_k;  // varlen K/V: [batch + 1] row offsets, or null

@@ -308,8 +308,12 @@ TEST(Plan, OffersOnlyConfigurationsThatFit) {
       }
       for (int i = 0; i < plan.num_candidates; ++i) {
         const Candidate& c = plan.candidates[i];
-        if (c.backend == Backend::kSm90) EXPECT_EQ(caps.major, 9);
-        if (c.backend == Backend::kSm80) EXPECT_LE(sm80::candidate_smem_bytes(d, c.index), caps.max_smem);
+        if (c.backend == Backend::kSm90) {
+          EXPECT_EQ(caps.major, 9);
+        }
+        if (c.backend == Backend::kSm80) {
+          EXPECT_LE(sm80::candidate_smem_bytes(d, c.index), caps.max_smem);
+        }
       }
     }
   }
