@@ -420,7 +420,7 @@ std::vector<FeatureRow> sanitizer_rows() {
   gathered.page_size = 3;
   gathered.use_seqused_k = true;
   gathered.causal = true;
-  t.add("paged_gather_prefill", gathered, {{Backend::kSm90, 0}});
+  t.add("paged_gather_prefill", gathered, {{Backend::kAuto, 0}});
   return t.rows();
 }
 

@@ -19,9 +19,10 @@ struct FwdParams {
   // instead, with boxes of kv_box_rows rows (paged_box_rows, tma_limits.h);
   // otherwise kv_box_rows is kBlockN.
   int kv_box_rows;
-  // A paged cache TMA cannot box (page_size not a multiple of 8): the
-  // producer warpgroup gathers K/V rows with cp.async (GatherProducer) and
-  // the tensor maps of K and V are unused.
+  // A paged cache gathers_pages picks (tma_limits.h: a page_size that is not
+  // a multiple of 8, or small boxes at head dim 256): the producer
+  // warpgroup gathers K/V rows with cp.async (GatherProducer) and the
+  // tensor maps of K and V are unused.
   int gather_kv;
   detail::FwdParams common;
 };

@@ -4,10 +4,12 @@
 // stage's "full" mbarrier. The rings run on across tiles, so the next
 // tile's first blocks load while this one finishes.
 //
-// KV-cache calls (seqused_k or a paged cache; run_cache) use the whole of
-// warp 0: under a paged cache lane i looks up and loads box i of each
+// KV-cache calls (seqused_k or a paged cache; CacheProducer) use the whole
+// of warp 0: under a paged cache lane i looks up and loads box i of each
 // block (paged_box_rows(page_size, kBlockN) rows inside one page), so a
-// block's page lookups are one warp-wide load, not a chain of them.
+// block's page lookups are one warp-wide load, not a chain of them. Paged
+// caches that gathers_pages (tma_limits.h) picks are copied row by row with
+// cp.async by the whole warpgroup instead (GatherProducer).
 #pragma once
 
 #include "../common/constants.h"
@@ -180,7 +182,8 @@ struct CacheProducer {
 };
 
 // The gathering KV-cache producer, for pages TMA cannot box (a page_size
-// that is not a multiple of 8, 1 included): all four warps of warpgroup 0
+// that is not a multiple of 8, 1 included) or boxes badly (16 rows or fewer
+// at head dim 256; gathers_pages, tma_limits.h): all four warps of warpgroup 0
 // copy each K/V block with cp.async, 16 bytes a lane, into the layout TMA's
 // 128-byte swizzle would have written. Warp w owns rows [w R, w R + R) of a
 // block (R = kBlockN / 4). Lane l looks up row w R + l's page a block ahead

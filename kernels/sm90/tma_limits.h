@@ -75,7 +75,8 @@ inline TmaTensors tma_tensors(const detail::FwdParams& p) noexcept {
 // paged_box_rows(page_size, kBlockN) rows, each inside one page. A box
 // must start on an 8-row boundary of the 128-byte swizzle (1024 bytes) and
 // its page coordinate is a signed 32-bit TMA coordinate. Pages of any other
-// size are gathered row by row with cp.async (gathers_pages).
+// size, and pages making small boxes at head dim 256, are gathered row by
+// row with cp.async instead (gathers_pages).
 inline constexpr int64_t kPagedRowMultiple = 8;
 inline int paged_box_rows(int64_t page_size, int block_n) noexcept {
   int64_t a = page_size, b = block_n;
@@ -94,7 +95,9 @@ inline bool gathers_pages(int64_t page_size, int head_dim, int block_n) noexcept
   if (page_size % kPagedRowMultiple != 0) return true;
   return head_dim == 256 && paged_box_rows(page_size, block_n) <= 16;
 }
-// Null when the Hopper kernel can load a paged cache of these pages, else why not.
+// Null when the Hopper kernel can load a paged cache of these pages, else
+// why not. Conservative: pages of a multiple of 8 keys are held to the TMA
+// coordinate limit even at head dim 256, where some are gathered.
 inline const char* paged_problem(int64_t page_size, int64_t num_pages) noexcept {
   if (page_size % kPagedRowMultiple == 0 && num_pages > INT32_MAX) {
     return "it has 2^31 pages or more (TMA coordinates are 32-bit)";
