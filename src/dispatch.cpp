@@ -9,6 +9,7 @@
 #include "kernels/sm80/api.h"
 #if FLASH_HAS_SM90
 #include "kernels/sm90/api.h"
+#include "kernels/sm90/tma_limits.h"
 #endif
 
 namespace flash::detail {
@@ -86,13 +87,16 @@ bool describe(const Plan& plan, const Candidate& c, const AttentionParams& p, Ke
   }
 #if FLASH_HAS_SM90
   if (c.backend == Backend::kSm90) {
-    if (!sm90::describe_candidate(kernel_head_dim(call_head_dim(p.head_dim, p.head_dim_v), true), plan.mask != MaskVariant::kTail, c.index,
-                                  choice)) {
-      return false;
-    }
+    const int kernel = kernel_head_dim(call_head_dim(p.head_dim, p.head_dim_v), true);
+    if (!sm90::describe_candidate(kernel, plan.mask != MaskVariant::kTail, c.index, choice)) return false;
     if (plan.num_splits > 1) {
       const size_t len = std::strlen(choice->name);
       std::snprintf(choice->name + len, sizeof(choice->name) - len, " %d splits", plan.num_splits);
+    }
+    // A paged cache the kernel copies row by row (GatherProducer) rather than in TMA boxes.
+    if (p.block_table != nullptr && sm90::gathers_pages(p.page_size, kernel, choice->block_n)) {
+      const size_t len = std::strlen(choice->name);
+      std::snprintf(choice->name + len, sizeof(choice->name) - len, " gather");
     }
     return true;
   }

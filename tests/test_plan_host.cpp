@@ -685,5 +685,29 @@ TEST(Plan, Sm90GathersPagesTmaCannotBoxWell) {
   EXPECT_EQ(sm90::paged_problem(1, int64_t{1} << 31), nullptr);  // gathered: int32 table entries, no TMA coordinate
 }
 
+// The kernel's name says when the Hopper kernel gathers a paged cache
+// (what query_kernel_choice and flash_bench report).
+TEST(Plan, Sm90KernelNameSaysWhenItGathers) {
+  if (!kHasSm90) GTEST_SKIP() << "no Hopper kernel in this build";
+  struct Row {
+    int64_t head_dim, page_size;
+    bool gathers;
+  };
+  for (const Row& r : {Row{128, 1, true}, Row{128, 3, true}, Row{128, 16, false}, Row{64, 64, false},
+                       Row{256, 16, true}, Row{256, 64, false}}) {
+    if (!head_dim_compiled(r.head_dim)) continue;
+    AttentionParams p = dense(r.head_dim, 2048, 2048, true);
+    make_paged(p, r.page_size);
+    Plan plan;
+    ASSERT_TRUE(detail::make_plan(p, kH200, &plan).ok());
+    ASSERT_EQ(plan.candidates[0].backend, Backend::kSm90);
+    KernelChoice choice;
+    ASSERT_TRUE(detail::describe(plan, plan.candidates[0], p, &choice));
+    const std::string name = choice.name;
+    EXPECT_EQ(name.find(" gather") != std::string::npos, r.gathers)
+        << name << ": head_dim " << r.head_dim << ", page_size " << r.page_size;
+  }
+}
+
 }  // namespace
 }  // namespace flash

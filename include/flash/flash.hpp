@@ -316,7 +316,8 @@ struct KernelChoice {
   int32_t warps = 0;                 // sm80: warps per CTA; sm90: consumer warpgroups
   int32_t stages = 0;                // K/V pipeline depth
   ChoiceSource source = ChoiceSource::kHeuristic;
-  char name[48] = {};                // e.g. "sm90 128x176 2wg 2st"
+  char name[48] = {};                // e.g. "sm90 128x176 2wg 2st"; " N splits", and on the
+                                     // sm90 kernel " gather" (a paged cache copied row by row)
 };
 
 // Checks every argument without touching the GPU. Its answer is the
