@@ -1,7 +1,7 @@
 // Where sequence `b` of a call lives: its query and key counts and the
 // element offsets of its row 0 in Q, O, K and V, for the dense, the
 // variable-length (cu_seqlens) and the paged layouts. Shared by the sm80 and
-// decode kernels.
+// decode kernels; page_of_key by every kernel reading a block table.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +9,12 @@
 #include "../params.h"
 
 namespace flash {
+
+// The block-table entry holding key `key` of a paged cache: page_shift is
+// log2(page_size) for a power of two (a shift), else -1 (a division).
+__device__ __forceinline__ int page_of_key(int key, int page_size, int page_shift) {
+  return page_shift >= 0 ? key >> page_shift : key / page_size;
+}
 
 struct SeqInfo {
   int len_q;         // query rows of this sequence

@@ -18,6 +18,7 @@
 #include <cstdint>
 
 #include "../common/ptx.cuh"
+#include "../common/seqlen.cuh"
 #include "../sm80/fwd_kernel.cuh"  // chunk_offset
 
 namespace flash::decode {
@@ -51,7 +52,7 @@ struct PagedRows {
     in_page = 0;
     if (lane < kIters * kRowsPerStep && row < valid_rows) {
       const int key = first + row;
-      const int index = page_shift >= 0 ? key >> page_shift : key / page_size;
+      const int index = page_of_key(key, page_size, page_shift);
       page = __ldg(table + index);
       in_page = key - index * page_size;
     }

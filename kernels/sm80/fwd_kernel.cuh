@@ -113,10 +113,7 @@ struct PagedKV {
   int page[kIters];
 
   // page_shift: log2(page_size) for a power of two, else -1 (then / and %,
-  // a few dozen instructions each, per row).
-  __device__ __forceinline__ static int page_of(int key, int page_size, int page_shift) {
-    return page_shift >= 0 ? key >> page_shift : key / page_size;
-  }
+  // a few dozen instructions each, per row; page_of_key, seqlen.cuh).
   __device__ __forceinline__ static int row_in_page(int key, int page_size, int page_shift) {
     return page_shift >= 0 ? key & (page_size - 1) : key % page_size;
   }
@@ -126,7 +123,7 @@ struct PagedKV {
 #pragma unroll
     for (int i = 0; i < kIters; ++i) {
       const int row = (tid + i * Traits::kNThreads) / kCPR;
-      page[i] = row < valid_rows ? __ldg(table + page_of(first + row, page_size, page_shift)) : 0;
+      page[i] = row < valid_rows ? __ldg(table + page_of_key(first + row, page_size, page_shift)) : 0;
     }
   }
 

@@ -14,6 +14,7 @@
 
 #include "../common/constants.h"
 #include "../common/ptx.cuh"
+#include "../common/seqlen.cuh"
 #include "params.h"
 #include "ptx_sm90.cuh"
 #include "smem_layout.cuh"
@@ -217,7 +218,7 @@ struct GatherProducer {
                                                   int lane) {
     const int key = block * kBlockN + warp * kRowsPerWarp + lane;
     if (lane >= kRowsPerWarp || key >= tile.len_k) return RowRef{-1, 0};
-    const int index = p.page_shift >= 0 ? key >> p.page_shift : key / p.page_size;
+    const int index = page_of_key(key, p.page_size, p.page_shift);
     const int page = __ldg(p.block_table + static_cast<int64_t>(tile.batch) * p.block_table_batch_stride + index);
     return RowRef{page, key - index * p.page_size};
   }
