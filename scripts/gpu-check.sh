@@ -35,7 +35,8 @@
 # between and at the compiled ones, against hd128 and the compiled head dim
 # that ran each; head_dims_bench.h), JSON in $OUT/bench_head_dims.json.
 #
-# Full logs go to $OUT (or ./gpu-check-out when OUT is unset); the last thing
+# Full logs go to $OUT (or ./gpu-check-out when OUT is unset), archived in
+# logs.tgz; files already in $OUT are left as they are. The last thing
 # printed is a short summary table. Environment: BUILD_DIR (default
 # build/gpu-check), CUDA_ARCHS (default 90a), HEAD_DIMS (default all),
 # BENCH_ARGS (extra flash_bench flags), SERVING_ARGS (extra flags of the
@@ -53,6 +54,9 @@ HEAD_DIMS=${HEAD_DIMS:-32;64;96;128;192;256}
 TEST_FILTER=${TEST_FILTER:-*}
 PHASES=${*:-build sass test sanitize bench}
 SUMMARY="$OUT/summary.txt"
+# Files already in $OUT belong to the caller: the archive at the end leaves them loose.
+before=$(mktemp)
+find "$OUT" -maxdepth 1 -type f -printf '%P\n' | sort >"$before"
 : >"$SUMMARY"
 note() { echo "$*" | tee -a "$SUMMARY"; }
 has_phase() { [[ " $PHASES " == *" $1 "* ]]; }
@@ -199,11 +203,16 @@ has_phase fp8 && bench_rows fp8 fp8 --fp8 --decode_head_dims=64,128,256 ${FP8_AR
 # (sass_summary.txt) travels instead.
 rm -f "$OUT/sass.txt"
 
-# The device tool returns at most 8 files: keep the summary, the failures
-# and the bench JSON loose, everything else in one archive.
+# The device tool returns at most 8 files: keep the summary, the failures,
+# the bench JSON and the caller's own files loose, everything else this
+# script wrote in one archive.
 bundle=$(mktemp -d)/logs.tgz
-(cd "$OUT" && find . -maxdepth 1 -type f ! -name '*.json' ! -name summary.txt ! -name failures.txt ! -name 'ncu_*' -printf '%P\n' | tar czf "$bundle" -T -) &&
-  find "$OUT" -maxdepth 1 -type f ! -name '*.json' ! -name summary.txt ! -name failures.txt ! -name 'ncu_*' -delete && mv "$bundle" "$OUT/logs.tgz"
+ours=$(mktemp)
+(cd "$OUT" && find . -maxdepth 1 -type f ! -name '*.json' ! -name summary.txt ! -name failures.txt ! -name 'ncu_*' \
+  -printf '%P\n' | sort | comm -23 - "$before") >"$ours"
+(cd "$OUT" && tar czf "$bundle" -T "$ours") &&
+  (cd "$OUT" && xargs -d '\n' -r rm -f <"$ours") && mv "$bundle" "$OUT/logs.tgz"
+rm -f "$before" "$ours"
 
 echo
 cat "$SUMMARY"
