@@ -10,8 +10,10 @@ dtype, head dim and mask, fits the median time of a call as
 over the lengths measured (least squares; at least two lengths). Blocks and
 tiles are counted from the tile in the row's label ("sm90 192x128 ..."), the
 132 SMs of an H200 and the kernel's schedule: causal query blocks are aligned
-to the last row (tile_scheduler.cuh, first_row), a causal tile computes the
-key blocks up to its last row, an unmasked one every key block. `a` is the
+to the last row (tile_scheduler.cuh, first_row; 128-row tiles align so only
+from 16 blocks on, which at the sweep's lengths, multiples of 128, changes
+nothing), a causal tile computes the key blocks up to its last row, an
+unmasked one every key block. `a` is the
 steady-state cost of one block, `b` what a tile costs beyond its blocks (its
 first and last block's waits, the epilogue, the masked diagonal blocks' extra
 work, the schedule's imbalance), in microseconds.
@@ -78,7 +80,7 @@ def main():
         if fit is None:
             continue
         a, b = fit
-        n0, x0, y0, t0 = min(rows)
+        _, _, y0, t0 = min(rows)
         lengths = ",".join(str(r[0]) for r in sorted(rows))
         print(f"| {dtype} | {hd} | {mask} | {block_m} x {block_n} | {lengths} | {a:.3f} | {b:.3f} | "
               f"{b * y0 / t0:.2f} of {t0:.1f} us |")
