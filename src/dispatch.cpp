@@ -1,6 +1,7 @@
 #include "dispatch.h"
 
 #include <cmath>
+#include <cstdarg>
 #include <cstdio>
 #include <cstring>
 
@@ -18,6 +19,15 @@ namespace {
 constexpr int64_t kUnboundedWindow = int64_t{1} << 30;
 
 thread_local LaunchRecord t_last_launch;
+
+// Appends printf-style text to a kernel choice's name (truncated to fit).
+__attribute__((format(printf, 2, 3))) void append_to_name(KernelChoice* choice, const char* format, ...) {
+  const size_t len = std::strlen(choice->name);
+  va_list args;
+  va_start(args, format);
+  std::vsnprintf(choice->name + len, sizeof(choice->name) - len, format, args);
+  va_end(args);
+}
 
 template <int kHeadDim>
 cudaError_t launch_sm80(DType dtype, const FwdParams& f, int index, cudaStream_t stream) {
@@ -67,10 +77,7 @@ int kernel_window_right(const AttentionParams& p) noexcept {
 bool describe(const Plan& plan, const Candidate& c, const AttentionParams& p, KernelChoice* choice) {
   if (c.backend == Backend::kSm80) {
     if (!sm80::describe_candidate(kernel_head_dim(call_head_dim(p.head_dim, p.head_dim_v)), c.index, choice)) return false;
-    if (plan.num_splits > 1) {
-      const size_t len = std::strlen(choice->name);
-      std::snprintf(choice->name + len, sizeof(choice->name) - len, " %d splits", plan.num_splits);
-    }
+    if (plan.num_splits > 1) append_to_name(choice, " %d splits", plan.num_splits);
     return true;
   }
   if (c.backend == Backend::kDecode) {
@@ -89,14 +96,10 @@ bool describe(const Plan& plan, const Candidate& c, const AttentionParams& p, Ke
   if (c.backend == Backend::kSm90) {
     const int kernel = kernel_head_dim(call_head_dim(p.head_dim, p.head_dim_v), true);
     if (!sm90::describe_candidate(kernel, plan.mask != MaskVariant::kTail, c.index, choice)) return false;
-    if (plan.num_splits > 1) {
-      const size_t len = std::strlen(choice->name);
-      std::snprintf(choice->name + len, sizeof(choice->name) - len, " %d splits", plan.num_splits);
-    }
+    if (plan.num_splits > 1) append_to_name(choice, " %d splits", plan.num_splits);
     // A paged cache the kernel copies row by row (GatherProducer) rather than in TMA boxes.
     if (p.block_table != nullptr && sm90::gathers_pages(p.page_size, kernel, choice->block_n)) {
-      const size_t len = std::strlen(choice->name);
-      std::snprintf(choice->name + len, sizeof(choice->name) - len, " gather");
+      append_to_name(choice, " gather");
     }
     return true;
   }
