@@ -172,8 +172,9 @@ INSTANTIATE_TEST_SUITE_P(Features, VarlenNeighbouringSequences, ::testing::Value
 
 // Many sequences: the Hopper kernel ranks up to a few hundred sequences by
 // cost and walks only the tiles that exist (kSchedSeqs: 512 at head_dim 64,
-// 384 for the 128-row tiles of 128 and 256, 224 for the 128x160 and 128x80
-// runners-up); past that it walks the padded (batch, longest) numbering. 200
+// 384 for hd128's 128x128 tile, 224 for hd256's 128x64 and the runners-up
+// whose O buffer or K/V blocks fill shared memory); past that it walks the
+// padded (batch, longest) numbering. 200
 // sequences take the ranked walk at every head dim, 600 the padded one at
 // every head dim, each once with and once without a causal mask. Lengths
 // are random in [0, 300] (zeros and many ties in cost), keys independent of

@@ -4,7 +4,8 @@
 // which clips the ragged tail; varlen tiles store their own rows with
 // 16-byte stores instead (a TMA store would also write the next
 // sequence's rows); a tile that sees no key stores zeros from registers.
-// Where shared memory has room O is staged in a buffer of its own, so Q is
+// Where shared memory has room O is staged in a buffer of its own (at
+// head_dim 256 one of half O's width, filled and stored twice), so Q is
 // released early (mainloop.cuh); otherwise in Q's, and Q is released once
 // the store has read it (docs/perf/sm90-epilogue.md). Split-KV tiles store
 // their normalised float32 O and their LSE to the workspace from registers
@@ -31,6 +32,9 @@ struct Epilogue {
   static constexpr int kBlockM = Traits::kBlockM;
   static constexpr int kHeadDim = Traits::kHeadDim;
   static constexpr int kOCols = Traits::kOCols;
+  // Column blocks staged per pass; O goes out in kOPasses passes.
+  static constexpr int kStageColBlocks = Traits::kOStageColBlocks;
+  static constexpr int kOPasses = Traits::kOPasses;
   using OTile = float[kOCols / 2];
 
   const FwdParams& params;
@@ -115,15 +119,16 @@ struct Epilogue {
     }
   }
 
-  // Rounded O into this warpgroup's staging rows, swizzled as the O tensor map expects.
-  __device__ __forceinline__ void stage(const OTile& o, const float (&inv_l)[2]) const {
+  // Rounded O of column blocks [pass * kStageColBlocks, +kStageColBlocks)
+  // into this warpgroup's staging rows, swizzled as the O tensor map expects.
+  __device__ __forceinline__ void stage(const OTile& o, const float (&inv_l)[2], int pass) const {
     const auto& o_frag = *reinterpret_cast<const float(*)[1][kOCols / 8][4]>(&o);
 #pragma unroll
     for (int hi = 0; hi < 2; ++hi) {
       const int row = wg * kWarpgroupRows + row_in_wg(hi);
 #pragma unroll
-      for (int nt = 0; nt < kHeadDim / 8; ++nt) {
-        const int cb = nt / 8;
+      for (int nt = pass * kStageColBlocks * 8; nt < (pass + 1) * kStageColBlocks * 8; ++nt) {
+        const int cb = nt / 8 - pass * kStageColBlocks;
         const int chunk = (nt % 8) ^ (row % 8);
         const uint32_t packed =
             ptx::pack2<Element>(o_frag[0][nt][2 * hi] * inv_l[hi], o_frag[0][nt][2 * hi + 1] * inv_l[hi]);
@@ -133,15 +138,16 @@ struct Epilogue {
     }
   }
 
-  // Varlen: 16-byte stores of the rows this sequence has.
-  __device__ __forceinline__ void store_rows(const Tile& tile) const {
-    constexpr int kChunks = kHeadDim / 8;
-    Element* o_base = static_cast<Element*>(p.o) + tile.o_offset + tile.head * p.o_head_stride;
+  // Varlen: 16-byte stores of the rows this sequence has (the columns of `pass`).
+  __device__ __forceinline__ void store_rows(const Tile& tile, int pass) const {
+    constexpr int kChunks = kStageColBlocks * 8;
+    Element* o_base =
+        static_cast<Element*>(p.o) + tile.o_offset + tile.head * p.o_head_stride + pass * kStageColBlocks * 64;
     for (int idx = wg_thread; idx < kWarpgroupRows * kChunks; idx += kWarpgroupThreads) {
       const int r = idx / kChunks;
       const int c = idx % kChunks;
       const int row = tile.row_begin + wg * kWarpgroupRows + r;
-      if (row < 0 || row >= tile.len_q || c * 8 >= p.head_dim_v) continue;
+      if (row < 0 || row >= tile.len_q || (pass * kChunks + c) * 8 >= p.head_dim_v) continue;
       const uint4 val = *reinterpret_cast<const uint4*>(smem.o_bytes() + (c / 8) * kBlockM * kSwizzleBytes +
                                                         (wg * kWarpgroupRows + r) * kSwizzleBytes +
                                                         ((c % 8) ^ (r % 8)) * 16);
@@ -152,14 +158,15 @@ struct Epilogue {
   // One thread issues the warpgroup's TMA store. A masked call's block 0
   // may start at a negative row (first_row): then a warpgroup's 64 rows are
   // either all there or all padding, and padding is never stored.
-  __device__ __forceinline__ void store_tma(const Tile& tile) const {
+  __device__ __forceinline__ void store_tma(const Tile& tile, int pass) const {
     if (wg_thread == 0 && tile.row_begin + wg * kWarpgroupRows >= 0) {
       const uint32_t src = smem.o() + wg * kWarpgroupRows * kSwizzleBytes;
 #pragma unroll
-      for (int cb = 0; cb < Traits::kColBlocks; ++cb) {
-        if (cb * kSwizzleColumns >= p.head_dim_v) break;  // wholly past the call's V head dim
-        tma_store_4d(&params.tma_o, src + cb * kBlockM * kSwizzleBytes, cb * kSwizzleColumns,
-                     tile.row_begin + wg * kWarpgroupRows, tile.head, tile.batch);
+      for (int cb = 0; cb < kStageColBlocks; ++cb) {
+        const int col = (pass * kStageColBlocks + cb) * kSwizzleColumns;
+        if (col >= p.head_dim_v) break;  // wholly past the call's V head dim
+        tma_store_4d(&params.tma_o, src + cb * kBlockM * kSwizzleBytes, col, tile.row_begin + wg * kWarpgroupRows,
+                     tile.head, tile.batch);
       }
       tma_store_commit();
     }
@@ -202,19 +209,23 @@ struct Epilogue {
     if (tile.n_blocks == 0) {
       store_from_registers(tile, o, inv_l);
     } else {
-      if constexpr (Traits::kSeparateO) {
-        // This warpgroup's previous TMA store must be done reading its staging rows.
-        if (wg_thread == 0) tma_store_wait_read();
-        sync_wg();
-      }
-      stage(o, inv_l);
-      if (p.cu_seqlens_q != nullptr) {
-        sync_wg();
-        store_rows(tile);
-      } else {
-        fence_proxy_async_smem();  // generic-proxy stores, read by the TMA store
-        sync_wg();
-        store_tma(tile);
+#pragma unroll
+      for (int pass = 0; pass < kOPasses; ++pass) {
+        if constexpr (Traits::kSeparateO) {
+          // This warpgroup's previous store (the last tile's, or this
+          // tile's previous pass) must be done reading its staging rows.
+          if (wg_thread == 0) tma_store_wait_read();
+          sync_wg();
+        }
+        stage(o, inv_l, pass);
+        if (p.cu_seqlens_q != nullptr) {
+          sync_wg();
+          store_rows(tile, pass);
+        } else {
+          fence_proxy_async_smem();  // generic-proxy stores, read by the TMA store
+          sync_wg();
+          store_tma(tile, pass);
+        }
       }
       if constexpr (!Traits::kSeparateO) {
         // O was staged in the Q tile: hand Q back only once the store has read it.

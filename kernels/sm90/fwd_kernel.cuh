@@ -45,12 +45,14 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
   using Loop = Mainloop<Traits, kMasked, kLeft, kScoreMod, kCache>;
   const detail::FwdParams& p = params.common;
 
-  // The KV-cache producer (a warp looking up pages) needs more registers
-  // than the dense one's single thread: with two consumer warpgroups it
-  // takes 40 and they 232 (128 * 40 + 256 * 232 <= 65536).
+  // The KV-cache producer (a warp looking up pages, or four gathering
+  // rows) needs more registers than the dense one's single thread: with two
+  // consumer warpgroups it takes 56 and they 224 (128 * 56 + 256 * 224 <=
+  // 65536). With fewer it spills inside the gather's copy loop
+  // (docs/perf/sm90-kv-cache.md).
   constexpr bool kWideProducer = kCache && Traits::kConsumerWarpgroups == 2;
-  constexpr int kProducerRegs = kWideProducer ? 40 : Traits::kProducerRegs;
-  constexpr int kConsumerRegs = kWideProducer ? 232 : Traits::kConsumerRegs;
+  constexpr int kProducerRegs = kWideProducer ? 56 : Traits::kProducerRegs;
+  constexpr int kConsumerRegs = kWideProducer ? 224 : Traits::kConsumerRegs;
   static_assert(128 * kProducerRegs + 128 * Traits::kConsumerWarpgroups * kConsumerRegs <= 65536,
                 "register split exceeds the register file");
 

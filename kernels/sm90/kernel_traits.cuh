@@ -65,19 +65,31 @@ struct FwdTraits {
   static constexpr int kSmemWithoutO = kQBytes + 2 * kStages * kKVBytes + kOnesBytes + 8 * kNumBarriers + 1024;
   // The epilogue stages O through shared memory for a TMA store: in a
   // buffer of its own where there is room, so Q is released at the tile's
-  // last S and the next Q loads under its last P V; otherwise in Q's buffer
-  // (docs/perf/sm90-epilogue.md).
-  static constexpr bool kSeparateO = kSmemWithoutO + kQBytes <= kMaxSmemPerBlock;
+  // last S and the next Q loads under its last P V and the epilogue; a
+  // buffer of half O's column blocks where only that fits (O then goes out
+  // in two halves, the second staged once the first's store has read the
+  // buffer); otherwise in Q's buffer (docs/perf/sm90-epilogue.md).
+  static constexpr int kOColBlockBytes = kBlockM * kSwizzleBytes;
+  static constexpr int kOBufColBlocks =
+      kSmemWithoutO + kColBlocks * kOColBlockBytes <= kMaxSmemPerBlock ? kColBlocks
+      : kColBlocks % 2 == 0 && kSmemWithoutO + kColBlocks / 2 * kOColBlockBytes <= kMaxSmemPerBlock
+          ? kColBlocks / 2
+          : 0;
+  static constexpr bool kSeparateO = kOBufColBlocks > 0;
+  static constexpr int kOBufBytes = kOBufColBlocks * kOColBlockBytes;
+  // Column blocks staged at a time, and how many times.
+  static constexpr int kOStageColBlocks = kSeparateO ? kOBufColBlocks : kColBlocks;
+  static constexpr int kOPasses = kColBlocks / kOStageColBlocks;
   static constexpr int kQOffset = 0;
   static constexpr int kKOffset = kQOffset + kQBytes;
   static constexpr int kVOffset = kKOffset + kStages * kKVBytes;
   static constexpr int kOnesOffset = kVOffset + kStages * kKVBytes;
   static constexpr int kOOffset = kSeparateO ? kOnesOffset + kOnesBytes : kQOffset;
-  static constexpr int kBarrierOffset = kOnesOffset + kOnesBytes + (kSeparateO ? kQBytes : 0);
+  static constexpr int kBarrierOffset = kOnesOffset + kOnesBytes + kOBufBytes;
   // Varlen schedule (tile_scheduler.cuh): two int tables of kSchedSeqs + 1
   // entries after the barriers, as many sequences as one pass of the
   // threads ranks and the leftover shared memory holds.
-  static constexpr int kTileSmemBytes = kSmemWithoutO + (kSeparateO ? kQBytes : 0);
+  static constexpr int kTileSmemBytes = kSmemWithoutO + kOBufBytes;
   static constexpr int kSchedOffset = kBarrierOffset + 8 * kNumBarriers;
   static constexpr int kSchedRoom = (kMaxSmemPerBlock - kTileSmemBytes) / 8 - 1;
   static constexpr int kSchedSeqs = (kSchedRoom < kNThreads ? kSchedRoom : kNThreads) / 32 * 32;
@@ -94,6 +106,7 @@ struct FwdTraits {
   static_assert(128 * kProducerRegs + 128 * kConsumerWarpgroups * kConsumerRegs <= 65536,
                 "register split exceeds the register file");
   static_assert(kSmemBytes <= kMaxSmemPerBlock, "tiles do not fit in shared memory");
+  static_assert(kOPasses * kOStageColBlocks == kColBlocks, "O is staged in equal parts");
 };
 
 // The compiled tile configurations per head dim, unmasked and masked.
