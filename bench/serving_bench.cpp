@@ -25,6 +25,8 @@ constexpr int64_t kServingNewQueries = 2048;  // seqlen_q: the chunk of new toke
 constexpr int64_t kServingCachedKeys = 16384;  // keys per sequence, the chunk's own 2048 last
 constexpr int64_t kServingCapacity = 20480;    // keys the seqused cache has room for
 constexpr int64_t kServingPageSizes[] = {1, 16, 64, 256};
+// The caches also run with K and V in e4m3 (kv_dtype): seqused and these pages.
+constexpr int64_t kServingFp8PageSizes[] = {1, 16, 64};
 
 // The decode caches --serving runs: dense and 16-key pages.
 constexpr int64_t kServingDecodePageSizes[] = {0, 16};
@@ -35,23 +37,26 @@ struct ServingPrefillKey {
   int64_t head_dim;
   ServingCache cache;
   int64_t page_size;  // kPaged only; 0 otherwise
+  bool fp8 = false;   // K and V e4m3 (AttentionParams::kv_dtype), Q and O bf16
 
   bool operator<(const ServingPrefillKey& o) const {
-    return std::make_tuple(head_dim, static_cast<int>(cache), page_size) <
-           std::make_tuple(o.head_dim, static_cast<int>(o.cache), o.page_size);
+    return std::make_tuple(head_dim, fp8, static_cast<int>(cache), page_size) <
+           std::make_tuple(o.head_dim, o.fp8, static_cast<int>(o.cache), o.page_size);
   }
 };
 
 std::string serving_cache_name(const ServingPrefillKey& key) {
+  const std::string suffix = key.fp8 ? " e4m3" : "";
   switch (key.cache) {
-    case ServingCache::kDense: return "dense";
-    case ServingCache::kSeqused: return "seqused";
-    default: return cache_name(key.page_size);
+    case ServingCache::kDense: return "dense" + suffix;
+    case ServingCache::kSeqused: return "seqused" + suffix;
+    default: return cache_name(key.page_size) + suffix;
   }
 }
 
 std::string serving_row_name(const ServingPrefillKey& key) {
-  return "serving/prefill/bf16/hd" + std::to_string(key.head_dim) + "/q" + std::to_string(kServingHeadsQ) + "kv" +
+  return std::string(key.fp8 ? "serving/prefill/bf16-e4m3kv/hd" : "serving/prefill/bf16/hd") +
+         std::to_string(key.head_dim) + "/q" + std::to_string(kServingHeadsQ) + "kv" +
          std::to_string(kServingHeadsKv) + "/B" + std::to_string(kServingBatch) + "/Q" +
          std::to_string(kServingNewQueries) + "/K" + std::to_string(kServingCachedKeys) + "/" +
          serving_cache_name(key);
@@ -82,6 +87,7 @@ struct ServingPrefillRun {
     p.heads_kv = kServingHeadsKv;
     p.head_dim = key.head_dim;
     p.causal = true;
+    if (key.fp8) p.kv_dtype = flash::KvDType::kFloat8E4M3;  // no descales: 1
     p.backend = env.options.backend;
     p.set_contiguous_bnhd();  // Q, O [B, 2048, Hq, D]; a dense cache [B, seqlen_k, Hkv, D]
     std::vector<int32_t> table;
@@ -93,8 +99,11 @@ struct ServingPrefillRun {
     // Dense: B * seqlen_k rows; paged: num_pages * page_size = B * 16384 rows.
     const size_t kv_elems = static_cast<size_t>(p.batch * p.seqlen_k * p.heads_kv * p.head_dim);
     std::string err = alloc_filled(env, &q, q_elems, 1, "Q");
-    if (err.empty()) err = alloc_filled(env, &k, kv_elems, 2, "K");
-    if (err.empty()) err = alloc_filled(env, &v, kv_elems, 3, "V");
+    // e4m3: the bytes of half as many random bf16 values (some of them the
+    // NaN code, read as +-480; the time does not depend on the values).
+    const size_t kv_fill = key.fp8 ? kv_elems / 2 : kv_elems;
+    if (err.empty()) err = alloc_filled(env, &k, kv_fill, 2, "K");
+    if (err.empty()) err = alloc_filled(env, &v, kv_fill, 3, "V");
     if (err.empty()) err = o.allocate(q_elems * kRowElemBytes, "cudaMalloc(O)");
     if (err.empty() && key.cache != ServingCache::kDense) err = upload(env, used, &seqused_k, "seqused_k");
     if (err.empty() && !table.empty()) err = upload(env, table, &block_table, "block_table");
@@ -119,10 +128,12 @@ void bench_serving_prefill(benchmark::State& state, BenchEnv* env, ServingPrefil
   bench_prefill<ServingPrefillRun>(state, env, key, &serving_prefill_results());
 }
 
-// Every cache of one head dim, dense first: the order of the rows.
+// Every cache of one head dim, dense first, then the e4m3 caches: the order of the rows.
 std::vector<ServingPrefillKey> serving_prefill_keys(int64_t head_dim) {
   std::vector<ServingPrefillKey> keys = {{head_dim, ServingCache::kDense, 0}, {head_dim, ServingCache::kSeqused, 0}};
   for (int64_t page_size : kServingPageSizes) keys.push_back({head_dim, ServingCache::kPaged, page_size});
+  keys.push_back({head_dim, ServingCache::kSeqused, 0, true});
+  for (int64_t page_size : kServingFp8PageSizes) keys.push_back({head_dim, ServingCache::kPaged, page_size, true});
   return keys;
 }
 
@@ -146,25 +157,32 @@ void print_prefill_table(std::FILE* out, const BenchEnv& env) {
                static_cast<long long>(kServingCachedKeys), static_cast<long long>(kServingCachedKeys));
   std::fprintf(out,
                "- FLOPs = 4 * batch * heads_q * head_dim * visible pairs (exact: %.0f per sequence and head); "
-               "vs dense = TFLOP/s / the dense row's at the same head dim (= the dense row's time / this row's)\n\n",
+               "vs dense = TFLOP/s / the dense row's at the same head dim (= the dense row's time / this row's); "
+               "e4m3: K and V in e4m3 (kv_dtype), Q and O bf16, no descales; vs bf16 = TFLOP/s / the same "
+               "cache's in bf16\n\n",
                serving_pairs());
   const std::map<ServingPrefillKey, PrefillFigures>& results = serving_prefill_results();
   if (results.empty()) {
     std::fprintf(out, "(no serving prefill rows ran)\n");
     return;
   }
-  std::fprintf(out, "| head_dim | cache | kernel | ms | TFLOP/s | frac of GEMM | vs dense |\n");
-  std::fprintf(out, "|---|---|---|---|---|---|---|\n");
+  std::fprintf(out, "| head_dim | cache | kernel | ms | TFLOP/s | frac of GEMM | vs dense | vs bf16 |\n");
+  std::fprintf(out, "|---|---|---|---|---|---|---|---|\n");
   for (const auto& [key, f] : results) {
     char frac[32] = "-";
     char ratio[32] = "-";
+    char vs_bf16[32] = "-";
     if (env.ceiling_tflops > 0.0) std::snprintf(frac, sizeof(frac), "%.3f", f.tflops / env.ceiling_tflops);
     const auto dense = results.find(ServingPrefillKey{key.head_dim, ServingCache::kDense, 0});
-    if (key.cache != ServingCache::kDense && dense != results.end() && dense->second.tflops > 0.0) {
+    if ((key.cache != ServingCache::kDense || key.fp8) && dense != results.end() && dense->second.tflops > 0.0) {
       std::snprintf(ratio, sizeof(ratio), "%.2fx", f.tflops / dense->second.tflops);
     }
-    std::fprintf(out, "| %lld | %s | %s | %.3f | %.1f | %s | %s |\n", static_cast<long long>(key.head_dim),
-                 serving_cache_name(key).c_str(), f.config.c_str(), f.median_ms, f.tflops, frac, ratio);
+    const auto bf16 = results.find(ServingPrefillKey{key.head_dim, key.cache, key.page_size});
+    if (key.fp8 && bf16 != results.end() && bf16->second.tflops > 0.0) {
+      std::snprintf(vs_bf16, sizeof(vs_bf16), "%.2fx", f.tflops / bf16->second.tflops);
+    }
+    std::fprintf(out, "| %lld | %s | %s | %.3f | %.1f | %s | %s | %s |\n", static_cast<long long>(key.head_dim),
+                 serving_cache_name(key).c_str(), f.config.c_str(), f.median_ms, f.tflops, frac, ratio, vs_bf16);
   }
   std::fflush(out);
 }

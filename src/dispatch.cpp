@@ -51,8 +51,13 @@ cudaError_t launch_decode(DType dtype, bool fp8, const FwdParams& f, cudaStream_
 
 #if FLASH_HAS_SM90
 template <int kHeadDim>
-cudaError_t launch_sm90(DType dtype, const FwdParams& f, MaskVariant mask, int index, cudaStream_t stream) {
+cudaError_t launch_sm90(DType dtype, bool fp8, const FwdParams& f, MaskVariant mask, int index, cudaStream_t stream) {
   // KV-cache calls have one configuration (the plan offers only candidate 0).
+  if (fp8) {
+    if (index != 0) return cudaErrorInvalidValue;
+    return dtype == DType::kFloat16 ? sm90::run_fwd_cache_fp8<DType::kFloat16, kHeadDim>(f, mask, stream)
+                                    : sm90::run_fwd_cache_fp8<DType::kBFloat16, kHeadDim>(f, mask, stream);
+  }
   if (f.seqused_k != nullptr || f.block_table != nullptr) {
     if (index != 0) return cudaErrorInvalidValue;
     return dtype == DType::kFloat16 ? sm90::run_fwd_cache<DType::kFloat16, kHeadDim>(f, mask, stream)
@@ -95,10 +100,17 @@ bool describe(const Plan& plan, const Candidate& c, const AttentionParams& p, Ke
 #if FLASH_HAS_SM90
   if (c.backend == Backend::kSm90) {
     const int kernel = kernel_head_dim(call_head_dim(p.head_dim, p.head_dim_v), true);
-    if (!sm90::describe_candidate(kernel, plan.mask != MaskVariant::kTail, c.index, choice)) return false;
+    const bool fp8 = p.kv_dtype != KvDType::kSame;
+    if (fp8 ? !sm90::describe_fp8_cache(kernel, choice)
+            : !sm90::describe_candidate(kernel, plan.mask != MaskVariant::kTail, c.index, choice)) {
+      return false;
+    }
     if (plan.num_splits > 1) append_to_name(choice, " %d splits", plan.num_splits);
-    // A paged cache the kernel copies row by row (GatherProducer) rather than in TMA boxes.
-    if (p.block_table != nullptr && sm90::gathers_pages(p.page_size, kernel, choice->block_n)) {
+    if (p.kv_dtype != KvDType::kSame) {
+      // An fp8 cache, widened in shared memory (ConvertProducer).
+      append_to_name(choice, " fp8");
+    } else if (p.block_table != nullptr && sm90::gathers_pages(p.page_size, kernel, choice->block_n)) {
+      // A paged cache the kernel copies row by row (GatherProducer) rather than in TMA boxes.
       append_to_name(choice, " gather");
     }
     return true;
@@ -114,7 +126,7 @@ cudaError_t launch(const Plan& plan, const Candidate& c, const AttentionParams& 
   t_last_launch = LaunchRecord{c, plan.num_splits};
   FwdParams f = make_fwd_params(p, plan.caps);
   f.follows_append = follows_append;
-  const bool fp8 = p.kv_dtype != KvDType::kSame;  // the decode kernel, at a multiple of 64
+  const bool fp8 = p.kv_dtype != KvDType::kSame;  // the decode or sm90 kernel, at a multiple of 64
   const int d = kernel_head_dim(call_head_dim(p.head_dim, p.head_dim_v), c.backend == Backend::kSm90 || fp8);
   if (plan.num_splits > 1) {
     f.num_splits = plan.num_splits;
@@ -129,7 +141,7 @@ cudaError_t launch(const Plan& plan, const Candidate& c, const AttentionParams& 
     if (c.backend == Backend::kDecode) return launch_decode<kHeadDim>(p.dtype, fp8, f, stream);
 #if FLASH_HAS_SM90
     if constexpr (sm90_head_dim(kHeadDim)) {
-      if (c.backend == Backend::kSm90) return launch_sm90<kHeadDim>(p.dtype, f, plan.mask, c.index, stream);
+      if (c.backend == Backend::kSm90) return launch_sm90<kHeadDim>(p.dtype, fp8, f, plan.mask, c.index, stream);
     }
 #endif
     return cudaErrorInvalidValue;

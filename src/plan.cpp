@@ -169,7 +169,12 @@ const char* sm90_problem(const AttentionParams& p, const DeviceCaps& caps, const
                   static_cast<long long>(width(p)));
     return buf;
   }
-  if (p.block_table != nullptr) {
+  // An fp8 cache's K and V are copied with cp.async (ConvertProducer), not TMA.
+  const bool fp8 = fp8_cache(p);
+  if (fp8 && p.num_splits > 1) {
+    return "Backend::kSm90 does not split calls on an fp8 cache; use num_splits 0 or 1, or Backend::kDecode";
+  }
+  if (p.block_table != nullptr && !fp8) {
     if (const char* why = sm90::paged_problem(p.page_size, p.num_pages)) {
       std::snprintf(buf, len, "Backend::kSm90 cannot load this paged cache: %s; use Backend::kAuto, kSm80 or kDecode",
                     why);
@@ -194,6 +199,14 @@ const char* sm90_problem(const AttentionParams& p, const DeviceCaps& caps, const
   const char* const names[4] = {"q", "k", "v", "o"};
   const sm90::TmaTensor* const tensors[4] = {&t.q, &t.k, &t.v, &t.o};
   for (int i = 0; i < 4; ++i) {
+    if (fp8 && (i == 1 || i == 2)) {
+      if (reinterpret_cast<uintptr_t>(tensors[i]->base) % 16 != 0) {
+        std::snprintf(buf, len, "Backend::kSm90 needs the fp8 cache's %s 16-byte aligned; use Backend::kDecode",
+                      names[i]);
+        return buf;
+      }
+      continue;
+    }
     if (const char* why = sm90::tma_problem(*tensors[i])) {
       std::snprintf(buf, len, "Backend::kSm90 cannot describe %s to TMA: %s; use Backend::kAuto or kSm80",
                     names[i], why);
@@ -282,6 +295,29 @@ Status make_plan(const AttentionParams& p, const DeviceCaps& caps, Plan* plan) n
                          "an fp8 cache runs on decode kernels of head dims 64, 128, 192 or 256; head_dim %lld needs "
                          "one at least as wide in FLASH_HEAD_DIMS (this build has: %s)",
                          static_cast<long long>(width(p)), FLASH_HEAD_DIMS_STRING);
+    }
+    // Prefill-sized calls on Hopper: the KV-cache kernel, which widens the
+    // e4m3 rows in shared memory, unsplit. Calls flash would split (too few
+    // tiles for the GPU, or too many keys for one accumulation) and short
+    // queries take the decode kernel, as the sm80 kernel takes such bf16 calls.
+    if (b == Backend::kSm90 || (b == Backend::kAuto && p.seqlen_q > 16)) {
+      char why[192];
+      const char* sm90_why = sm90_problem(p, caps, *plan, why, sizeof(why));
+      Plan split;
+      if (sm90_why == nullptr && b == Backend::kAuto) {
+        plan_splits(p, prefill_splits_wanted(p, caps), &split);
+        if (split.num_splits > 1) sm90_why = "fp8 cache calls that flash splits run on the decode kernel";
+      }
+      if (sm90_why == nullptr) {
+        add(plan, Backend::kSm90, 0);
+        plan_splits(p, 1, plan);
+        if (split.splits_wanted > 1) {
+          plan->splits_wanted = split.splits_wanted;
+          plan->workspace_wanted = split.workspace_wanted;
+        }
+        return Status{};
+      }
+      if (b == Backend::kSm90) return make_status(StatusCode::kUnsupported, "%s", sm90_why);
     }
     if (!decode_fits(p, caps)) {
       return make_status(StatusCode::kUnsupported,

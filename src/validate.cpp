@@ -331,9 +331,10 @@ Status check_fp8_cache(const AttentionParams& p) noexcept {
                        "k_new with an fp8 cache: the append does not quantise; write the new rows into the cache "
                        "yourself and pass the lengths in seqused_k");
   }
-  if (p.backend == Backend::kSm80 || p.backend == Backend::kSm90) {
+  if (p.backend == Backend::kSm80) {
     return make_status(StatusCode::kUnsupported,
-                       "an fp8 cache runs on the decode kernel only; use Backend::kAuto or kDecode");
+                       "an fp8 cache runs on the decode kernel and on the Hopper kernel, not on the sm80 kernel; use "
+                       "Backend::kAuto, kDecode or kSm90");
   }
   return Status{};
 }

@@ -129,13 +129,13 @@ cudaError_t DeviceBuffer::allocate(size_t n) {
 
 bool uses_sm90_unsupported_feature(const AttentionParams& p) {
   const bool cache = p.block_table != nullptr || p.seqused_k != nullptr;
-  return (cache && p.num_splits > 1) ||
+  return (cache && p.num_splits > 1) || (p.kv_dtype != KvDType::kSame && p.num_splits > 1) ||
          (p.cu_seqlens_q != nullptr && p.total_q <= 0) ||
          (p.cu_seqlens_k != nullptr && p.total_k <= 0);
 }
 
 bool sm90_runs(const AttentionParams& p) {
-  if (uses_sm90_unsupported_feature(p) || p.kv_dtype != KvDType::kSame) return false;
+  if (uses_sm90_unsupported_feature(p)) return false;
   CaseConfig cfg;
   cfg.head_dim = std::max(p.head_dim, p.head_dim_v);
   const std::vector<Backend> backends = backends_for(cfg);

@@ -1,14 +1,16 @@
 // FP8 KV cache (AttentionParams::kv_dtype = kFloat8E4M3): K and V are e4m3
 // bytes, Q and O fp16 / bf16, with per-tensor or per-K/V-head descales.
-// Such calls run on the decode kernel only (kAuto takes it for any
-// seqlen_q; kSm80 and kSm90 return kUnsupported and write nothing).
+// Such calls run on the decode kernel and, unsplit, on the Hopper kernel
+// (kAuto takes it for prefill-length calls it does not split; the fixture
+// runs kSm90 on every row where the device has it); kSm80 returns
+// kUnsupported and writes nothing.
 //
 // Every row draws K and V from the finite e4m3 codes (subnormals
 // included; one row from all of them, up to +-448) and checks flash
 // against the references run on dtype copies of the dequantised K and V
 // (descales are powers of two, so those copies are exact): decode and
 // chunked-prefill shapes on dense, seqused_k, varlen and paged caches
-// (pages of 16 and 3 keys), GQA / MQA / MHA, causal, a window, softcap,
+// (pages of 1, 3, 16 and 64 keys), GQA / MQA / MHA, causal, a window, softcap,
 // sinks + ALiBi, a V head dim of its own, head dims off the fp8 kernels'
 // multiples of 64, and split runs (forced and flash's choice).
 #include <cmath>
@@ -100,6 +102,33 @@ std::vector<FeatureRow> all_rows() {
       t.add("dense_mqa", cfg, fp8_runs());
     }
     {
+      // Chunked prefill: several K/V blocks and query tiles per sequence,
+      // token-level and 64-key pages, not causal, with the LSE.
+      for (int64_t page_size : {1, 64}) {
+        FeatureConfig cfg = config(d, 8, 2);
+        cfg.seqlens_q = repeat(300, 2);
+        cfg.seqlens_k = {2100, 700};
+        cfg.kv = KvLayout::kPaged;
+        cfg.use_seqused_k = true;
+        cfg.page_size = page_size;
+        cfg.with_lse = true;
+        t.add("q300_pages" + std::to_string(page_size), cfg, fp8_runs());
+      }
+    }
+    {
+      // Packed queries of ragged lengths against a paged cache, causal.
+      FeatureConfig cfg = config(d, 8, 2);
+      cfg.varlen_q = true;
+      cfg.seqlens_q = tile_rotated(variant);
+      cfg.seqlens_k = tile_rotated(variant);
+      for (size_t b = 0; b < cfg.seqlens_k.size(); ++b) cfg.seqlens_k[b] += 37;
+      cfg.causal = true;
+      cfg.kv = KvLayout::kPaged;
+      cfg.use_seqused_k = true;
+      cfg.page_size = 16;
+      t.add("varlen_prefill", cfg, fp8_runs());
+    }
+    {
       // Packed K/V, MHA, ragged lengths (0 and 1 among them).
       FeatureConfig cfg = config(d, 4, 4);
       cfg.varlen_q = true;
@@ -179,6 +208,39 @@ TEST_P(Fp8Cache, MatchesReference) {
              });
 }
 INSTANTIATE_TEST_SUITE_P(Features, Fp8Cache, ::testing::ValuesIn(all_rows()), RowName());
+
+// For compute-sanitizer (scripts/sanitize.sh runs *Sanitizer*): the Hopper
+// kernel's fp8 path (the producer's copies of token-level pages and its
+// in-place widening, each thread's arrival on the stage barriers) on a
+// causal chunked prefill, against the decode kernel instead of cuBLAS.
+class Fp8Sanitizer : public FeatureFixture {};
+TEST_F(Fp8Sanitizer, HopperAgreesWithDecode) {
+  if (!fp8_head_dim_runs(128)) GTEST_SKIP() << "head_dim 128 is not compiled";
+  FeatureConfig cfg = make_config(DType::kBFloat16, 128, 8, 2, 9950);
+  cfg.kv_dtype = KvDType::kFloat8E4M3;
+  cfg.k_descale = {0.5f, 2.f};
+  cfg.v_descale = {4.f, 0.25f};
+  cfg.varlen_q = true;
+  cfg.seqlens_q = {5, 200, 70};
+  cfg.seqlens_k = {9, 260, 333};
+  cfg.kv = KvLayout::kPaged;
+  cfg.page_size = 1;
+  cfg.use_seqused_k = true;
+  cfg.causal = true;
+  cfg.seed = case_seed(cfg.seed);
+  SCOPED_TRACE(cfg.name() + ", seed " + std::to_string(cfg.seed) + ", reference: decode");
+  FeatureCase c(cfg, stream_);
+  ASSERT_TRUE(c.init());
+  AttentionParams p = c.params();
+  p.backend = Backend::kDecode;
+  const Status s = c.run(p);
+  ASSERT_TRUE(s.ok()) << s.message;
+  std::vector<float> o, lse;
+  ASSERT_TRUE(c.read_output(&o, &lse));
+  const std::vector<double> ref_o(o.begin(), o.end()), ref_lse(lse.begin(), lse.end());
+  expect_run_matches(c, FlashRun{Backend::kAuto, 0}, ref_o, ref_lse);
+  expect_sm90(c, c.params(), ref_o, ref_lse);
+}
 
 }  // namespace
 }  // namespace flash::test

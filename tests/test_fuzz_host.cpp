@@ -312,7 +312,7 @@ const char* const kFp8RuleNames[kFp8Rules] = {"unknown kv_dtype",
                                               "fp8 head dim not a multiple of 16",
                                               "fp8 K/V stride not a multiple of 16",
                                               "fp8 with k_new",
-                                              "fp8 on Backend::kSm80 or kSm90",
+                                              "fp8 on Backend::kSm80",
                                               "O right past an fp8 K/V's bytes",
                                               "O on an fp8 K/V's last bytes"};
 
@@ -569,9 +569,9 @@ Expectation violate(Fuzzer& f, AttentionParams* pp) {
           p.workspace_bytes = model_workspace(p);
           return {StatusCode::kInvalidArgument, "k_new", kFp8Append};
         case 5:
-          // Forced onto a kernel without an fp8 path.
-          p.backend = f.coin() ? Backend::kSm80 : Backend::kSm90;
-          return {StatusCode::kUnsupported, "decode", kFp8Backend};
+          // Forced onto the kernel without an fp8 path.
+          p.backend = Backend::kSm80;
+          return {StatusCode::kUnsupported, "not on the sm80 kernel", kFp8Backend};
         default: {
           // K and V count one byte an element: O right past the last byte
           // of their documented shape is memory of its own, O on their last

@@ -392,9 +392,10 @@ TEST(Plan, ValueHeadDimRunsAsTheWiderOfTheTwo) {
 }
 
 TEST(Plan, Fp8CacheRunsOnTheDecodeKernelAtAMultipleOf64) {
-  // Every fp8 call runs the decode kernel, prefill-length ones too, on the
-  // smallest compiled multiple of 64 at least its width; its split rows
-  // are at least that wide.
+  // An fp8 call runs on the smallest compiled multiple of 64 at least its
+  // width: decode-length ones on the decode kernel, prefill-length ones on
+  // the Hopper kernel where it is built (else the decode kernel); split
+  // rows are at least that wide.
   for (int64_t d = 16; d <= 256; d += 16) {
     int64_t kernel = 0;
     for (int64_t c : {64, 128, 192, 256}) {
@@ -415,14 +416,55 @@ TEST(Plan, Fp8CacheRunsOnTheDecodeKernelAtAMultipleOf64) {
       }
       ASSERT_TRUE(s.ok()) << s.message;
       ASSERT_EQ(plan.num_candidates, 1);
-      EXPECT_EQ(plan.candidates[0].backend, Backend::kDecode);
       EXPECT_GE(detail::split_row_width(p), kernel);
       KernelChoice choice;
       ASSERT_TRUE(detail::describe(plan, plan.candidates[0], p, &choice));
+      if (kHasSm90 && seqlen_q > 16) {
+        EXPECT_EQ(plan.candidates[0].backend, Backend::kSm90);
+        EXPECT_EQ(plan.num_splits, 1);
+        EXPECT_NE(std::string(choice.name).find(" fp8"), std::string::npos) << choice.name;
+        continue;
+      }
+      EXPECT_EQ(plan.candidates[0].backend, Backend::kDecode);
       EXPECT_NE(std::string(choice.name).find("decode fp8"), std::string::npos) << choice.name;
       EXPECT_EQ(choice.stages, decode::stages(kernel, true));
     }
   }
+}
+
+TEST(Plan, Fp8CacheOnHopperUnlessFlashSplits) {
+  // Prefill on an fp8 cache runs the Hopper kernel unsplit, unless flash
+  // would split the call (few query tiles, a workspace given): then the
+  // decode kernel splits it. kSm90 takes any fp8 call it can, unsplit; a
+  // split asked of it is refused.
+  if (!kHasSm90 || !head_dim_compiled(128)) GTEST_SKIP() << "needs the Hopper kernel at head_dim 128";
+  AttentionParams p = dense(128, 64, 32768, true);
+  p.batch = 1;
+  p.kv_dtype = KvDType::kFloat8E4M3;
+  Plan plan;
+  ASSERT_TRUE(detail::make_plan(p, kH200, &plan).ok());
+  EXPECT_EQ(plan.candidates[0].backend, Backend::kSm90) << "no workspace: nothing splits";
+  EXPECT_GT(plan.splits_wanted, 1) << "the workspace it would split with is reported";
+  p.workspace = const_cast<void*>(fake(4));
+  p.workspace_bytes = size_t{1} << 30;
+  ASSERT_TRUE(detail::make_plan(p, kH200, &plan).ok());
+  EXPECT_EQ(plan.candidates[0].backend, Backend::kDecode);
+  EXPECT_GT(plan.num_splits, 1);
+  p.backend = Backend::kSm90;
+  ASSERT_TRUE(detail::make_plan(p, kH200, &plan).ok());
+  EXPECT_EQ(plan.candidates[0].backend, Backend::kSm90);
+  EXPECT_EQ(plan.num_splits, 1);
+  p.num_splits = 2;
+  const Status s = detail::make_plan(p, kH200, &plan);
+  EXPECT_EQ(s.code, StatusCode::kUnsupported);
+  EXPECT_NE(std::string(s.message).find("does not split calls on an fp8 cache"), std::string::npos) << s.message;
+  p.num_splits = 0;
+  p.backend = Backend::kAuto;
+  make_paged(p, 3);
+  p.workspace = nullptr;
+  p.workspace_bytes = 0;
+  ASSERT_TRUE(detail::make_plan(p, kH200, &plan).ok());
+  EXPECT_EQ(plan.candidates[0].backend, Backend::kSm90) << "any page size";
 }
 
 TEST(Plan, HeadDimRunsOnTheNextCompiledKernel) {

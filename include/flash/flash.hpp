@@ -318,6 +318,7 @@ struct KernelChoice {
   ChoiceSource source = ChoiceSource::kHeuristic;
   char name[48] = {};                // e.g. "sm90 128x176 2wg 2st"; " N splits", and on the
                                      // sm90 kernel " gather" (a paged cache copied row by row)
+                                     // or " fp8" (an fp8 cache widened in shared memory)
 };
 
 // Checks every argument without touching the GPU. Its answer is the

@@ -27,9 +27,17 @@ cudaError_t run_fwd(const detail::FwdParams& params, MaskVariant mask, int candi
 template <DType kDType, int kHeadDim>
 cudaError_t run_fwd_cache(const detail::FwdParams& params, MaskVariant mask, cudaStream_t stream);
 
+// The same for a call on an fp8 (e4m3) KV cache (kv_dtype), dense, varlen,
+// seqused_k or paged with any page size, unsplit: the producer widens K/V
+// in shared memory (ConvertProducer). Defined in instantiations/fwd_cache_fp8_*.cu.
+template <DType kDType, int kHeadDim>
+cudaError_t run_fwd_cache_fp8(const detail::FwdParams& params, MaskVariant mask, cudaStream_t stream);
+
 // Number of compiled configurations for (head_dim, masked) (0 if none).
 int num_candidates(int64_t head_dim, bool masked);
 // Describes configuration `index` (source left as is). False if none.
 bool describe_candidate(int64_t head_dim, bool masked, int index, KernelChoice* choice);
+// Describes the fp8 KV-cache kernel's tiles (run_fwd_cache_fp8). False if none.
+bool describe_fp8_cache(int64_t head_dim, KernelChoice* choice);
 
 }  // namespace flash::sm90

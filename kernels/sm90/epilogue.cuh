@@ -186,7 +186,9 @@ struct Epilogue {
   }
 
   // `split`: the tile's key range of a split-KV call (else unused).
-  __device__ __forceinline__ void store(const Tile& tile, int split, const OTile& o, OnlineSoftmax<1>& softmax) const {
+  // `o_scale` multiplies the stored O (an fp8 cache's V descale), not the LSE.
+  __device__ __forceinline__ void store(const Tile& tile, int split, const OTile& o, OnlineSoftmax<1>& softmax,
+                                        float o_scale = 1.f) const {
     float inv_l[2];
     float lse[2];
     finalize(o, softmax, p.softmax_scale, inv_l, lse);
@@ -195,6 +197,8 @@ struct Epilogue {
       add_sink(sink, inv_l[0], lse[0]);
       add_sink(sink, inv_l[1], lse[1]);
     }
+    inv_l[0] *= o_scale;
+    inv_l[1] *= o_scale;
     if constexpr (kSplit) {
       store_partial(tile, split, o, inv_l, lse);
       if constexpr (!Traits::kSeparateO) {

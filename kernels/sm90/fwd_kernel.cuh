@@ -36,12 +36,16 @@ namespace flash::sm90 {
 // the keys and stores a partial result for the combine kernel. kCache: a
 // KV cache (seqused_k, or pages loaded through the block table; see
 // CacheProducer, GatherProducer and Mainloop::zero_v_tail); never split.
-template <typename Traits, bool kMasked, bool kLeft, bool kScoreMod, bool kSplit, bool kCache = false>
+// kFp8: (with kCache) K and V are e4m3 bytes in any cache layout, widened in
+// shared memory by ConvertProducer; the consumers apply the descales.
+template <typename Traits, bool kMasked, bool kLeft, bool kScoreMod, bool kSplit, bool kCache = false,
+          bool kFp8 = false>
 __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_constant__ FwdParams params) {
   using Element = typename Traits::Element;
   using Scheduler =
       TileScheduler<kMasked, kLeft, Traits::kBlockM, Traits::kBlockN, Traits::kSchedSeqs, Traits::kNThreads, kSplit>;
   static_assert(!(kSplit && kCache), "KV-cache calls are not split");
+  static_assert(!kFp8 || kCache, "fp8 caches run on the KV-cache kernel");
   using Loop = Mainloop<Traits, kMasked, kLeft, kScoreMod, kCache>;
   const detail::FwdParams& p = params.common;
 
@@ -50,9 +54,12 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
   // consumer warpgroups it takes 56 and they 224 (128 * 56 + 256 * 224 <=
   // 65536). With fewer it spills inside the gather's copy loop
   // (docs/perf/sm90-kv-cache.md).
+  // An fp8 cache's producer (ConvertProducer) holds widened values across a
+  // sync: at head dim 128 it takes 72 and the consumers 216.
   constexpr bool kWideProducer = kCache && Traits::kConsumerWarpgroups == 2;
-  constexpr int kProducerRegs = kWideProducer ? 56 : Traits::kProducerRegs;
-  constexpr int kConsumerRegs = kWideProducer ? 224 : Traits::kConsumerRegs;
+  constexpr bool kWidest = kWideProducer && kFp8 && Traits::kHeadDim <= 128;
+  constexpr int kProducerRegs = kWidest ? 72 : kWideProducer ? 56 : Traits::kProducerRegs;
+  constexpr int kConsumerRegs = kWidest ? 216 : kWideProducer ? 224 : Traits::kConsumerRegs;
   static_assert(128 * kProducerRegs + 128 * Traits::kConsumerWarpgroups * kConsumerRegs <= 65536,
                 "register split exceeds the register file");
 
@@ -63,8 +70,9 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
   const Scheduler scheduler(p, smem.sched());
   scheduler.build(p);
 
-  // A gathered K/V block is complete when every producer thread's copies have landed.
-  if (threadIdx.x == 0) smem.init_barriers(kCache && params.gather_kv ? kWarpgroupThreads : 1);
+  // A gathered or widened K/V block is complete when every producer thread has arrived.
+  const bool per_thread_kv = kFp8 || (kCache && params.gather_kv);
+  if (threadIdx.x == 0) smem.init_barriers(per_thread_kv ? kWarpgroupThreads : 1);
   if constexpr (Traits::kRowSumInO) {
     // The ones block P V reads as its last eight columns (kRowSumInO).
     const uint32_t one2 = ptx::pack2<Element>(1.f, 1.f);
@@ -77,7 +85,9 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
 
   if (warpgroup == 0) {
     setmaxnreg_dec<kProducerRegs>();
-    if constexpr (kCache) {
+    if constexpr (kFp8) {
+      ConvertProducer<Traits>::run(params, scheduler, smem);
+    } else if constexpr (kCache) {
       if (params.gather_kv) {
         GatherProducer<Traits>::run(params, scheduler, smem);
       } else if (threadIdx.x < 32) {
@@ -94,7 +104,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
   // held on the producer's few registers (spilled).
   const int num_units = scheduler.num_units(p);
   const int wg = warpgroup - 1;
-  const Loop loop(smem, p, wg, kCache && params.gather_kv);
+  const Loop loop(smem, p, wg, per_thread_kv);
   const Epilogue<Traits, kSplit> epilogue(params, smem, wg);
   Turns<Loop::kPingpong, Traits::kConsumerWarpgroups> turns{wg};
   typename Loop::OTile o;
@@ -109,16 +119,23 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
 #pragma unroll
       for (int i = 0; i < Traits::kOCols / 2; ++i) o[i] = 0.f;
       softmax = OnlineSoftmax<1>();
+      // fp8: K's descale scales the scores, V's the stored O.
+      float k_scale = 1.f, v_scale = 1.f;
+      if constexpr (kFp8) {
+        const int64_t at = static_cast<int64_t>(tile.head / p.q_per_kv) * p.descale_head_stride;
+        if (p.k_descale != nullptr) k_scale = p.k_descale[at];
+        if (p.v_descale != nullptr) v_scale = p.v_descale[at];
+      }
       if (tile.n_blocks > 0) {
         const RowRange<1> ranges = loop.row_ranges(tile);
         mbarrier_wait(smem.bar(Barrier::kQFull), q_count & 1);
         ++q_count;
         turns.open_once();
         const bool last_of_cta = Loop::kPingpong && !scheduler.template has_work_after<kCache>(u, k, num_units, p);
-        loop.run_tile(tile, ranges, kv_count, o, softmax, turns, last_of_cta);
+        loop.template run_tile<kFp8>(tile, ranges, kv_count, o, softmax, turns, last_of_cta, k_scale);
         kv_count += tile.n_blocks;
       }
-      epilogue.store(tile, kSplit ? Scheduler::split_of(u, p) : 0, o, softmax);
+      epilogue.store(tile, kSplit ? Scheduler::split_of(u, p) : 0, o, softmax, v_scale);
     }
   }
   epilogue.drain();

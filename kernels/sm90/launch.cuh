@@ -17,9 +17,10 @@
 
 namespace flash::sm90 {
 
-template <typename Traits, bool kMasked, bool kLeft, bool kScoreMod, bool kSplit, bool kCache = false>
+template <typename Traits, bool kMasked, bool kLeft, bool kScoreMod, bool kSplit, bool kCache = false,
+          bool kFp8 = false>
 cudaError_t launch_fwd(const FwdParams& params, cudaStream_t stream) {
-  auto* kernel = &fwd_kernel<Traits, kMasked, kLeft, kScoreMod, kSplit, kCache>;
+  auto* kernel = &fwd_kernel<Traits, kMasked, kLeft, kScoreMod, kSplit, kCache, kFp8>;
   constexpr int kSmemBytes = Traits::kSmemBytes;
   const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
   if (err != cudaSuccess) return err;
@@ -51,23 +52,25 @@ cudaError_t launch_fwd(const FwdParams& params, cudaStream_t stream) {
 
 // Builds the four tensor maps for Traits' boxes and launches; returns
 // cudaErrorNotSupported, having launched nothing, if the driver refuses one.
-// kCache: the KV-cache kernel (seqused_k or a paged cache), unsplit.
-template <typename Traits, bool kMasked, bool kLeft, bool kScoreMod, bool kCache = false>
+// kCache: the KV-cache kernel (seqused_k or a paged cache), unsplit. kFp8
+// (with kCache): K and V are e4m3 (kv_dtype), in any cache layout.
+template <typename Traits, bool kMasked, bool kLeft, bool kScoreMod, bool kCache = false, bool kFp8 = false>
 cudaError_t run_with_traits(const detail::FwdParams& p, cudaStream_t stream);
 
 // Tail-only, causal and score-modifier (softcap, ALiBi) calls: a kernel
 // without the softmax's float32 row sums where the call wants no
 // log-sum-exp and Traits can do without them (kRowSumInO); window calls
 // keep one variant, with the sums.
-template <typename Traits, bool kMasked, bool kCache = false, bool kLeft = false, bool kScoreMod = false>
+template <typename Traits, bool kMasked, bool kCache = false, bool kLeft = false, bool kScoreMod = false,
+          bool kFp8 = false>
 cudaError_t run_lse_variant(const detail::FwdParams& p, cudaStream_t stream) {
   if constexpr (Traits::kRowSumInO) {
     // Split-KV needs the sums too: every split stores its LSE.
     if (p.lse == nullptr && p.num_splits <= 1) {
-      return run_with_traits<typename Traits::WithoutLseSums, kMasked, kLeft, kScoreMod, kCache>(p, stream);
+      return run_with_traits<typename Traits::WithoutLseSums, kMasked, kLeft, kScoreMod, kCache, kFp8>(p, stream);
     }
   }
-  return run_with_traits<Traits, kMasked, kLeft, kScoreMod, kCache>(p, stream);
+  return run_with_traits<Traits, kMasked, kLeft, kScoreMod, kCache, kFp8>(p, stream);
 }
 
 // Candidate kIndex of the tail-only (kMasked false) or masked configurations.
@@ -111,22 +114,33 @@ cudaError_t run_fwd(const detail::FwdParams& p, MaskVariant mask, int candidate,
                              : run_masking<kDType, kHeadDim, true>(p, mask, candidate, stream);
 }
 
-// KV-cache calls: candidate 0's tiles only, every mask variant.
-template <DType kDType, int kHeadDim>
-cudaError_t run_fwd_cache(const detail::FwdParams& p, MaskVariant mask, cudaStream_t stream) {
+// KV-cache calls: candidate 0's tiles only, every mask variant. kFp8: an
+// fp8 cache.
+template <DType kDType, int kHeadDim, bool kFp8>
+cudaError_t run_cache_kernel(const detail::FwdParams& p, MaskVariant mask, cudaStream_t stream) {
   using Element = typename ElementOf<kDType>::type;
-  using Tail = CandidateTraits<kHeadDim, false, 0, Element>;
-  using Masked = CandidateTraits<kHeadDim, true, 0, Element>;
+  using Tail = std::conditional_t<kFp8, Fp8CacheTraits<kHeadDim, Element>, CandidateTraits<kHeadDim, false, 0, Element>>;
+  using Masked = std::conditional_t<kFp8, Fp8CacheTraits<kHeadDim, Element>, CandidateTraits<kHeadDim, true, 0, Element>>;
   switch (mask) {
-    case MaskVariant::kTail: return run_lse_variant<Tail, false, true>(p, stream);
-    case MaskVariant::kCausal: return run_lse_variant<Masked, true, true>(p, stream);
-    case MaskVariant::kWindow: return run_with_traits<Masked, true, true, false, true>(p, stream);
-    case MaskVariant::kScoreMod: return run_lse_variant<Masked, true, true, true, true>(p, stream);
+    case MaskVariant::kTail: return run_lse_variant<Tail, false, true, false, false, kFp8>(p, stream);
+    case MaskVariant::kCausal: return run_lse_variant<Masked, true, true, false, false, kFp8>(p, stream);
+    case MaskVariant::kWindow: return run_with_traits<Masked, true, true, false, true, kFp8>(p, stream);
+    case MaskVariant::kScoreMod: return run_lse_variant<Masked, true, true, true, true, kFp8>(p, stream);
     default: return cudaErrorInvalidValue;
   }
 }
 
-template <typename Traits, bool kMasked, bool kLeft, bool kScoreMod, bool kCache>
+template <DType kDType, int kHeadDim>
+cudaError_t run_fwd_cache(const detail::FwdParams& p, MaskVariant mask, cudaStream_t stream) {
+  return run_cache_kernel<kDType, kHeadDim, false>(p, mask, stream);
+}
+
+template <DType kDType, int kHeadDim>
+cudaError_t run_fwd_cache_fp8(const detail::FwdParams& p, MaskVariant mask, cudaStream_t stream) {
+  return run_cache_kernel<kDType, kHeadDim, true>(p, mask, stream);
+}
+
+template <typename Traits, bool kMasked, bool kLeft, bool kScoreMod, bool kCache, bool kFp8>
 cudaError_t run_with_traits(const detail::FwdParams& p, cudaStream_t stream) {
   constexpr bool kIsBf16 = std::is_same_v<typename Traits::Element, __nv_bfloat16>;
   // A kernel without float32 row sums would write an LSE from the rounded
@@ -134,24 +148,29 @@ cudaError_t run_with_traits(const detail::FwdParams& p, cudaStream_t stream) {
   if constexpr (!Traits::kLseSums) {
     if (p.lse != nullptr || p.num_splits > 1) return cudaErrorInvalidValue;
   }
-  // Only the KV-cache kernel reads seqused_k and block tables; it never splits.
+  // Only the KV-cache kernel reads seqused_k and block tables (and fp8
+  // caches of any layout); it never splits.
   const bool cache = p.seqused_k != nullptr || p.block_table != nullptr;
-  if (cache != kCache || (kCache && p.num_splits > 1)) return cudaErrorInvalidValue;
-  if (p.block_table != nullptr && paged_problem(p.page_size, p.num_pages) != nullptr) return cudaErrorInvalidValue;
+  if ((cache && !kCache) || (!cache && kCache && !kFp8) || (kCache && p.num_splits > 1)) return cudaErrorInvalidValue;
+  if (!kFp8 && p.block_table != nullptr && paged_problem(p.page_size, p.num_pages) != nullptr) {
+    return cudaErrorInvalidValue;
+  }
   FwdParams params = {};
   params.common = p;
-  params.gather_kv = p.block_table != nullptr && gathers_pages(p.page_size, Traits::kHeadDim, Traits::kBlockN);
+  params.gather_kv =
+      !kFp8 && p.block_table != nullptr && gathers_pages(p.page_size, Traits::kHeadDim, Traits::kBlockN);
   params.kv_box_rows = p.block_table != nullptr ? paged_box_rows(p.page_size, Traits::kBlockN) : Traits::kBlockN;
   // The call's head dim: TMA zero-fills the columns of a wider kernel and
-  // stores none of them (the gather zero-fills them itself).
+  // stores none of them (the gather and the fp8 copies zero-fill them themselves).
+  const bool kv_maps = !kFp8 && !params.gather_kv;
   const TmaTensors t = tma_tensors(p);
   const bool ok = make_tensor_map(&params.tma_q, t.q, kIsBf16, 64) &&
-                  (params.gather_kv || (make_tensor_map(&params.tma_k, t.k, kIsBf16, params.kv_box_rows) &&
-                                        make_tensor_map(&params.tma_v, t.v, kIsBf16, params.kv_box_rows))) &&
+                  (!kv_maps || (make_tensor_map(&params.tma_k, t.k, kIsBf16, params.kv_box_rows) &&
+                                make_tensor_map(&params.tma_v, t.v, kIsBf16, params.kv_box_rows))) &&
                   make_tensor_map(&params.tma_o, t.o, kIsBf16, 64);
   if (!ok) return cudaErrorNotSupported;
   if constexpr (kCache) {
-    return launch_fwd<Traits, kMasked, kLeft, kScoreMod, false, true>(params, stream);
+    return launch_fwd<Traits, kMasked, kLeft, kScoreMod, false, true, kFp8>(params, stream);
   } else {
     // The split-KV variant only for split calls: the others run kernels without its code.
     if (p.num_splits > 1) {

@@ -78,7 +78,7 @@ struct Mainloop {
   int lane;
   uint32_t smem_q_wg;
   uint64_t desc_q;
-  bool gathered;  // kCache: K/V land by cp.async (GatherProducer), not TMA
+  bool gathered;  // kCache: K/V written by the producer's threads (GatherProducer, ConvertProducer), not TMA
 
   __device__ __forceinline__ Mainloop(const Smem& smem_, const detail::FwdParams& p_, int wg_, bool gathered_ = false)
       : smem(smem_),
@@ -90,9 +90,9 @@ struct Mainloop {
         desc_q(smem_descriptor(smem_q_wg, 0)),
         gathered(gathered_) {}
 
-  // Waits for the CTA's j-th K or V block. Rows gathered with cp.async are
-  // generic-proxy writes: the fence makes them visible to wgmma's async
-  // proxy reads.
+  // Waits for the CTA's j-th K or V block. Rows gathered with cp.async, or
+  // widened from fp8 by the producer's stores, are generic-proxy writes:
+  // the fence makes them visible to wgmma's async proxy reads.
   __device__ __forceinline__ void wait_kv(Barrier full, int j) const {
     mbarrier_wait(smem.bar(full, Smem::stage_of(j)), Smem::parity_of(j));
     if constexpr (kCache) {
@@ -203,7 +203,7 @@ struct Mainloop {
   // the same zeros before its own P V on the block; whole 128-byte rows, so
   // the swizzle does not matter.
   __device__ __forceinline__ void zero_v_tail(const Tile& tile, int kv_count) const {
-    if (gathered) return;  // the gather zero-filled them
+    if (gathered) return;  // the gather (or the fp8 copies) zero-filled them
     const int block = tile.n_first + tile.n_blocks - 1;
     const int valid = tile.len_k - block * kBlockN;
     if (valid >= kBlockN) return;
@@ -223,13 +223,21 @@ struct Mainloop {
     named_barrier_sync(named_barrier_id(NamedBarrier::kEpilogue, wg), kWarpgroupThreads);
   }
 
+  // S times an fp8 cache's K descale, before the score modifiers and the mask.
+  __device__ __forceinline__ static void scale_scores(STile& s, float k_scale) {
+#pragma unroll
+    for (int i = 0; i < kBlockN / 2; ++i) s[i] *= k_scale;
+  }
+
   // One tile with at least one visible block: O (unnormalised) and the
   // softmax statistics over its blocks, visited from the last down. `ranges`
   // is row_ranges(tile); the tile's K/V blocks are the CTA's kv_count-th onwards. `last_of_cta`: no
   // later tile of this CTA has work (ends the pingpong rotation).
-  template <typename TurnsT>
+  // kScaleScores: S is multiplied by `k_scale` (an fp8 cache's K descale).
+  template <bool kScaleScores, typename TurnsT>
   __device__ __forceinline__ void run_tile(const Tile& tile, const RowRange<1>& ranges, int kv_count, OTile& o,
-                                           OnlineSoftmax<1>& softmax, const TurnsT& turns, bool last_of_cta) const {
+                                           OnlineSoftmax<1>& softmax, const TurnsT& turns, bool last_of_cta,
+                                           float k_scale) const {
     auto& o_frag = *reinterpret_cast<float(*)[1][kOCols / 8][4]>(&o);
     const int n = tile.n_blocks;
     STile s;
@@ -246,6 +254,7 @@ struct Mainloop {
     fence_registers(s);
     consumer_release(smem, Barrier::kKEmpty, Smem::stage_of(kv_count), lane);
     if (kEarlyQ && n == 1) release_q();
+    if constexpr (kScaleScores) scale_scores(s, k_scale);
     const float alibi_neg = alibi_neg_slope(tile);
     bool rescale_o = softmax_step(tile, ranges, alibi_neg, s, tile.n_first + n - 1, softmax, correction);
     convert_p(s, pa);
@@ -268,6 +277,7 @@ struct Mainloop {
       fence_registers(s);
       consumer_release(smem, Barrier::kKEmpty, Smem::stage_of(cur), lane);
       if (kEarlyQ && i == n - 1) release_q();
+      if constexpr (kScaleScores) scale_scores(s, k_scale);
       rescale_o = softmax_step(tile, ranges, alibi_neg, s, tile.n_first + n - 1 - i, softmax, correction);
       wgmma_wait<0>();
       fence_registers(o);

@@ -9,10 +9,13 @@
 // block (paged_box_rows(page_size, kBlockN) rows inside one page), so a
 // block's page lookups are one warp-wide load, not a chain of them. Paged
 // caches that gathers_pages (tma_limits.h) picks are copied row by row with
-// cp.async by the whole warpgroup instead (GatherProducer).
+// cp.async by the whole warpgroup instead (GatherProducer). An fp8 (e4m3)
+// cache is copied by the whole warpgroup too and widened to Element in
+// shared memory (ConvertProducer).
 #pragma once
 
 #include "../common/constants.h"
+#include "../common/fp8.cuh"
 #include "../common/ptx.cuh"
 #include "../common/seqlen.cuh"
 #include "params.h"
@@ -299,6 +302,214 @@ struct GatherProducer {
     // Nothing left in flight when the thread exits.
     ptx::cp_async_commit();
     ptx::cp_async_wait<0>();
+  }
+};
+
+// The fp8 KV-cache producer (kv_dtype e4m3; any cache layout: dense,
+// varlen, seqused_k, paged with any page size). All four warps of warpgroup
+// 0 copy a block's e4m3 rows with cp.async, 16 bytes (16 elements) a lane,
+// into the upper half of the block's stage (a row of kHeadDim bytes after
+// another), then widen them in place to Element in the layout TMA's
+// 128-byte swizzle would have written, exactly (fp8.cuh). The copies of
+// blocks i - kLag + 1 .. i are in flight while block i - kLag is widened
+// (kLag = kStages - 1), the consumers computing on the blocks before.
+// Widening writes the lower half first
+// (where no fp8 byte lies), then reads the rest of the bytes into
+// registers, syncs the warpgroup and writes the upper half. Each thread
+// then arrives on the stage's "full" barrier (initialised to 128 arrivals);
+// the consumers fence the async proxy after their wait (Mainloop::wait_kv).
+// Rows past the sequence's keys and columns past the call's width are
+// zero-filled by the copies, so the consumers need not zero V. The
+// descales are applied by the consumers (scores and O).
+template <typename Traits>
+struct ConvertProducer {
+  using Element = typename Traits::Element;
+  using Smem = SmemLayout<Traits>;
+  static constexpr int kBlockN = Traits::kBlockN;
+  static constexpr int kHeadDim = Traits::kHeadDim;
+  static constexpr int kRowsPerWarp = kBlockN / 4;
+  static constexpr int kChunks = kHeadDim / 16;                   // 16-byte e4m3 chunks a row
+  static constexpr int kWarpItems = kRowsPerWarp * kChunks;       // chunks a warp copies a block
+  static constexpr int kCopySteps = (kWarpItems + 31) / 32;
+  static constexpr int kItems = kBlockN * kChunks;                // chunks a block widens
+  static constexpr int kHalfItems = (kItems / 2 + kWarpgroupThreads - 1) / kWarpgroupThreads;  // per thread and half
+  static constexpr int kStaging = Traits::kKVBytes / 2;           // the e4m3 block's offset in its stage
+  // Blocks copied ahead of the one widened: one stage is being computed on.
+  static constexpr int kLag = Traits::kStages - 1;
+  static_assert(kBlockN % 4 == 0 && kRowsPerWarp <= 32, "a warp's rows are looked up one per lane");
+  static_assert(kHeadDim % 16 == 0 && kBlockN * kHeadDim == kStaging, "the e4m3 block fills half a stage");
+  static_assert(kItems % 2 == 0, "the items split into the stage's two halves");
+
+  // Lane l's row of its warp's share of a block: byte offsets of that row
+  // from K's and V's head base (-1: past the keys, or no row for the lane).
+  struct RowOffsets {
+    int64_t k, v;
+  };
+
+  __device__ __forceinline__ static RowOffsets lookup(const detail::FwdParams& p, const Tile& tile, int block, int warp,
+                                                      int lane) {
+    const int key = block * kBlockN + warp * kRowsPerWarp + lane;
+    if (lane >= kRowsPerWarp || key >= tile.len_k) return RowOffsets{-1, -1};
+    if (p.block_table != nullptr) {
+      const int index = page_of_key(key, p.page_size, p.page_shift);
+      const int64_t page =
+          __ldg(p.block_table + static_cast<int64_t>(tile.batch) * p.block_table_batch_stride + index);
+      const int in_page = key - index * p.page_size;
+      return RowOffsets{page * p.k_batch_stride + in_page * p.k_seq_stride,
+                        page * p.v_batch_stride + in_page * p.v_seq_stride};
+    }
+    const int64_t row = static_cast<int64_t>(tile.k_row) + key;
+    return RowOffsets{tile.k_batch * p.k_batch_stride + row * p.k_seq_stride,
+                      tile.k_batch * p.v_batch_stride + row * p.v_seq_stride};
+  }
+
+  // Copies one K or V block's e4m3 rows to the upper half of stage `dst`:
+  // item t of warp w is chunk t % kChunks of its row t / kChunks. `width`:
+  // the call's head_dim or head_dim_v (a multiple of 16).
+  __device__ __forceinline__ static void copy_block(const unsigned char* base, int64_t offset, int width, uint32_t dst,
+                                                    int warp, int lane) {
+#pragma unroll
+    for (int step = 0; step < kCopySteps; ++step) {
+      const int t = step * 32 + lane;
+      const int r = t / kChunks;
+      const int j = t % kChunks;
+      const int64_t row_offset = __shfl_sync(0xffffffffu, offset, r < kRowsPerWarp ? r : kRowsPerWarp - 1);
+      if (kWarpItems % 32 != 0 && t >= kWarpItems) continue;
+      const bool valid = row_offset >= 0 && j * 16 < width;
+      const int row = warp * kRowsPerWarp + r;
+      ptx::cp_async_16(dst + kStaging + row * kHeadDim + j * 16, valid ? base + row_offset + j * 16 : base, valid);
+    }
+    ptx::cp_async_commit();
+  }
+
+  // Item q of a block's widening: chunk pair q % 4 of the widened block's
+  // 128-byte row q / 4 (column block cb, key r), so items below kItems / 2
+  // write the stage's lower half. Returns the e4m3 source's byte offset in
+  // the block and sets the two 16-byte destinations.
+  __device__ __forceinline__ static int widen_item(int q, int* first, int* second) {
+    const int line = q / 4;
+    const int pair = q % 4;
+    const int cb = line / kBlockN;
+    const int r = line % kBlockN;
+    *first = line * kSwizzleBytes + ((2 * pair) ^ (r % 8)) * 16;
+    *second = line * kSwizzleBytes + ((2 * pair + 1) ^ (r % 8)) * 16;
+    return r * kHeadDim + (cb * 4 + pair) * 16;
+  }
+
+  __device__ __forceinline__ static uint4 widen_lo(const uint4& b) {
+    return make_uint4(fp8::pair<Element, fp8::kBytes01>(b.x), fp8::pair<Element, fp8::kBytes23>(b.x),
+                      fp8::pair<Element, fp8::kBytes01>(b.y), fp8::pair<Element, fp8::kBytes23>(b.y));
+  }
+  __device__ __forceinline__ static uint4 widen_hi(const uint4& b) {
+    return make_uint4(fp8::pair<Element, fp8::kBytes01>(b.z), fp8::pair<Element, fp8::kBytes23>(b.z),
+                      fp8::pair<Element, fp8::kBytes01>(b.w), fp8::pair<Element, fp8::kBytes23>(b.w));
+  }
+
+  __device__ __forceinline__ static void sync_producer() {
+    named_barrier_sync(static_cast<int>(NamedBarrier::kProducer), kWarpgroupThreads);
+  }
+
+  // Widens the landed e4m3 block of `stage_bytes` in place, then arrives on `full`.
+  __device__ __forceinline__ static void widen_block(unsigned char* stage_bytes, uint32_t full) {
+    const int tid = threadIdx.x % kWarpgroupThreads;
+    const unsigned char* bytes = stage_bytes + kStaging;
+    // Items writing the lower half (no e4m3 byte there): read, widen, write.
+#pragma unroll
+    for (int i = 0; i < kHalfItems; ++i) {
+      const int q = tid + i * kWarpgroupThreads;
+      if (kItems / 2 % kWarpgroupThreads != 0 && q >= kItems / 2) continue;
+      int first, second;
+      const uint4 b = *reinterpret_cast<const uint4*>(bytes + widen_item(q, &first, &second));
+      *reinterpret_cast<uint4*>(stage_bytes + first) = widen_lo(b);
+      *reinterpret_cast<uint4*>(stage_bytes + second) = widen_hi(b);
+    }
+    // The others overwrite e4m3 bytes: every thread reads first.
+    uint4 upper[kHalfItems];
+#pragma unroll
+    for (int i = 0; i < kHalfItems; ++i) {
+      const int q = kItems / 2 + tid + i * kWarpgroupThreads;
+      if (kItems / 2 % kWarpgroupThreads != 0 && q >= kItems) continue;
+      int first, second;
+      upper[i] = *reinterpret_cast<const uint4*>(bytes + widen_item(q, &first, &second));
+    }
+    sync_producer();
+#pragma unroll
+    for (int i = 0; i < kHalfItems; ++i) {
+      const int q = kItems / 2 + tid + i * kWarpgroupThreads;
+      if (kItems / 2 % kWarpgroupThreads != 0 && q >= kItems) continue;
+      int first, second;
+      widen_item(q, &first, &second);
+      *reinterpret_cast<uint4*>(stage_bytes + first) = widen_lo(upper[i]);
+      *reinterpret_cast<uint4*>(stage_bytes + second) = widen_hi(upper[i]);
+    }
+    mbarrier_arrive(full);
+  }
+
+  // Block j (the CTA's j-th) of K, once its copies and V's have landed
+  // (`kPending` younger copy groups may still be in flight); then of V.
+  template <int kPending>
+  __device__ __forceinline__ static void widen_k(const Smem& smem, int j) {
+    ptx::cp_async_wait<kPending>();
+    sync_producer();  // every thread's copies of the block have landed
+    const int stage = Smem::stage_of(j);
+    widen_block(smem.ptr + (smem.k(stage) - smem.base), smem.bar(Barrier::kKFull, stage));
+  }
+  // The same with every copy landed (no younger group is pending then).
+  __device__ __forceinline__ static void widen_k_landed(const Smem& smem, int j) {
+    sync_producer();
+    const int stage = Smem::stage_of(j);
+    widen_block(smem.ptr + (smem.k(stage) - smem.base), smem.bar(Barrier::kKFull, stage));
+  }
+  __device__ __forceinline__ static void widen_v(const Smem& smem, int j) {
+    const int stage = Smem::stage_of(j);
+    widen_block(smem.ptr + (smem.v(stage) - smem.base), smem.bar(Barrier::kVFull, stage));
+  }
+
+  template <typename Scheduler>
+  __device__ __forceinline__ static void run(const FwdParams& params, const Scheduler& scheduler, const Smem& smem) {
+    const detail::FwdParams& p = params.common;
+    const int warp = threadIdx.x / 32;
+    const int lane = threadIdx.x % 32;
+    if (threadIdx.x == 0) prefetch_tensormap(&params.tma_q);
+    int kv_count = 0;
+    int q_count = 0;
+    for (int u = blockIdx.x; u < scheduler.num_units(p); u += gridDim.x) {
+      for (int k = 0; k < scheduler.tiles_in_unit(u, p); ++k) {
+        const Tile tile = scheduler.tile(u, k, p);
+        if (tile.n_blocks == 0) continue;
+        const int head_kv = tile.head / p.q_per_kv;
+        if (threadIdx.x == 0) {
+          mbarrier_wait(smem.bar(Barrier::kQEmpty), (q_count & 1) ^ 1);
+          Producer<Traits>::load_q(params, smem, tile);
+        }
+        ++q_count;
+        const unsigned char* k_base = static_cast<const unsigned char*>(p.k) + head_kv * p.k_head_stride;
+        const unsigned char* v_base = static_cast<const unsigned char*>(p.v) + head_kv * p.v_head_stride;
+        RowOffsets next = lookup(p, tile, tile.n_first + tile.n_blocks - 1, warp, lane);
+        for (int i = 0; i < tile.n_blocks; ++i, ++kv_count) {
+          const RowOffsets off = next;
+          if (i + 1 < tile.n_blocks) next = lookup(p, tile, tile.n_first + tile.n_blocks - 2 - i, warp, lane);
+          const int stage = Smem::stage_of(kv_count);
+          const uint32_t empty_parity = Smem::parity_of(kv_count) ^ 1;
+          // K_i's copies, then K_{i-kLag} widened: the consumers need it to
+          // reach P V_{i-kStages}, which frees V_i's stage. Then V_i's
+          // copies and V_{i-kLag} widened. Younger than K_{i-kLag}'s and
+          // V_{i-kLag}'s copy groups: K_i's and both of each block between.
+          mbarrier_wait(smem.bar(Barrier::kKEmpty, stage), empty_parity);
+          copy_block(k_base, off.k, p.head_dim, smem.k(stage), warp, lane);
+          if (i >= kLag) widen_k<2 * kLag - 1>(smem, kv_count - kLag);
+          mbarrier_wait(smem.bar(Barrier::kVEmpty, stage), empty_parity);
+          copy_block(v_base, off.v, p.head_dim_v, smem.v(stage), warp, lane);
+          if (i >= kLag) widen_v(smem, kv_count - kLag);
+        }
+        // The tile's last blocks, before the next tile's Q waits on the consumers.
+        ptx::cp_async_wait<0>();
+        for (int j = kv_count - min(kLag, tile.n_blocks); j < kv_count; ++j) {
+          widen_k_landed(smem, j);
+          widen_v(smem, j);
+        }
+      }
+    }
   }
 };
 
