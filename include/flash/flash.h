@@ -259,7 +259,10 @@ typedef struct flash_attention_params {
    * float32, or null for 1 (read by the kernel: a captured graph sees new
    * values); descale_head_stride is 0 (one factor for all heads) or 1 (one
    * per K/V head, heads_kv entries). Such calls run on the decode kernel
-   * (FLASH_BACKEND_AUTO or FLASH_BACKEND_DECODE, any seqlen_q); head_dim and
+   * (FLASH_BACKEND_DECODE, any seqlen_q) or, unsplit, on the Hopper kernel
+   * (FLASH_BACKEND_SM90); FLASH_BACKEND_AUTO takes the Hopper kernel for
+   * calls of more than 16 queries it does not split, the decode kernel for
+   * the others; FLASH_BACKEND_SM80 refuses them. head_dim and
    * head_dim_v must be multiples of 16 and the K/V strides multiples of 16
    * elements. Not with k_new. FLASH_KV_DTYPE_SAME (the default) takes null
    * descales and descale_head_stride 0. */

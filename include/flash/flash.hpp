@@ -216,9 +216,13 @@ struct AttentionParams {
   // float32 (null: 1), read by the kernel, so a captured graph picks up new
   // values; descale_head_stride is 0 (one factor for all heads) or 1 (one
   // per K/V head, heads_kv entries). Such calls run on the decode kernel
-  // (Backend::kAuto or kDecode, any seqlen_q; sm_80 and newer), which turns
-  // the bytes into the dtype in registers: exactly, every e4m3 value is
-  // representable in fp16 and bf16. head_dim and head_dim_v must be
+  // (Backend::kDecode, any seqlen_q; sm_80 and newer), which turns the bytes
+  // into the dtype in registers, or, unsplit, on the Hopper kernel
+  // (Backend::kSm90; dense, varlen, seqused_k and paged caches of any page
+  // size), which widens them in shared memory: exactly either way, every
+  // e4m3 value is representable in fp16 and bf16. Backend::kAuto takes the
+  // Hopper kernel for calls of more than 16 queries it does not split, the
+  // decode kernel for the others; kSm80 refuses fp8. head_dim and head_dim_v must be
   // multiples of 16 and K/V strides multiples of 16 elements (16-byte rows).
   // The NaN encodings (0x7f, 0xff) are not checked: they read as +-480.
   // Not with k_new (quantise the new rows into the cache yourself).
