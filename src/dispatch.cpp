@@ -100,11 +100,7 @@ bool describe(const Plan& plan, const Candidate& c, const AttentionParams& p, Ke
 #if FLASH_HAS_SM90
   if (c.backend == Backend::kSm90) {
     const int kernel = kernel_head_dim(call_head_dim(p.head_dim, p.head_dim_v), true);
-    const bool fp8 = p.kv_dtype != KvDType::kSame;
-    if (fp8 ? !sm90::describe_fp8_cache(kernel, choice)
-            : !sm90::describe_candidate(kernel, plan.mask != MaskVariant::kTail, c.index, choice)) {
-      return false;
-    }
+    if (!sm90::describe_candidate(kernel, plan.mask != MaskVariant::kTail, c.index, choice)) return false;
     if (plan.num_splits > 1) append_to_name(choice, " %d splits", plan.num_splits);
     if (p.kv_dtype != KvDType::kSame) {
       // An fp8 cache, widened in shared memory (ConvertProducer).

@@ -37,7 +37,5 @@ cudaError_t run_fwd_cache_fp8(const detail::FwdParams& params, MaskVariant mask,
 int num_candidates(int64_t head_dim, bool masked);
 // Describes configuration `index` (source left as is). False if none.
 bool describe_candidate(int64_t head_dim, bool masked, int index, KernelChoice* choice);
-// Describes the fp8 KV-cache kernel's tiles (run_fwd_cache_fp8). False if none.
-bool describe_fp8_cache(int64_t head_dim, KernelChoice* choice);
 
 }  // namespace flash::sm90

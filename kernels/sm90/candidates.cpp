@@ -9,8 +9,9 @@
 namespace flash::sm90 {
 namespace {
 
-template <typename Tile>
-void describe_tile(KernelChoice* c) {
+template <int kHeadDim, bool kMasked, int kIndex>
+void describe(KernelChoice* c) {
+  using Tile = CandidateTile<kHeadDim, kMasked, kIndex>;
   c->backend = Backend::kSm90;
   c->block_m = Tile::kBlockM;
   c->block_n = Tile::kBlockN;
@@ -18,11 +19,6 @@ void describe_tile(KernelChoice* c) {
   c->stages = Tile::kStages;
   std::snprintf(c->name, sizeof(c->name), "sm90 %dx%d %dwg %dst", Tile::kBlockM, Tile::kBlockN, c->warps,
                 Tile::kStages);
-}
-
-template <int kHeadDim, bool kMasked, int kIndex>
-void describe(KernelChoice* c) {
-  describe_tile<CandidateTile<kHeadDim, kMasked, kIndex>>(c);
 }
 
 template <int kHeadDim, bool kMasked, int... kIndex>
@@ -57,16 +53,6 @@ bool describe_candidate(int64_t head_dim, bool masked, int index, KernelChoice* 
       return masked ? describe_head_dim<192, true>(index, choice) : describe_head_dim<192, false>(index, choice);
     case 256:
       return masked ? describe_head_dim<256, true>(index, choice) : describe_head_dim<256, false>(index, choice);
-    default: return false;
-  }
-}
-
-bool describe_fp8_cache(int64_t head_dim, KernelChoice* choice) {
-  switch (head_dim) {
-    case 64: return describe_tile<Fp8CacheTile<64>>(choice), true;
-    case 128: return describe_tile<Fp8CacheTile<128>>(choice), true;
-    case 192: return describe_tile<Fp8CacheTile<192>>(choice), true;
-    case 256: return describe_tile<Fp8CacheTile<256>>(choice), true;
     default: return false;
   }
 }

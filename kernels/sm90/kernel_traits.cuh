@@ -130,21 +130,6 @@ template <bool kMasked> struct CandidateTile<192, kMasked, 1> { static constexpr
 template <bool kMasked> struct CandidateTile<256, kMasked, 0> { static constexpr int kBlockM = 128, kBlockN = 64, kStages = 2; };
 template <bool kMasked> struct CandidateTile<256, kMasked, 1> { static constexpr int kBlockM = 128, kBlockN = 80, kStages = 2; };
 
-// The fp8 KV-cache kernel's tiles (ConvertProducer, producer.cuh): the
-// deepest K/V rings shared memory holds, so that the copies of kStages - 1
-// blocks are in flight while one is widened; O is staged in Q's buffer
-// where the rings leave no room for one of its own.
-template <int kHeadDim>
-struct Fp8CacheTile;
-template <> struct Fp8CacheTile<64>  { static constexpr int kBlockM = 192, kBlockN = 128, kStages = 4; };
-template <> struct Fp8CacheTile<128> { static constexpr int kBlockM = 128, kBlockN = 128, kStages = 3; };
-template <> struct Fp8CacheTile<192> { static constexpr int kBlockM = 128, kBlockN = 64, kStages = 3; };
-template <> struct Fp8CacheTile<256> { static constexpr int kBlockM = 128, kBlockN = 64, kStages = 2; };
-
-template <int kHeadDim, typename Element>
-using Fp8CacheTraits = FwdTraits<kHeadDim, Fp8CacheTile<kHeadDim>::kBlockM, Fp8CacheTile<kHeadDim>::kBlockN,
-                                 Fp8CacheTile<kHeadDim>::kStages, Element>;
-
 // How many candidates each head dim and mask compiles (indices 0 .. n-1).
 template <int kHeadDim, bool kMasked>
 inline constexpr int kNumCandidates = (kHeadDim == 128 && !kMasked) ? 3 : 2;

@@ -119,8 +119,8 @@ cudaError_t run_fwd(const detail::FwdParams& p, MaskVariant mask, int candidate,
 template <DType kDType, int kHeadDim, bool kFp8>
 cudaError_t run_cache_kernel(const detail::FwdParams& p, MaskVariant mask, cudaStream_t stream) {
   using Element = typename ElementOf<kDType>::type;
-  using Tail = std::conditional_t<kFp8, Fp8CacheTraits<kHeadDim, Element>, CandidateTraits<kHeadDim, false, 0, Element>>;
-  using Masked = std::conditional_t<kFp8, Fp8CacheTraits<kHeadDim, Element>, CandidateTraits<kHeadDim, true, 0, Element>>;
+  using Tail = CandidateTraits<kHeadDim, false, 0, Element>;
+  using Masked = CandidateTraits<kHeadDim, true, 0, Element>;
   switch (mask) {
     case MaskVariant::kTail: return run_lse_variant<Tail, false, true, false, false, kFp8>(p, stream);
     case MaskVariant::kCausal: return run_lse_variant<Masked, true, true, false, false, kFp8>(p, stream);

@@ -311,9 +311,8 @@ struct GatherProducer {
 // into the upper half of the block's stage (a row of kHeadDim bytes after
 // another), then widen them in place to Element in the layout TMA's
 // 128-byte swizzle would have written, exactly (fp8.cuh). The copies of
-// blocks i - kLag + 1 .. i are in flight while block i - kLag is widened
-// (kLag = kStages - 1), the consumers computing on the blocks before.
-// Widening writes the lower half first
+// block i are in flight while block i - 1 is widened, the consumers
+// computing on the blocks before. Widening writes the lower half first
 // (where no fp8 byte lies), then reads the rest of the bytes into
 // registers, syncs the warpgroup and writes the upper half. Each thread
 // then arrives on the stage's "full" barrier (initialised to 128 arrivals);
@@ -334,8 +333,6 @@ struct ConvertProducer {
   static constexpr int kItems = kBlockN * kChunks;                // chunks a block widens
   static constexpr int kHalfItems = (kItems / 2 + kWarpgroupThreads - 1) / kWarpgroupThreads;  // per thread and half
   static constexpr int kStaging = Traits::kKVBytes / 2;           // the e4m3 block's offset in its stage
-  // Blocks copied ahead of the one widened: one stage is being computed on.
-  static constexpr int kLag = Traits::kStages - 1;
   static_assert(kBlockN % 4 == 0 && kRowsPerWarp <= 32, "a warp's rows are looked up one per lane");
   static_assert(kHeadDim % 16 == 0 && kBlockN * kHeadDim == kStaging, "the e4m3 block fills half a stage");
   static_assert(kItems % 2 == 0, "the items split into the stage's two halves");
@@ -454,12 +451,7 @@ struct ConvertProducer {
     const int stage = Smem::stage_of(j);
     widen_block(smem.ptr + (smem.k(stage) - smem.base), smem.bar(Barrier::kKFull, stage));
   }
-  // The same with every copy landed (no younger group is pending then).
-  __device__ __forceinline__ static void widen_k_landed(const Smem& smem, int j) {
-    sync_producer();
-    const int stage = Smem::stage_of(j);
-    widen_block(smem.ptr + (smem.k(stage) - smem.base), smem.bar(Barrier::kKFull, stage));
-  }
+
   __device__ __forceinline__ static void widen_v(const Smem& smem, int j) {
     const int stage = Smem::stage_of(j);
     widen_block(smem.ptr + (smem.v(stage) - smem.base), smem.bar(Barrier::kVFull, stage));
@@ -491,23 +483,19 @@ struct ConvertProducer {
           if (i + 1 < tile.n_blocks) next = lookup(p, tile, tile.n_first + tile.n_blocks - 2 - i, warp, lane);
           const int stage = Smem::stage_of(kv_count);
           const uint32_t empty_parity = Smem::parity_of(kv_count) ^ 1;
-          // K_i's copies, then K_{i-kLag} widened: the consumers need it to
-          // reach P V_{i-kStages}, which frees V_i's stage. Then V_i's
-          // copies and V_{i-kLag} widened. Younger than K_{i-kLag}'s and
-          // V_{i-kLag}'s copy groups: K_i's and both of each block between.
+          // K_i's copies, then K_{i-1} widened: the consumers need it to
+          // reach P V_{i-2}, which frees V_i's stage. Then V_i's copies and
+          // V_{i-1} widened.
           mbarrier_wait(smem.bar(Barrier::kKEmpty, stage), empty_parity);
           copy_block(k_base, off.k, p.head_dim, smem.k(stage), warp, lane);
-          if (i >= kLag) widen_k<2 * kLag - 1>(smem, kv_count - kLag);
+          if (i > 0) widen_k<1>(smem, kv_count - 1);
           mbarrier_wait(smem.bar(Barrier::kVEmpty, stage), empty_parity);
           copy_block(v_base, off.v, p.head_dim_v, smem.v(stage), warp, lane);
-          if (i >= kLag) widen_v(smem, kv_count - kLag);
+          if (i > 0) widen_v(smem, kv_count - 1);
         }
-        // The tile's last blocks, before the next tile's Q waits on the consumers.
-        ptx::cp_async_wait<0>();
-        for (int j = kv_count - min(kLag, tile.n_blocks); j < kv_count; ++j) {
-          widen_k_landed(smem, j);
-          widen_v(smem, j);
-        }
+        // The tile's last block, before the next tile's Q waits on the consumers.
+        widen_k<0>(smem, kv_count - 1);
+        widen_v(smem, kv_count - 1);
       }
     }
   }
