@@ -190,7 +190,7 @@ def attention(
     rotate the new keys and q first (rotary_interleaved=False: GPT-NeoX
     pairs (j, j + rotary_dim / 2); True: (2j, 2j + 1)). seqused_k is read,
     not updated.
-    FP8 KV cache (decode kernel, any seqlen_q): k and v of dtype
+    FP8 KV cache (decode kernel; chunked prefill on the Hopper kernel): k and v of dtype
     float8_e4m3fn (PyTorch's torch.float8_e4m3fn; flash passes them on as
     uint8 views), or uint8 tensors of e4m3 bytes with
     kv_dtype='float8_e4m3fn' (e.g. ``k.view(torch.uint8)``); both or
