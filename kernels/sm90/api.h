@@ -29,7 +29,7 @@ cudaError_t run_fwd_cache(const detail::FwdParams& params, MaskVariant mask, cud
 
 // The same for a call on an fp8 (e4m3) KV cache (kv_dtype), dense, varlen,
 // seqused_k or paged with any page size, unsplit: the producer widens K/V
-// in shared memory (ConvertProducer). Defined in instantiations/fwd_cache_fp8_*.cu.
+// in shared memory (ConvertProducer). Defined in instantiations/fwd_cache_*_e4m3_*.cu.
 template <DType kDType, int kHeadDim>
 cudaError_t run_fwd_cache_fp8(const detail::FwdParams& params, MaskVariant mask, cudaStream_t stream);
 
