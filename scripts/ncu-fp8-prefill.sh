@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Hardware counters of the Hopper kernel on one --serving chunked-prefill
+# row, bf16 and e4m3 caches side by side, with the warps' stall reasons per
+# SASS line (SourceCounters), so the producer warps' share of the e4m3 row
+# can be read from where its instructions stall. And the producer's opcode
+# mix in the e4m3 kernels' SASS (the code after its setmaxnreg).
+#
+#   scripts/ncu-fp8-prefill.sh       (OUT: where the reports go; default ./ncu-fp8-prefill-out)
+#
+# Environment: BUILD_DIR (default build/ncu-fp8-prefill, head dim HD only),
+# HD (default 128), CACHE (default paged16; also seqused, paged1, paged64),
+# CUDA_ARCHS (default 90a).
+set -uo pipefail
+OUT=${OUT:-$PWD/ncu-fp8-prefill-out}
+mkdir -p "$OUT"
+BUILD_DIR=${BUILD_DIR:-build/ncu-fp8-prefill}
+HD=${HD:-128}
+CACHE=${CACHE:-paged16}
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCHS:-90a}" \
+  -DFLASH_HEAD_DIMS="$HD" -DFLASH_BUILD_TESTS=OFF >"$OUT/configure.log" 2>&1 || { tail -20 "$OUT/configure.log"; exit 1; }
+cmake --build "$BUILD_DIR" -j "$(nproc)" --target flash_bench >"$OUT/build.log" 2>&1 || { grep -E "error" -A3 "$OUT/build.log" | head -40; exit 1; }
+for kv in bf16 bf16-e4m3kv; do
+  ncu --clock-control none -k regex:fwd_kernel --launch-skip 1 --launch-count 1 --section SpeedOfLight \
+    --section WarpStateStats --section SchedulerStats --section Occupancy --section InstructionStats \
+    --section MemoryWorkloadAnalysis --section SourceCounters --import-source no \
+    --export "$OUT/ncu_$kv" --force-overwrite \
+    "$BUILD_DIR/bench/flash_bench" --serving --serving_head_dims="$HD" --no-standard --flash_iters=2 --gemm_iters=1 \
+    --warmup_ms=0 --benchmark_filter="serving/prefill/$kv/hd$HD/.*/$CACHE/" >"$OUT/ncu_$kv.txt" 2>&1
+  echo "== $kv"
+  grep -E "Duration|Memory Throughput|DRAM Throughput|Compute \(SM\) Throughput|Issue Slots Busy|Executed Ipc Active|No Eligible|Eligible Warps|Warp Cycles Per Issued|stalled|spends" \
+    "$OUT/ncu_$kv.txt" | cut -c1-300 | head -30
+done
+# The e4m3 kernels' producer code (after setmaxnreg.dec), opcodes by count.
+cuobjdump --dump-sass "$BUILD_DIR/libflash.a" >"$OUT/sass.txt" 2>&1
+awk '/Function :/ { on = ($3 ~ /fwd_kernel/ && $3 ~ /Lb1ELb1EEEv/); prod = 0; name = $3 }
+     on && /USETMAXREG.DEALLOC/ { prod = 1 }
+     on && prod && /\/\*[0-9a-f]+\*\/ / { op = $2; if (op ~ /^@/) op = $3; sub(/\..*/, "", op); sub(/;$/, "", op); n[name " " op]++ }
+     END { for (k in n) print n[k], k }' "$OUT/sass.txt" | sort -k2,2 -k1,1nr | awk '{c[$2]++; if (c[$2] <= 15) print}' \
+  >"$OUT/producer-opcodes.txt"
+head -15 "$OUT/producer-opcodes.txt"
+rm -f "$OUT/sass.txt"
