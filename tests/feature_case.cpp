@@ -128,8 +128,9 @@ cudaError_t DeviceBuffer::allocate(size_t n) {
 }
 
 bool uses_sm90_unsupported_feature(const AttentionParams& p) {
-  const bool cache = p.block_table != nullptr || p.seqused_k != nullptr;
-  return (cache && p.num_splits > 1) || (p.kv_dtype != KvDType::kSame && p.num_splits > 1) ||
+  // KV-cache and fp8 calls run on the Hopper kernel unsplit only.
+  const bool cache_kernel = p.block_table != nullptr || p.seqused_k != nullptr || p.kv_dtype != KvDType::kSame;
+  return (cache_kernel && p.num_splits > 1) ||
          (p.cu_seqlens_q != nullptr && p.total_q <= 0) ||
          (p.cu_seqlens_k != nullptr && p.total_k <= 0);
 }

@@ -230,12 +230,12 @@ void FeatureFixture::check_case(const FeatureConfig& cfg, const std::vector<Flas
   ++totals_.cases;
 }
 
-void FeatureFixture::check_against_sm80(const FeatureConfig& cfg, const std::vector<FlashRun>& runs) {
-  SCOPED_TRACE(cfg.name() + ", seed " + std::to_string(cfg.seed) + ", reference: sm80");
+void FeatureFixture::check_against(const FeatureConfig& cfg, const std::vector<FlashRun>& runs, Backend reference) {
+  SCOPED_TRACE(cfg.name() + ", seed " + std::to_string(cfg.seed) + ", reference: " + backend_name(reference));
   FeatureCase c(cfg, stream_);
   ASSERT_TRUE(c.init());
   AttentionParams p = c.params();
-  p.backend = Backend::kSm80;
+  p.backend = reference;
   const Status s = c.run(p);
   ASSERT_TRUE(s.ok()) << s.message;
   std::vector<float> o, lse;

@@ -155,8 +155,11 @@ class FeatureFixture : public GpuTest {
   void check_case(const FeatureConfig& cfg, const std::vector<FlashRun>& runs, const MoreChecks& more = nullptr);
   // For compute-sanitizer (scripts/sanitize.sh runs the *Sanitizer* tests,
   // racecheck only those): no cuBLAS kernel runs, so the reference is
-  // flash's own sm80 kernel and every other run must agree with it.
-  void check_against_sm80(const FeatureConfig& cfg, const std::vector<FlashRun>& runs);
+  // flash's own `reference` backend (the sm80 kernel; the decode kernel for
+  // an fp8 cache, which the sm80 kernel refuses) and every other run, then
+  // Backend::kSm90 (see expect_sm90), must agree with it.
+  void check_against(const FeatureConfig& cfg, const std::vector<FlashRun>& runs,
+                     Backend reference = Backend::kSm80);
 
   static void TearDownTestSuite();
 

@@ -228,18 +228,7 @@ TEST_F(Fp8Sanitizer, HopperAgreesWithDecode) {
   cfg.use_seqused_k = true;
   cfg.causal = true;
   cfg.seed = case_seed(cfg.seed);
-  SCOPED_TRACE(cfg.name() + ", seed " + std::to_string(cfg.seed) + ", reference: decode");
-  FeatureCase c(cfg, stream_);
-  ASSERT_TRUE(c.init());
-  AttentionParams p = c.params();
-  p.backend = Backend::kDecode;
-  const Status s = c.run(p);
-  ASSERT_TRUE(s.ok()) << s.message;
-  std::vector<float> o, lse;
-  ASSERT_TRUE(c.read_output(&o, &lse));
-  const std::vector<double> ref_o(o.begin(), o.end()), ref_lse(lse.begin(), lse.end());
-  expect_run_matches(c, FlashRun{Backend::kAuto, 0}, ref_o, ref_lse);
-  expect_sm90(c, c.params(), ref_o, ref_lse);
+  check_against(cfg, {{Backend::kAuto, 0}}, Backend::kDecode);
 }
 
 }  // namespace

@@ -425,7 +425,7 @@ std::vector<FeatureRow> sanitizer_rows() {
 }
 
 class SanitizerNewPaths : public FeatureTest {};
-TEST_P(SanitizerNewPaths, AgreeWithSm80) { check_against_sm80(row_config(), GetParam().runs); }
+TEST_P(SanitizerNewPaths, AgreeWithSm80) { check_against(row_config(), GetParam().runs); }
 INSTANTIATE_TEST_SUITE_P(Features, SanitizerNewPaths, ::testing::ValuesIn(sanitizer_rows()), RowName());
 
 }  // namespace
