@@ -7,31 +7,38 @@
 #
 #   scripts/ncu-fp8-prefill.sh       (OUT: where the reports go; default ./ncu-fp8-prefill-out)
 #
-# Environment: BUILD_DIR (default build/ncu-fp8-prefill, head dim HD only),
-# HD (default 128), CACHE (default paged16; also seqused, paged1, paged64),
-# CUDA_ARCHS (default 90a).
+# Environment: BUILD_DIR (default build/ncu-fp8-prefill, head dim HD only;
+# with FLASH_BENCH set, that flash_bench runs and nothing is built), HD
+# (default 128), CACHE (default paged16; also seqused, paged1, paged64),
+# CUDA_ARCHS (default 90a). Per-SASS-line stall samples of each report go
+# to source_<kv>.csv.gz.
 set -uo pipefail
 OUT=${OUT:-$PWD/ncu-fp8-prefill-out}
 mkdir -p "$OUT"
 BUILD_DIR=${BUILD_DIR:-build/ncu-fp8-prefill}
 HD=${HD:-128}
 CACHE=${CACHE:-paged16}
-cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCHS:-90a}" \
-  -DFLASH_HEAD_DIMS="$HD" -DFLASH_BUILD_TESTS=OFF >"$OUT/configure.log" 2>&1 || { tail -20 "$OUT/configure.log"; exit 1; }
-cmake --build "$BUILD_DIR" -j "$(nproc)" --target flash_bench >"$OUT/build.log" 2>&1 || { grep -E "error" -A3 "$OUT/build.log" | head -40; exit 1; }
+if [[ -z "${FLASH_BENCH:-}" ]]; then
+  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCHS:-90a}" \
+    -DFLASH_HEAD_DIMS="$HD" -DFLASH_BUILD_TESTS=OFF >"$OUT/configure.log" 2>&1 || { tail -20 "$OUT/configure.log"; exit 1; }
+  cmake --build "$BUILD_DIR" -j "$(nproc)" --target flash_bench >"$OUT/build.log" 2>&1 || { grep -E "error" -A3 "$OUT/build.log" | head -40; exit 1; }
+fi
+BENCH=${FLASH_BENCH:-$BUILD_DIR/bench/flash_bench}
+LIB=$(dirname "$(dirname "$BENCH")")/libflash.a
 for kv in bf16 bf16-e4m3kv; do
   ncu --clock-control none -k regex:fwd_kernel --launch-skip 1 --launch-count 1 --section SpeedOfLight \
     --section WarpStateStats --section SchedulerStats --section Occupancy --section InstructionStats \
     --section MemoryWorkloadAnalysis --section SourceCounters --import-source no \
     --export "$OUT/ncu_$kv" --force-overwrite \
-    "$BUILD_DIR/bench/flash_bench" --serving --serving_head_dims="$HD" --no-standard --flash_iters=2 --gemm_iters=1 \
-    --warmup_ms=0 --benchmark_filter="serving/prefill/$kv/hd$HD/.*/$CACHE/" >"$OUT/ncu_$kv.txt" 2>&1
+    "$BENCH" --serving --serving_head_dims="$HD" --no-standard --flash_iters=2 --gemm_iters=1 \
+    --warmup_ms=0 --benchmark_filter="serving/prefill/$kv/hd$HD/.*/$CACHE( e4m3)?/" >"$OUT/ncu_$kv.txt" 2>&1
   echo "== $kv"
   grep -E "Duration|Memory Throughput|DRAM Throughput|Compute \(SM\) Throughput|Issue Slots Busy|Executed Ipc Active|No Eligible|Eligible Warps|Warp Cycles Per Issued|stalled|spends" \
     "$OUT/ncu_$kv.txt" | cut -c1-300 | head -30
+  ncu --import "$OUT/ncu_$kv.ncu-rep" --page source --csv --print-source sass 2>/dev/null | gzip >"$OUT/source_$kv.csv.gz"
 done
 # The e4m3 kernels' producer code (after setmaxnreg.dec), opcodes by count.
-cuobjdump --dump-sass "$BUILD_DIR/libflash.a" >"$OUT/sass.txt" 2>&1
+cuobjdump --dump-sass "$LIB" >"$OUT/sass.txt" 2>&1
 awk '/Function :/ { on = ($3 ~ /fwd_kernel/ && $3 ~ /Lb1ELb1EEEv/); prod = 0; name = $3 }
      on && /USETMAXREG.DEALLOC/ { prod = 1 }
      on && prod && /\/\*[0-9a-f]+\*\/ / { op = $2; if (op ~ /^@/) op = $3; sub(/\..*/, "", op); sub(/;$/, "", op); n[name " " op]++ }

@@ -310,9 +310,10 @@ struct GatherProducer {
 // 0 copy a block's e4m3 rows with cp.async, 16 bytes (16 elements) a lane,
 // into the upper half of the block's stage (a row of kHeadDim bytes after
 // another), then widen them in place to Element in the layout TMA's
-// 128-byte swizzle would have written, exactly (fp8.cuh). The copies of
-// block i are in flight while block i - 1 is widened, the consumers
-// computing on the blocks before. Widening writes the lower half first
+// 128-byte swizzle would have written, exactly (fp8.cuh). A stage's
+// copies start as soon as the consumers free it, and a landed block is
+// widened before the producer waits on any later stage (run). Widening
+// writes the lower half first
 // (where no fp8 byte lies), then reads the rest of the bytes into
 // registers, syncs the warpgroup and writes the upper half. Each thread
 // then arrives on the stage's "full" barrier (initialised to 128 arrivals);
@@ -442,12 +443,22 @@ struct ConvertProducer {
     mbarrier_arrive(full);
   }
 
-  // Block j (the CTA's j-th) of K, once its copies and V's have landed
-  // (`kPending` younger copy groups may still be in flight); then of V.
-  template <int kPending>
+  // Waits until at most `pending` of this thread's copy groups are in
+  // flight, then until every producer thread's are (a block's rows are
+  // copied by all four warps).
+  __device__ __forceinline__ static void wait_copies(int pending) {
+    if (pending >= 2) {
+      ptx::cp_async_wait<2>();
+    } else if (pending == 1) {
+      ptx::cp_async_wait<1>();
+    } else {
+      ptx::cp_async_wait<0>();
+    }
+    sync_producer();
+  }
+
+  // Widens the CTA's j-th K or V block (its copies landed) and arrives on its "full" barrier.
   __device__ __forceinline__ static void widen_k(const Smem& smem, int j) {
-    ptx::cp_async_wait<kPending>();
-    sync_producer();  // every thread's copies of the block have landed
     const int stage = Smem::stage_of(j);
     widen_block(smem.ptr + (smem.k(stage) - smem.base), smem.bar(Barrier::kKFull, stage));
   }
@@ -457,6 +468,15 @@ struct ConvertProducer {
     widen_block(smem.ptr + (smem.v(stage) - smem.base), smem.bar(Barrier::kVFull, stage));
   }
 
+  // The order of a tile's work follows when the consumers free and need
+  // each stage. They free K_j's stage once S_j is computed, early in their
+  // iteration j, and need K_j at the start of iteration j; they free V_j's
+  // stage only after P_j V_j, at the end of iteration j + 1, and need V_j in
+  // iteration j + 1. So K_{i+1} is copied as soon as its stage is free, K_i
+  // and V_{i-1} are widened (both needed at the start of iteration i)
+  // before the producer waits for V_i's stage, and V_i's copy is the last
+  // thing of step i: nothing waits on a stage while a landed block could be
+  // widened.
   template <typename Scheduler>
   __device__ __forceinline__ static void run(const FwdParams& params, const Scheduler& scheduler, const Smem& smem) {
     const detail::FwdParams& p = params.common;
@@ -477,24 +497,35 @@ struct ConvertProducer {
         ++q_count;
         const unsigned char* k_base = static_cast<const unsigned char*>(p.k) + head_kv * p.k_head_stride;
         const unsigned char* v_base = static_cast<const unsigned char*>(p.v) + head_kv * p.v_head_stride;
-        RowOffsets next = lookup(p, tile, tile.n_first + tile.n_blocks - 1, warp, lane);
-        for (int i = 0; i < tile.n_blocks; ++i, ++kv_count) {
-          const RowOffsets off = next;
-          if (i + 1 < tile.n_blocks) next = lookup(p, tile, tile.n_first + tile.n_blocks - 2 - i, warp, lane);
-          const int stage = Smem::stage_of(kv_count);
-          const uint32_t empty_parity = Smem::parity_of(kv_count) ^ 1;
-          // K_i's copies, then K_{i-1} widened: the consumers need it to
-          // reach P V_{i-2}, which frees V_i's stage. Then V_i's copies and
-          // V_{i-1} widened.
-          mbarrier_wait(smem.bar(Barrier::kKEmpty, stage), empty_parity);
-          copy_block(k_base, off.k, p.head_dim, smem.k(stage), warp, lane);
-          if (i > 0) widen_k<1>(smem, kv_count - 1);
-          mbarrier_wait(smem.bar(Barrier::kVEmpty, stage), empty_parity);
-          copy_block(v_base, off.v, p.head_dim_v, smem.v(stage), warp, lane);
-          if (i > 0) widen_v(smem, kv_count - 1);
+        const int n = tile.n_blocks;
+        const int last_block = tile.n_first + n - 1;  // blocks run from the last key down
+        RowOffsets cur = lookup(p, tile, last_block, warp, lane);
+        mbarrier_wait(smem.bar(Barrier::kKEmpty, Smem::stage_of(kv_count)), Smem::parity_of(kv_count) ^ 1);
+        copy_block(k_base, cur.k, p.head_dim, smem.k(Smem::stage_of(kv_count)), warp, lane);
+        // Copy groups in commit order: K_0, then per step i: K_{i+1}, V_i.
+        for (int i = 0; i < n; ++i) {
+          const int j = kv_count + i;
+          const bool more = i + 1 < n;
+          RowOffsets next = cur;
+          if (more) {
+            next = lookup(p, tile, last_block - 1 - i, warp, lane);
+            mbarrier_wait(smem.bar(Barrier::kKEmpty, Smem::stage_of(j + 1)), Smem::parity_of(j + 1) ^ 1);
+            copy_block(k_base, next.k, p.head_dim, smem.k(Smem::stage_of(j + 1)), warp, lane);
+          }
+          // In flight after K_i: V_{i-1} (i > 0) and K_{i+1} (more).
+          wait_copies((i > 0 ? 1 : 0) + (more ? 1 : 0));
+          widen_k(smem, j);
+          if (i > 0) {
+            wait_copies(more ? 1 : 0);
+            widen_v(smem, j - 1);
+          }
+          mbarrier_wait(smem.bar(Barrier::kVEmpty, Smem::stage_of(j)), Smem::parity_of(j) ^ 1);
+          copy_block(v_base, cur.v, p.head_dim_v, smem.v(Smem::stage_of(j)), warp, lane);
+          cur = next;
         }
-        // The tile's last block, before the next tile's Q waits on the consumers.
-        widen_k<0>(smem, kv_count - 1);
+        kv_count += n;
+        // The tile's last V, before the next tile's Q waits on the consumers.
+        wait_copies(0);
         widen_v(smem, kv_count - 1);
       }
     }
