@@ -249,6 +249,24 @@ int sm80_min_smem(const AttentionParams& p) {
   return least;
 }
 
+// Calls the Hopper kernel takes only unsplit (KV caches, fp8 caches):
+// whether flash's own choice would split this one, which sends it to a
+// kernel that splits; `split` gets that split's plan.
+bool splits_elsewhere(const AttentionParams& p, const DeviceCaps& caps, Plan* split) {
+  plan_splits(p, prefill_splits_wanted(p, caps), split);
+  return split->num_splits > 1;
+}
+
+// An unsplit Hopper plan of such a call still reports the split's
+// workspace as wanted, so that attention_workspace_size() returns the bytes
+// with which the call moves to the split kernel.
+void want_split_workspace(const Plan& split, Plan* plan) {
+  if (split.splits_wanted > 1) {
+    plan->splits_wanted = split.splits_wanted;
+    plan->workspace_wanted = split.workspace_wanted;
+  }
+}
+
 }  // namespace
 
 bool uses_engine_features(const AttentionParams& p) noexcept {
@@ -304,17 +322,13 @@ Status make_plan(const AttentionParams& p, const DeviceCaps& caps, Plan* plan) n
       char why[192];
       const char* sm90_why = sm90_problem(p, caps, *plan, why, sizeof(why));
       Plan split;
-      if (sm90_why == nullptr && b == Backend::kAuto) {
-        plan_splits(p, prefill_splits_wanted(p, caps), &split);
-        if (split.num_splits > 1) sm90_why = "fp8 cache calls that flash splits run on the decode kernel";
+      if (sm90_why == nullptr && b == Backend::kAuto && splits_elsewhere(p, caps, &split)) {
+        sm90_why = "fp8 cache calls that flash splits run on the decode kernel";
       }
       if (sm90_why == nullptr) {
         add(plan, Backend::kSm90, 0);
         plan_splits(p, 1, plan);
-        if (split.splits_wanted > 1) {
-          plan->splits_wanted = split.splits_wanted;
-          plan->workspace_wanted = split.workspace_wanted;
-        }
+        want_split_workspace(split, plan);
         return Status{};
       }
       if (b == Backend::kSm90) return make_status(StatusCode::kUnsupported, "%s", sm90_why);
@@ -355,24 +369,18 @@ Status make_plan(const AttentionParams& p, const DeviceCaps& caps, Plan* plan) n
     // one configuration: flash's own choice takes the sm80 kernel where it
     // would split them (long key ranges, too few tiles to fill the GPU).
     // "Would split" counts the workspace: without one nothing splits, and
-    // the Hopper kernel takes the call; it still reports the split's
-    // workspace as wanted, so that attention_workspace_size() returns the
-    // bytes with which the call moves to the split sm80 kernel.
+    // the Hopper kernel takes the call (want_split_workspace).
     const bool cache = p.block_table != nullptr || p.seqused_k != nullptr;
     Plan split;
-    if (sm90_why == nullptr && cache && b == Backend::kAuto) {
-      plan_splits(p, prefill_splits_wanted(p, caps), &split);
-      if (split.num_splits > 1) sm90_why = "KV-cache calls that flash splits run on the sm80 kernel";
+    if (sm90_why == nullptr && cache && b == Backend::kAuto && splits_elsewhere(p, caps, &split)) {
+      sm90_why = "KV-cache calls that flash splits run on the sm80 kernel";
     }
     if (sm90_why == nullptr) {
 #if FLASH_HAS_SM90
       const int candidates = cache ? 1 : sm90::num_candidates(sm90_head_dim(p), plan->mask != MaskVariant::kTail);
       for (int i = 0; i < candidates; ++i) add(plan, Backend::kSm90, i);
       plan_splits(p, cache ? 1 : prefill_splits_wanted(p, caps), plan);
-      if (split.splits_wanted > 1) {
-        plan->splits_wanted = split.splits_wanted;
-        plan->workspace_wanted = split.workspace_wanted;
-      }
+      want_split_workspace(split, plan);
 #endif
     } else if (b == Backend::kSm90) {
       return make_status(StatusCode::kUnsupported, "%s", sm90_why);
