@@ -2,16 +2,20 @@
 # Compares variants of the sm90 kernel on a GPU in one go: each variant is
 # the source tree with sed expressions applied (default file
 # kernels/sm90/kernel_traits.cuh; "path:expr" edits another file of the
-# tree; several edits are separated by ";;"), built (only the head dims
+# tree; "@file.patch" applies a patch made with git diff at the tree's
+# root; several edits are separated by ";;"), built (only the head dims
 # given) into its own folder; then every variant's flash_bench runs ROUNDS
 # times, interleaved, so clock drift hits all alike.
 #
 #   HEAD_DIMS="64" BENCH_ARGS="--head_dims=64 --dtypes=bf16 --seqlens=2048,16384" \
 #     scripts/tile-sweep.sh 'base:' 'm128:s/kBlockM = 192/kBlockM = 128/' \
 #                           'other:kernels/sm90/fwd_kernel.cuh:s/foo/bar/' \
-#                           'two:src/dispatch.cpp:s/a/b/;;kernels/sm90/unit_map.h:s/c/d/'
+#                           'two:src/dispatch.cpp:s/a/b/;;kernels/sm90/unit_map.h:s/c/d/' \
+#                           'paired:@docs/history/patches/2026-12-03-fp8-paired-producer.patch'
 #
-# Prints one table per variant and round; logs go to $OUT.
+# Prints one table per variant and round (TABLE: the regex of the table's
+# header line, default the standard sweep's "| dtype"; e.g. "| head_dim |
+# cache" with --serving); logs go to $OUT.
 set -uo pipefail
 OUT=${OUT:-$PWD/tile-sweep-out}
 mkdir -p "$OUT"
@@ -28,6 +32,10 @@ for spec in "$@"; do
   while [[ -n "$edits" ]]; do
     edit=${edits%%;;*}
     if [[ "$edits" == *";;"* ]]; then edits=${edits#*;;}; else edits=""; fi
+    if [[ "$edit" == @* ]]; then
+      (cd "$dir" && git apply "$src/${edit#@}") || echo "[$name] WARNING: ${edit#@} did not apply"
+      continue
+    fi
     file=kernels/sm90/kernel_traits.cuh
     expr=$edit
     if [[ "$edit" == *:* && -f "$dir/${edit%%:*}" ]]; then
@@ -52,6 +60,6 @@ for round in $(seq "$ROUNDS"); do
   for name in "${names[@]}"; do
     /tmp/variant-$name/build/bench/flash_bench --no-standard ${BENCH_ARGS:-} >"$OUT/bench-$name-$round.log" 2>&1
     echo "## $name round $round ($(grep -o 'median: [0-9.]* TFLOP/s' "$OUT/bench-$name-$round.log"))"
-    sed -n '/^| dtype/,/^$/p' "$OUT/bench-$name-$round.log" | sed '1,2d' | cut -d'|' -f2-7
+    sed -n "/^${TABLE:-| dtype}/,/^\$/p" "$OUT/bench-$name-$round.log" | sed '1,2d' | cut -d'|' -f2-8
   done
 done
