@@ -307,7 +307,7 @@ Status make_plan(const AttentionParams& p, const DeviceCaps& caps, Plan* plan) n
   }
   const Backend b = p.backend;
   if (fp8_cache(p)) {
-    // validate() leaves kAuto or kDecode.
+    // validate() leaves kAuto, kDecode or kSm90.
     if (decode_head_dim(p) == 0) {
       return make_status(StatusCode::kUnsupported,
                          "an fp8 cache runs on decode kernels of head dims 64, 128, 192 or 256; head_dim %lld needs "
