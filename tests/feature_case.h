@@ -93,8 +93,10 @@ struct FeatureConfig {
   // FP8 KV cache (AttentionParams::kv_dtype): K and V hold e4m3 bytes drawn
   // uniformly from the finite codes of magnitude <= input_scale (every
   // exponent, subnormals included; the unused elements hold the NaN code
-  // 0x7f, which the kernel reads as 480: a wrongly read key still shows,
-  // a wrongly read value times a zero probability does not). k_descale /
+  // 0x7f. The decode kernel reads it as 480 (a wrongly read key shows, a
+  // wrongly read value times a zero probability does not); the Hopper
+  // kernel widens V, and K of fp16 calls, to NaN, so there any read of an
+  // unused element shows). k_descale /
   // v_descale: none, one factor, or heads_kv factors (descale_head_stride
   // 0 or 1; when both are given, equally many). Powers of two, so that
   // every dequantised value is exact in dtype and the references run on

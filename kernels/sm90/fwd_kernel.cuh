@@ -46,7 +46,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
       TileScheduler<kMasked, kLeft, Traits::kBlockM, Traits::kBlockN, Traits::kSchedSeqs, Traits::kNThreads, kSplit>;
   static_assert(!(kSplit && kCache), "KV-cache calls are not split");
   static_assert(!kFp8 || kCache, "fp8 caches run on the KV-cache kernel");
-  using Loop = Mainloop<Traits, kMasked, kLeft, kScoreMod, kCache>;
+  using Loop = Mainloop<Traits, kMasked, kLeft, kScoreMod, kCache, kFp8>;
   const detail::FwdParams& p = params.common;
 
   // The KV-cache producer (a warp looking up pages, or four gathering
@@ -54,8 +54,9 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
   // consumer warpgroups it takes 56 and they 224 (128 * 56 + 256 * 224 <=
   // 65536). With fewer it spills inside the gather's copy loop
   // (docs/perf/sm90-kv-cache.md).
-  // An fp8 cache's producer (ConvertProducer) holds widened values across a
-  // sync: at head dim 128 it takes 72 and the consumers 216.
+  // An fp8 cache's producer (ConvertProducer) holds two pairs' e4m3 chunks
+  // and their widened values at once: at head dims up to 128 it takes 72 and
+  // the consumers 216 (at 56 it spills in the widening).
   constexpr bool kWideProducer = kCache && Traits::kConsumerWarpgroups == 2;
   constexpr bool kWidest = kWideProducer && kFp8 && Traits::kHeadDim <= 128;
   constexpr int kProducerRegs = kWidest ? 72 : kWideProducer ? 56 : Traits::kProducerRegs;
@@ -75,7 +76,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
   if (threadIdx.x == 0) smem.init_barriers(per_thread_kv ? kWarpgroupThreads : 1);
   if constexpr (Traits::kRowSumInO) {
     // The ones block P V reads as its last eight columns (kRowSumInO).
-    const uint32_t one2 = ptx::pack2<Element>(1.f, 1.f);
+    const uint32_t one2 = ptx::pack2<typename Loop::PVElement>(1.f, 1.f);
     for (int i = threadIdx.x; i < Traits::kOnesBytes / 16; i += Traits::kNThreads) {
       *reinterpret_cast<uint4*>(smem.ones_bytes() + 16 * i) = make_uint4(one2, one2, one2, one2);
     }

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "../common/constants.h"
 #include "../common/mask.cuh"
@@ -52,9 +53,15 @@ struct Turns {
 // sequence's keys may hold anything, NaN included: the tile's last block
 // has those V rows zeroed before P V reads them (zero_v_tail, or by the
 // gather itself); their keys are masked like any ragged tail.
-template <typename Traits, bool kMasked, bool kLeft, bool kScoreMod, bool kCache = false>
+//
+// kFp8: K and V widened from an fp8 cache (ConvertProducer), V to fp16
+// whatever Element is, so P V runs on fp16: fp16 rounds P (at most 2^8,
+// with the lazy max) at least as finely as bf16 down to 2^-17, and within
+// 2^-25 below.
+template <typename Traits, bool kMasked, bool kLeft, bool kScoreMod, bool kCache = false, bool kFp8 = false>
 struct Mainloop {
   using Element = typename Traits::Element;
+  using PVElement = std::conditional_t<kFp8, __half, Element>;
   using Smem = SmemLayout<Traits>;
   static constexpr int kBlockM = Traits::kBlockM;
   static constexpr int kBlockN = Traits::kBlockN;
@@ -130,11 +137,11 @@ struct Mainloop {
 #pragma unroll
     for (int kk = 0; kk < kBlockN / 16; ++kk) {
       if constexpr (kDescriptorAdd) {
-        wgmma_rs<kOCols, 1, Element>(o, pa[kk], smem_descriptor_at(desc_v, kk * 16 * kSwizzleBytes), 1);
+        wgmma_rs<kOCols, 1, PVElement>(o, pa[kk], smem_descriptor_at(desc_v, kk * 16 * kSwizzleBytes), 1);
       } else {
-        wgmma_rs<kOCols, 1, Element>(o, pa[kk], smem_descriptor(smem.v(stage) + kk * 16 * kSwizzleBytes,
-                                                                v_lead_bytes(stage)),
-                                     1);
+        wgmma_rs<kOCols, 1, PVElement>(o, pa[kk], smem_descriptor(smem.v(stage) + kk * 16 * kSwizzleBytes,
+                                                                  v_lead_bytes(stage)),
+                                       1);
       }
     }
     wgmma_commit();
@@ -191,7 +198,7 @@ struct Mainloop {
 #pragma unroll
     for (int kk = 0; kk < kBlockN / 16; ++kk) {
 #pragma unroll
-      for (int r = 0; r < 4; ++r) pa[kk][r] = ptx::pack2<Element>(s[8 * kk + 2 * r], s[8 * kk + 2 * r + 1]);
+      for (int r = 0; r < 4; ++r) pa[kk][r] = ptx::pack2<PVElement>(s[8 * kk + 2 * r], s[8 * kk + 2 * r + 1]);
     }
   }
 

@@ -306,146 +306,200 @@ struct GatherProducer {
 };
 
 // The fp8 KV-cache producer (kv_dtype e4m3; any cache layout: dense,
-// varlen, seqused_k, paged with any page size). All four warps of warpgroup
-// 0 copy a block's e4m3 rows with cp.async, 16 bytes (16 elements) a lane,
-// into the upper half of the block's stage (a row of kHeadDim bytes after
-// another), then widen them in place to Element in the layout TMA's
-// 128-byte swizzle would have written, exactly (fp8.cuh). A stage's
-// copies start as soon as the consumers free it, and a landed block is
-// widened before the producer waits on any later stage (run). Widening
-// writes the lower half first
-// (where no fp8 byte lies), then reads the rest of the bytes into
-// registers, syncs the warpgroup and writes the upper half. Each thread
-// then arrives on the stage's "full" barrier (initialised to 128 arrivals);
-// the consumers fence the async proxy after their wait (Mainloop::wait_kv).
-// Rows past the sequence's keys and columns past the call's width are
-// zero-filled by the copies, so the consumers need not zero V. The
-// descales are applied by the consumers (scores and O).
+// varlen, seqused_k, paged with any page size). The four warps of
+// warpgroup 0 copy a block's e4m3 rows with cp.async, 16 bytes (16
+// elements) a copy, into the upper half of the block's stage, then widen
+// them in place in the layout TMA's 128-byte swizzle would have written,
+// exactly (fp8.cuh): K to Element, V to fp16 whatever Element is (one
+// hardware conversion a pair; P V runs on fp16, Mainloop::PVElement).
+//
+// The widened block is kLines 128-byte lines (line = column block * kBlockN
+// + key row); a 16-byte e4m3 chunk widens to one 32-byte item, two 16-byte
+// slots of one line. Item pairs: lower-half item (line L, pair p) goes
+// with upper-half item (L + kHalfLines, p), and both their e4m3 chunks are
+// copied into the upper item's own two slots. So each thread copies, reads
+// and overwrites only its own bytes: its copies' wait_group is the only
+// wait before it widens, with no barrier among the producer threads. Each
+// thread then arrives on the stage's "full" barrier (initialised to 128
+// arrivals); the consumers fence the async proxy after their wait
+// (Mainloop::wait_kv). Rows past the sequence's keys and columns past the
+// call's width are zero-filled by the copies, so the consumers need not
+// zero V. The descales are applied by the consumers (scores and O).
 template <typename Traits>
 struct ConvertProducer {
   using Element = typename Traits::Element;
   using Smem = SmemLayout<Traits>;
   static constexpr int kBlockN = Traits::kBlockN;
   static constexpr int kHeadDim = Traits::kHeadDim;
-  static constexpr int kRowsPerWarp = kBlockN / 4;
-  static constexpr int kChunks = kHeadDim / 16;                   // 16-byte e4m3 chunks a row
-  static constexpr int kWarpItems = kRowsPerWarp * kChunks;       // chunks a warp copies a block
-  static constexpr int kCopySteps = (kWarpItems + 31) / 32;
-  static constexpr int kItems = kBlockN * kChunks;                // chunks a block widens
-  static constexpr int kHalfItems = (kItems / 2 + kWarpgroupThreads - 1) / kWarpgroupThreads;  // per thread and half
-  static constexpr int kStaging = Traits::kKVBytes / 2;           // the e4m3 block's offset in its stage
-  static_assert(kBlockN % 4 == 0 && kRowsPerWarp <= 32, "a warp's rows are looked up one per lane");
-  static_assert(kHeadDim % 16 == 0 && kBlockN * kHeadDim == kStaging, "the e4m3 block fills half a stage");
-  static_assert(kItems % 2 == 0, "the items split into the stage's two halves");
+  static constexpr int kLines = kHeadDim / 64 * kBlockN;  // 128-byte lines of a widened block
+  static constexpr int kHalfLines = kLines / 2;
+  static constexpr int kPairs = kHalfLines * 4;
+  static constexpr int kPairsPerThread = (kPairs + kWarpgroupThreads - 1) / kWarpgroupThreads;
+  // Both items of a pair on one key row (an even number of column blocks).
+  static constexpr bool kSameRow = kHalfLines % kBlockN == 0;
+  // Pairs whose chunks are read before any is written (registers: 8 a pair).
+  static constexpr int kBatch = Traits::kConsumerWarpgroups == 2 && kHeadDim <= 128 ? 2 : 1;
+  static_assert(kHeadDim % 64 == 0 && kLines % 2 == 0, "whole column blocks, an even number of lines");
+  static_assert(kHalfLines * kSwizzleBytes == Traits::kKVBytes / 2, "the e4m3 block fills the upper half");
+  static_assert(kBlockN % 8 == 0, "the swizzle's row phase is the line's");
 
-  // Lane l's row of its warp's share of a block: byte offsets of that row
-  // from K's and V's head base (-1: past the keys, or no row for the lane).
-  struct RowOffsets {
-    int64_t k, v;
+  // Thread t's pair i: lower line t / 4 + 32 i, pair index t % 4, so a
+  // quarter warp's 16-byte accesses fall in eight distinct slots of two
+  // lines. kHalfLines and kBlockN being multiples of 8, every line of the
+  // thread has the swizzle phase (t / 4) % 8, and its slots are two
+  // per-thread offsets plus constants.
+  struct Pair {
+    int line, p, slot0, slot1;  // lower line of pair 0; offsets of its two slots
+    __device__ __forceinline__ Pair() {
+      const int t = threadIdx.x % kWarpgroupThreads;
+      line = t / 4;
+      p = t % 4;
+      slot0 = line * kSwizzleBytes + ((2 * p) ^ (line % 8)) * 16;
+      slot1 = line * kSwizzleBytes + ((2 * p + 1) ^ (line % 8)) * 16;
+    }
+    static constexpr int kLineStep = kWarpgroupThreads / 4;  // lines between a thread's pairs
+    __device__ __forceinline__ bool valid(int i) const {
+      return kHalfLines % kLineStep == 0 || line + i * kLineStep < kHalfLines;
+    }
+    __device__ __forceinline__ int lo(int i) const { return line + i * kLineStep; }
+    __device__ __forceinline__ int up(int i) const { return lo(i) + kHalfLines; }
+    // Offset of slot k of the pair's lower (or upper) item in the block.
+    __device__ __forceinline__ int lo_slot(int i, int k) const {
+      return (k == 0 ? slot0 : slot1) + i * kLineStep * kSwizzleBytes;
+    }
+    __device__ __forceinline__ int up_slot(int i, int k) const { return lo_slot(i, k) + kHalfLines * kSwizzleBytes; }
+    // The e4m3 chunk of `l`'s item: its byte column in its key row, and the row.
+    __device__ __forceinline__ int column(int l) const { return (l / kBlockN * 4 + p) * 16; }
+    __device__ __forceinline__ static int row(int l) { return l % kBlockN; }
+  };
+  static_assert(kHalfLines % 8 == 0, "the upper half's lines keep the lower ones' swizzle phase");
+
+  // A key row as looked up: its byte offset from K's or V's head base is
+  // a * batch_stride + b * seq_stride (page and row in it, or batch and
+  // row); a < 0 past the sequence's keys.
+  struct RowRef {
+    int a, b;
+  };
+  // The key rows a warp's copies of a block need: slot s (x = s % 8, pair
+  // i = s / 8 % kPairsPerThread) is the row of line 8 w + x + 32 i, the
+  // lower line of lane 4 x's pair i, or (s >= 8 kPairsPerThread) of that
+  // pair's upper line. Lane l looks up slots l, l + 32, ...
+  static constexpr int kSlotsPerWarp = 8 * kPairsPerThread * (kSameRow ? 1 : 2);
+  static constexpr int kLookups = (kSlotsPerWarp + 31) / 32;
+  struct Lookups {
+    RowRef r[kLookups];
   };
 
-  __device__ __forceinline__ static RowOffsets lookup(const detail::FwdParams& p, const Tile& tile, int block, int warp,
-                                                      int lane) {
-    const int key = block * kBlockN + warp * kRowsPerWarp + lane;
-    if (lane >= kRowsPerWarp || key >= tile.len_k) return RowOffsets{-1, -1};
-    if (p.block_table != nullptr) {
-      const int index = page_of_key(key, p.page_size, p.page_shift);
-      const int64_t page =
-          __ldg(p.block_table + static_cast<int64_t>(tile.batch) * p.block_table_batch_stride + index);
-      const int in_page = key - index * p.page_size;
-      return RowOffsets{page * p.k_batch_stride + in_page * p.k_seq_stride,
-                        page * p.v_batch_stride + in_page * p.v_seq_stride};
+  // The rows of `block` this lane looks up; their pages are loaded here, a
+  // step before the copies that shuffle them out.
+  __device__ __forceinline__ static Lookups lookup(const detail::FwdParams& p, const Tile& tile, int block) {
+    const int warp = threadIdx.x % kWarpgroupThreads / 32;
+    const int lane = threadIdx.x % 32;
+    Lookups out;
+#pragma unroll
+    for (int k = 0; k < kLookups; ++k) {
+      const int s = lane + 32 * k;
+      const int line = 8 * warp + s % 8 + Pair::kLineStep * (s / 8 % kPairsPerThread) +
+                       (s >= 8 * kPairsPerThread ? kHalfLines : 0);
+      const int key = block * kBlockN + Pair::row(line);
+      if ((kSlotsPerWarp % 32 != 0 && s >= kSlotsPerWarp) || key >= tile.len_k) {
+        out.r[k] = RowRef{-1, 0};
+      } else if (p.block_table != nullptr) {
+        const int index = page_of_key(key, p.page_size, p.page_shift);
+        const int page =
+            __ldg(p.block_table + static_cast<int64_t>(tile.batch) * p.block_table_batch_stride + index);
+        out.r[k] = RowRef{page, key - index * p.page_size};
+      } else {
+        out.r[k] = RowRef{tile.k_batch, tile.k_row + key};
+      }
     }
-    const int64_t row = static_cast<int64_t>(tile.k_row) + key;
-    return RowOffsets{tile.k_batch * p.k_batch_stride + row * p.k_seq_stride,
-                      tile.k_batch * p.v_batch_stride + row * p.v_seq_stride};
+    return out;
   }
 
-  // Copies one K or V block's e4m3 rows to the upper half of stage `dst`:
-  // item t of warp w is chunk t % kChunks of its row t / kChunks. `width`:
-  // the call's head_dim or head_dim_v (a multiple of 16).
-  __device__ __forceinline__ static void copy_block(const unsigned char* base, int64_t offset, int width, uint32_t dst,
-                                                    int warp, int lane) {
+  // A looked-up row, shuffled from the lane that holds it, as a byte offset (-1: none).
+  __device__ __forceinline__ static int64_t row_offset(const RowRef& held, int src_lane, int64_t batch_stride,
+                                                       int64_t seq_stride) {
+    const int a = __shfl_sync(0xffffffffu, held.a, src_lane);
+    const int b = __shfl_sync(0xffffffffu, held.b, src_lane);
+    return a < 0 ? int64_t{-1} : a * batch_stride + b * seq_stride;
+  }
+
+  // Copies this thread's chunks of one K or V block into the upper half of
+  // stage `dst`: the lower item's chunk into the upper item's slot 1, the
+  // upper item's into its slot 0. `width`: the call's head_dim or
+  // head_dim_v (a multiple of 16).
+  __device__ __forceinline__ static void copy_block(const Lookups& rows, const unsigned char* base,
+                                                    int64_t batch_stride, int64_t seq_stride, int width,
+                                                    uint32_t dst) {
+    const Pair pair;
+    const int x = threadIdx.x % 32 / 4;
 #pragma unroll
-    for (int step = 0; step < kCopySteps; ++step) {
-      const int t = step * 32 + lane;
-      const int r = t / kChunks;
-      const int j = t % kChunks;
-      const int64_t row_offset = __shfl_sync(0xffffffffu, offset, r < kRowsPerWarp ? r : kRowsPerWarp - 1);
-      if (kWarpItems % 32 != 0 && t >= kWarpItems) continue;
-      const bool valid = row_offset >= 0 && j * 16 < width;
-      const int row = warp * kRowsPerWarp + r;
-      ptx::cp_async_16(dst + kStaging + row * kHeadDim + j * 16, valid ? base + row_offset + j * 16 : base, valid);
+    for (int i = 0; i < kPairsPerThread; ++i) {
+      // Slots x + 8 i (lower line) and x + 8 (i + kPairsPerThread) (upper).
+      constexpr int kUpper = kSameRow ? 0 : kPairsPerThread;
+      const int64_t lo_row = row_offset(rows.r[i / 4], x + 8 * (i % 4), batch_stride, seq_stride);
+      const int64_t up_row = kSameRow ? lo_row
+                                      : row_offset(rows.r[(i + kUpper) / 4], x + 8 * ((i + kUpper) % 4),
+                                                   batch_stride, seq_stride);
+      if (!pair.valid(i)) continue;
+      const int lo_col = pair.column(pair.lo(i));
+      const int up_col = pair.column(pair.up(i));
+      const bool lo_valid = lo_row >= 0 && lo_col < width;
+      const bool up_valid = up_row >= 0 && up_col < width;
+      ptx::cp_async_16(dst + pair.up_slot(i, 1), lo_valid ? base + lo_row + lo_col : base, lo_valid);
+      ptx::cp_async_16(dst + pair.up_slot(i, 0), up_valid ? base + up_row + up_col : base, up_valid);
     }
     ptx::cp_async_commit();
   }
 
-  // Item q of a block's widening: chunk pair q % 4 of the widened block's
-  // 128-byte row q / 4 (column block cb, key r), so items below kItems / 2
-  // write the stage's lower half. Returns the e4m3 source's byte offset in
-  // the block and sets the two 16-byte destinations.
-  __device__ __forceinline__ static int widen_item(int q, int* first, int* second) {
-    const int line = q / 4;
-    const int pair = q % 4;
-    const int cb = line / kBlockN;
-    const int r = line % kBlockN;
-    *first = line * kSwizzleBytes + ((2 * pair) ^ (r % 8)) * 16;
-    *second = line * kSwizzleBytes + ((2 * pair + 1) ^ (r % 8)) * 16;
-    return r * kHeadDim + (cb * 4 + pair) * 16;
+  // Sixteen e4m3 bytes to eight Out pairs: the first (lo) or last (hi) eight.
+  // fp16 by the hardware's conversion, bf16 by fp8::pair's integer one.
+  template <typename Out>
+  __device__ __forceinline__ static uint32_t widen_word(uint32_t w, bool high) {
+    if constexpr (std::is_same_v<Out, __half>) {
+      return high ? fp8::f16_pair<true>(w) : fp8::f16_pair<false>(w);
+    } else {
+      return high ? fp8::pair<Out, fp8::kBytes23>(w) : fp8::pair<Out, fp8::kBytes01>(w);
+    }
   }
-
+  template <typename Out>
   __device__ __forceinline__ static uint4 widen_lo(const uint4& b) {
-    return make_uint4(fp8::pair<Element, fp8::kBytes01>(b.x), fp8::pair<Element, fp8::kBytes23>(b.x),
-                      fp8::pair<Element, fp8::kBytes01>(b.y), fp8::pair<Element, fp8::kBytes23>(b.y));
+    return make_uint4(widen_word<Out>(b.x, false), widen_word<Out>(b.x, true), widen_word<Out>(b.y, false),
+                      widen_word<Out>(b.y, true));
   }
+  template <typename Out>
   __device__ __forceinline__ static uint4 widen_hi(const uint4& b) {
-    return make_uint4(fp8::pair<Element, fp8::kBytes01>(b.z), fp8::pair<Element, fp8::kBytes23>(b.z),
-                      fp8::pair<Element, fp8::kBytes01>(b.w), fp8::pair<Element, fp8::kBytes23>(b.w));
+    return make_uint4(widen_word<Out>(b.z, false), widen_word<Out>(b.z, true), widen_word<Out>(b.w, false),
+                      widen_word<Out>(b.w, true));
   }
 
-  __device__ __forceinline__ static void sync_producer() {
-    named_barrier_sync(static_cast<int>(NamedBarrier::kProducer), kWarpgroupThreads);
-  }
-
-  // Widens the landed e4m3 block of `stage_bytes` in place, then arrives on `full`.
+  // Widens this thread's pairs of the landed block at `stage_bytes` to Out,
+  // then arrives on `full`.
+  template <typename Out>
   __device__ __forceinline__ static void widen_block(unsigned char* stage_bytes, uint32_t full) {
-    const int tid = threadIdx.x % kWarpgroupThreads;
-    const unsigned char* bytes = stage_bytes + kStaging;
-    // Items writing the lower half (no e4m3 byte there): read, widen, write.
+    const Pair pair;
 #pragma unroll
-    for (int i = 0; i < kHalfItems; ++i) {
-      const int q = tid + i * kWarpgroupThreads;
-      if (kItems / 2 % kWarpgroupThreads != 0 && q >= kItems / 2) continue;
-      int first, second;
-      const uint4 b = *reinterpret_cast<const uint4*>(bytes + widen_item(q, &first, &second));
-      *reinterpret_cast<uint4*>(stage_bytes + first) = widen_lo(b);
-      *reinterpret_cast<uint4*>(stage_bytes + second) = widen_hi(b);
-    }
-    // The others overwrite e4m3 bytes: every thread reads first.
-    uint4 upper[kHalfItems];
+    for (int i0 = 0; i0 < kPairsPerThread; i0 += kBatch) {
+      uint4 lo[kBatch], up[kBatch];
 #pragma unroll
-    for (int i = 0; i < kHalfItems; ++i) {
-      const int q = kItems / 2 + tid + i * kWarpgroupThreads;
-      if (kItems / 2 % kWarpgroupThreads != 0 && q >= kItems) continue;
-      int first, second;
-      upper[i] = *reinterpret_cast<const uint4*>(bytes + widen_item(q, &first, &second));
-    }
-    sync_producer();
+      for (int b = 0; b < kBatch; ++b) {
+        if (i0 + b >= kPairsPerThread || !pair.valid(i0 + b)) continue;
+        lo[b] = *reinterpret_cast<const uint4*>(stage_bytes + pair.up_slot(i0 + b, 1));
+        up[b] = *reinterpret_cast<const uint4*>(stage_bytes + pair.up_slot(i0 + b, 0));
+      }
 #pragma unroll
-    for (int i = 0; i < kHalfItems; ++i) {
-      const int q = kItems / 2 + tid + i * kWarpgroupThreads;
-      if (kItems / 2 % kWarpgroupThreads != 0 && q >= kItems) continue;
-      int first, second;
-      widen_item(q, &first, &second);
-      *reinterpret_cast<uint4*>(stage_bytes + first) = widen_lo(upper[i]);
-      *reinterpret_cast<uint4*>(stage_bytes + second) = widen_hi(upper[i]);
+      for (int b = 0; b < kBatch; ++b) {
+        if (i0 + b >= kPairsPerThread || !pair.valid(i0 + b)) continue;
+        *reinterpret_cast<uint4*>(stage_bytes + pair.lo_slot(i0 + b, 0)) = widen_lo<Out>(lo[b]);
+        *reinterpret_cast<uint4*>(stage_bytes + pair.lo_slot(i0 + b, 1)) = widen_hi<Out>(lo[b]);
+        *reinterpret_cast<uint4*>(stage_bytes + pair.up_slot(i0 + b, 0)) = widen_lo<Out>(up[b]);
+        *reinterpret_cast<uint4*>(stage_bytes + pair.up_slot(i0 + b, 1)) = widen_hi<Out>(up[b]);
+      }
     }
     mbarrier_arrive(full);
   }
 
-  // Waits until at most `pending` of this thread's copy groups are in
-  // flight, then until every producer thread's are (a block's rows are
-  // copied by all four warps).
+  // Waits until at most `pending` of this thread's copy groups are in flight.
   __device__ __forceinline__ static void wait_copies(int pending) {
     if (pending >= 2) {
       ptx::cp_async_wait<2>();
@@ -454,18 +508,16 @@ struct ConvertProducer {
     } else {
       ptx::cp_async_wait<0>();
     }
-    sync_producer();
   }
 
-  // Widens the CTA's j-th K or V block (its copies landed) and arrives on its "full" barrier.
   __device__ __forceinline__ static void widen_k(const Smem& smem, int j) {
     const int stage = Smem::stage_of(j);
-    widen_block(smem.ptr + (smem.k(stage) - smem.base), smem.bar(Barrier::kKFull, stage));
+    widen_block<Element>(smem.ptr + (smem.k(stage) - smem.base), smem.bar(Barrier::kKFull, stage));
   }
 
   __device__ __forceinline__ static void widen_v(const Smem& smem, int j) {
     const int stage = Smem::stage_of(j);
-    widen_block(smem.ptr + (smem.v(stage) - smem.base), smem.bar(Barrier::kVFull, stage));
+    widen_block<__half>(smem.ptr + (smem.v(stage) - smem.base), smem.bar(Barrier::kVFull, stage));
   }
 
   // The order of a tile's work follows when the consumers free and need
@@ -480,8 +532,6 @@ struct ConvertProducer {
   template <typename Scheduler>
   __device__ __forceinline__ static void run(const FwdParams& params, const Scheduler& scheduler, const Smem& smem) {
     const detail::FwdParams& p = params.common;
-    const int warp = threadIdx.x / 32;
-    const int lane = threadIdx.x % 32;
     if (threadIdx.x == 0) prefetch_tensormap(&params.tma_q);
     int kv_count = 0;
     int q_count = 0;
@@ -498,19 +548,18 @@ struct ConvertProducer {
         const unsigned char* k_base = static_cast<const unsigned char*>(p.k) + head_kv * p.k_head_stride;
         const unsigned char* v_base = static_cast<const unsigned char*>(p.v) + head_kv * p.v_head_stride;
         const int n = tile.n_blocks;
-        const int last_block = tile.n_first + n - 1;  // blocks run from the last key down
-        RowOffsets cur = lookup(p, tile, last_block, warp, lane);
+        const int last_block = tile.n_first + n - 1;  // blocks run from the last key down: step i has block last_block - i
+        Lookups cur = lookup(p, tile, last_block);                        // step i's block
+        Lookups next = n > 1 ? lookup(p, tile, last_block - 1) : cur;  // step i + 1's
         mbarrier_wait(smem.bar(Barrier::kKEmpty, Smem::stage_of(kv_count)), Smem::parity_of(kv_count) ^ 1);
-        copy_block(k_base, cur.k, p.head_dim, smem.k(Smem::stage_of(kv_count)), warp, lane);
+        copy_block(cur, k_base, p.k_batch_stride, p.k_seq_stride, p.head_dim, smem.k(Smem::stage_of(kv_count)));
         // Copy groups in commit order: K_0, then per step i: K_{i+1}, V_i.
         for (int i = 0; i < n; ++i) {
           const int j = kv_count + i;
           const bool more = i + 1 < n;
-          RowOffsets next = cur;
           if (more) {
-            next = lookup(p, tile, last_block - 1 - i, warp, lane);
             mbarrier_wait(smem.bar(Barrier::kKEmpty, Smem::stage_of(j + 1)), Smem::parity_of(j + 1) ^ 1);
-            copy_block(k_base, next.k, p.head_dim, smem.k(Smem::stage_of(j + 1)), warp, lane);
+            copy_block(next, k_base, p.k_batch_stride, p.k_seq_stride, p.head_dim, smem.k(Smem::stage_of(j + 1)));
           }
           // In flight after K_i: V_{i-1} (i > 0) and K_{i+1} (more).
           wait_copies((i > 0 ? 1 : 0) + (more ? 1 : 0));
@@ -519,9 +568,12 @@ struct ConvertProducer {
             wait_copies(more ? 1 : 0);
             widen_v(smem, j - 1);
           }
+          // Step i + 2's pages load while V_i's stage is awaited.
+          const Lookups after = i + 2 < n ? lookup(p, tile, last_block - 2 - i) : next;
           mbarrier_wait(smem.bar(Barrier::kVEmpty, Smem::stage_of(j)), Smem::parity_of(j) ^ 1);
-          copy_block(v_base, cur.v, p.head_dim_v, smem.v(Smem::stage_of(j)), warp, lane);
+          copy_block(cur, v_base, p.v_batch_stride, p.v_seq_stride, p.head_dim_v, smem.v(Smem::stage_of(j)));
           cur = next;
+          next = after;
         }
         kv_count += n;
         // The tile's last V, before the next tile's Q waits on the consumers.

@@ -19,9 +19,8 @@ namespace flash::sm90 {
 enum class Barrier : int { kQFull, kQEmpty, kKFull, kVFull, kKEmpty, kVEmpty };
 
 // Named barriers (id 0 is __syncthreads): per consumer warpgroup, one for
-// its epilogue and one for its pingpong turn; one for the producer
-// warpgroup when it widens fp8 blocks (ConvertProducer).
-enum class NamedBarrier : int { kEpilogue = 1, kTurn = 4, kProducer = 7 };
+// its epilogue and one for its pingpong turn.
+enum class NamedBarrier : int { kEpilogue = 1, kTurn = 4 };
 inline constexpr int kMaxConsumerWarpgroups = 3;
 __device__ __forceinline__ int named_barrier_id(NamedBarrier b, int consumer_wg) {
   return static_cast<int>(b) + consumer_wg;
