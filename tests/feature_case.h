@@ -95,7 +95,7 @@ struct FeatureConfig {
   // exponent, subnormals included; the unused elements hold the NaN code
   // 0x7f. The decode kernel reads it as 480 (a wrongly read key shows, a
   // wrongly read value times a zero probability does not); the Hopper
-  // kernel widens V, and K of fp16 calls, to NaN, so there any read of an
+  // kernel widens K and V to fp16, where it is NaN, so there any read of an
   // unused element shows). k_descale /
   // v_descale: none, one factor, or heads_kv factors (descale_head_stride
   // 0 or 1; when both are given, equally many). Powers of two, so that

@@ -131,9 +131,11 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
         const RowRange<1> ranges = loop.row_ranges(tile);
         mbarrier_wait(smem.bar(Barrier::kQFull), q_count & 1);
         ++q_count;
+        float row_scale[2] = {k_scale, k_scale};
+        loop.convert_q(row_scale);
         turns.open_once();
         const bool last_of_cta = Loop::kPingpong && !scheduler.template has_work_after<kCache>(u, k, num_units, p);
-        loop.template run_tile<kFp8>(tile, ranges, kv_count, o, softmax, turns, last_of_cta, k_scale);
+        loop.template run_tile<kFp8>(tile, ranges, kv_count, o, softmax, turns, last_of_cta, row_scale);
         kv_count += tile.n_blocks;
       }
       epilogue.store(tile, kSplit ? Scheduler::split_of(u, p) : 0, o, softmax, v_scale);

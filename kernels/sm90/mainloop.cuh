@@ -54,14 +54,17 @@ struct Turns {
 // has those V rows zeroed before P V reads them (zero_v_tail, or by the
 // gather itself); their keys are masked like any ragged tail.
 //
-// kFp8: K and V widened from an fp8 cache (ConvertProducer), V to fp16
-// whatever Element is, so P V runs on fp16: fp16 rounds P (at most 2^8,
-// with the lazy max) at least as finely as bf16 down to 2^-17, and within
-// 2^-25 below.
+// kFp8: K and V widened from an fp8 cache (ConvertProducer) to fp16
+// whatever Element is, so both GEMMs run on fp16. P V: fp16 rounds P (at
+// most 2^8, with the lazy max) at least as finely as bf16 down to 2^-17,
+// and within 2^-25 below. Q K^T: a bf16 Q is turned into fp16 in shared
+// memory (convert_q), each row scaled by a power of two; the scores are
+// scaled back with K's descale.
 template <typename Traits, bool kMasked, bool kLeft, bool kScoreMod, bool kCache = false, bool kFp8 = false>
 struct Mainloop {
   using Element = typename Traits::Element;
   using PVElement = std::conditional_t<kFp8, __half, Element>;
+  using QKElement = PVElement;
   using Smem = SmemLayout<Traits>;
   static constexpr int kBlockM = Traits::kBlockM;
   static constexpr int kBlockN = Traits::kBlockN;
@@ -116,10 +119,10 @@ struct Mainloop {
       const uint32_t q_offset = (kk / 4) * kBlockM * kSwizzleBytes + (kk % 4) * 32;
       const uint32_t k_offset = (kk / 4) * kBlockN * kSwizzleBytes + (kk % 4) * 32;
       if constexpr (kDescriptorAdd) {
-        wgmma_ss<kBlockN, 0, Element>(s, smem_descriptor_at(desc_q, q_offset), smem_descriptor_at(desc_k, k_offset),
+        wgmma_ss<kBlockN, 0, QKElement>(s, smem_descriptor_at(desc_q, q_offset), smem_descriptor_at(desc_k, k_offset),
                                       kk > 0 ? 1 : 0);
       } else {
-        wgmma_ss<kBlockN, 0, Element>(s, smem_descriptor(smem_q_wg + q_offset, 0),
+        wgmma_ss<kBlockN, 0, QKElement>(s, smem_descriptor(smem_q_wg + q_offset, 0),
                                       smem_descriptor(smem.k(stage) + k_offset, 0), kk > 0 ? 1 : 0);
       }
     }
@@ -230,21 +233,75 @@ struct Mainloop {
     named_barrier_sync(named_barrier_id(NamedBarrier::kEpilogue, wg), kWarpgroupThreads);
   }
 
-  // S times an fp8 cache's K descale, before the score modifiers and the mask.
-  __device__ __forceinline__ static void scale_scores(STile& s, float k_scale) {
+  // S times each row's factor (an fp8 cache's K descale, and convert_q's
+  // unscaling), before the score modifiers and the mask. Accumulator
+  // element i of an n8 fragment's four lies on row (i / 2) % 2.
+  __device__ __forceinline__ static void scale_scores(STile& s, const float (&row_scale)[2]) {
 #pragma unroll
-    for (int i = 0; i < kBlockN / 2; ++i) s[i] *= k_scale;
+    for (int i = 0; i < kBlockN / 2; ++i) s[i] *= row_scale[(i / 2) % 2];
+  }
+
+  // An fp8 cache's Q K^T runs on fp16 (kFp8): a bf16 Q is converted in
+  // place, this warpgroup's 64 rows, once the tile's Q has landed. Row r is
+  // multiplied by 2^e_r, putting its largest magnitude in [2^14, 2^15), so
+  // every element at least 2^-32 of the row's largest converts exactly
+  // (fp16 keeps bf16's 8 significant bits from 2^-17 up; smaller ones are
+  // rounded to fp16's subnormal steps). `row_scale` (k_scale on entry) is
+  // multiplied by 2^-e_r of the thread's two accumulator rows. Two threads
+  // a row, each half its 16-byte chunks (whole 128-byte lines per column
+  // block, so the swizzle does not matter; it is elementwise).
+  __device__ __forceinline__ void convert_q(float (&row_scale)[2]) const {
+    if constexpr (kFp8 && !std::is_same_v<Element, __half>) {
+      constexpr int kMine = kHeadDim / 16;  // of the row's kHeadDim / 8 chunks
+      const int t = threadIdx.x % kWarpgroupThreads;
+      unsigned char* const q = smem.ptr + (smem_q_wg - smem.base) + (t / 2) * kSwizzleBytes;
+      auto chunk = [&](int c) {
+        const int pc = (t % 2) * kMine + c;
+        return reinterpret_cast<uint4*>(q + (pc / 8) * kBlockM * kSwizzleBytes + (pc % 8) * 16);
+      };
+      uint32_t m = 0;  // the largest |x| of the row's bf16 bits, per half
+#pragma unroll
+      for (int c = 0; c < kMine; ++c) {
+        const uint4 w = *chunk(c);
+        m = __vmaxu2(m, __vmaxu2(__vmaxu2(w.x & 0x7fff7fffu, w.y & 0x7fff7fffu),
+                                 __vmaxu2(w.z & 0x7fff7fffu, w.w & 0x7fff7fffu)));
+      }
+      m = max(m & 0xffffu, m >> 16);
+      m = max(m, __shfl_xor_sync(0xffffffffu, m, 1));
+      // The max's biased exponent E: [2^(E-127), 2^(E-126)), so 2^(141 - E)
+      // puts it in [2^14, 2^15); at most 2^126 for all-zero or tiny rows.
+      const int e = min(141 - static_cast<int>(m >> 7), 126);
+      const float up = __int_as_float((127 + e) << 23);
+      const float down = __int_as_float((127 - e) << 23);
+#pragma unroll
+      for (int c = 0; c < kMine; ++c) {
+        uint4 w = *chunk(c);
+        uint32_t* x = reinterpret_cast<uint32_t*>(&w);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const __half2 h = __floats2half2_rn(__uint_as_float(x[j] << 16) * up, __uint_as_float(x[j] & 0xffff0000u) * up);
+          x[j] = *reinterpret_cast<const uint32_t*>(&h);
+        }
+        *chunk(c) = w;
+      }
+      // Row R of the 64 is converted by threads 2R, 2R + 1: for accumulator
+      // row 16 w + l / 4 + 8 hi, lane 2 (l / 4) + 16 hi of warp w.
+#pragma unroll
+      for (int hi = 0; hi < 2; ++hi) row_scale[hi] *= __shfl_sync(0xffffffffu, down, 2 * (lane / 4) + 16 * hi);
+      fence_proxy_async_smem();  // generic-proxy stores, read by wgmma
+      named_barrier_sync(named_barrier_id(NamedBarrier::kEpilogue, wg), kWarpgroupThreads);
+    }
   }
 
   // One tile with at least one visible block: O (unnormalised) and the
   // softmax statistics over its blocks, visited from the last down. `ranges`
   // is row_ranges(tile); the tile's K/V blocks are the CTA's kv_count-th onwards. `last_of_cta`: no
   // later tile of this CTA has work (ends the pingpong rotation).
-  // kScaleScores: S is multiplied by `k_scale` (an fp8 cache's K descale).
+  // kScaleScores: S is multiplied by `row_scale` (scale_scores).
   template <bool kScaleScores, typename TurnsT>
   __device__ __forceinline__ void run_tile(const Tile& tile, const RowRange<1>& ranges, int kv_count, OTile& o,
                                            OnlineSoftmax<1>& softmax, const TurnsT& turns, bool last_of_cta,
-                                           float k_scale) const {
+                                           const float (&row_scale)[2]) const {
     auto& o_frag = *reinterpret_cast<float(*)[1][kOCols / 8][4]>(&o);
     const int n = tile.n_blocks;
     STile s;
@@ -261,7 +318,7 @@ struct Mainloop {
     fence_registers(s);
     consumer_release(smem, Barrier::kKEmpty, Smem::stage_of(kv_count), lane);
     if (kEarlyQ && n == 1) release_q();
-    if constexpr (kScaleScores) scale_scores(s, k_scale);
+    if constexpr (kScaleScores) scale_scores(s, row_scale);
     const float alibi_neg = alibi_neg_slope(tile);
     bool rescale_o = softmax_step(tile, ranges, alibi_neg, s, tile.n_first + n - 1, softmax, correction);
     convert_p(s, pa);
@@ -284,7 +341,7 @@ struct Mainloop {
       fence_registers(s);
       consumer_release(smem, Barrier::kKEmpty, Smem::stage_of(cur), lane);
       if (kEarlyQ && i == n - 1) release_q();
-      if constexpr (kScaleScores) scale_scores(s, k_scale);
+      if constexpr (kScaleScores) scale_scores(s, row_scale);
       rescale_o = softmax_step(tile, ranges, alibi_neg, s, tile.n_first + n - 1 - i, softmax, correction);
       wgmma_wait<0>();
       fence_registers(o);

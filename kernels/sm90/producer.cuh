@@ -10,7 +10,7 @@
 // block's page lookups are one warp-wide load, not a chain of them. Paged
 // caches that gathers_pages (tma_limits.h) picks are copied row by row with
 // cp.async by the whole warpgroup instead (GatherProducer). An fp8 (e4m3)
-// cache is copied by the whole warpgroup too and widened to Element in
+// cache is copied by the whole warpgroup too and widened to fp16 in
 // shared memory (ConvertProducer).
 #pragma once
 
@@ -310,8 +310,8 @@ struct GatherProducer {
 // warpgroup 0 copy a block's e4m3 rows with cp.async, 16 bytes (16
 // elements) a copy, into the upper half of the block's stage, then widen
 // them in place in the layout TMA's 128-byte swizzle would have written,
-// exactly (fp8.cuh): K to Element, V to fp16 whatever Element is (one
-// hardware conversion a pair; P V runs on fp16, Mainloop::PVElement).
+// exactly, to fp16 whatever Element is (one hardware conversion a pair,
+// fp8::f16_pair; both GEMMs run on fp16, Mainloop::QKElement and PVElement).
 //
 // The widened block is kLines 128-byte lines (line = column block * kBlockN
 // + key row); a 16-byte e4m3 chunk widens to one 32-byte item, two 16-byte
@@ -327,7 +327,6 @@ struct GatherProducer {
 // zero V. The descales are applied by the consumers (scores and O).
 template <typename Traits>
 struct ConvertProducer {
-  using Element = typename Traits::Element;
   using Smem = SmemLayout<Traits>;
   static constexpr int kBlockN = Traits::kBlockN;
   static constexpr int kHeadDim = Traits::kHeadDim;
@@ -416,31 +415,33 @@ struct ConvertProducer {
     return out;
   }
 
-  // A looked-up row, shuffled from the lane that holds it, as a byte offset (-1: none).
-  __device__ __forceinline__ static int64_t row_offset(const RowRef& held, int src_lane, int64_t batch_stride,
-                                                       int64_t seq_stride) {
-    const int a = __shfl_sync(0xffffffffu, held.a, src_lane);
-    const int b = __shfl_sync(0xffffffffu, held.b, src_lane);
-    return a < 0 ? int64_t{-1} : a * batch_stride + b * seq_stride;
+  // A looked-up row's byte offset from K's or V's head base (-1: none).
+  __device__ __forceinline__ static int64_t row_offset(const RowRef& r, int64_t batch_stride, int64_t seq_stride) {
+    return r.a < 0 ? int64_t{-1} : r.a * batch_stride + r.b * seq_stride;
+  }
+  __device__ __forceinline__ static int64_t shuffle_offset(int64_t held, int src_lane) {
+    return __shfl_sync(0xffffffffu, held, src_lane);
   }
 
   // Copies this thread's chunks of one K or V block into the upper half of
   // stage `dst`: the lower item's chunk into the upper item's slot 1, the
   // upper item's into its slot 0. `width`: the call's head_dim or
-  // head_dim_v (a multiple of 16).
+  // head_dim_v (a multiple of 16). Each lane turns the rows it looked up
+  // into byte offsets once; the copying lanes shuffle those out.
   __device__ __forceinline__ static void copy_block(const Lookups& rows, const unsigned char* base,
                                                     int64_t batch_stride, int64_t seq_stride, int width,
                                                     uint32_t dst) {
     const Pair pair;
     const int x = threadIdx.x % 32 / 4;
+    int64_t held[kLookups];
+#pragma unroll
+    for (int k = 0; k < kLookups; ++k) held[k] = row_offset(rows.r[k], batch_stride, seq_stride);
 #pragma unroll
     for (int i = 0; i < kPairsPerThread; ++i) {
       // Slots x + 8 i (lower line) and x + 8 (i + kPairsPerThread) (upper).
       constexpr int kUpper = kSameRow ? 0 : kPairsPerThread;
-      const int64_t lo_row = row_offset(rows.r[i / 4], x + 8 * (i % 4), batch_stride, seq_stride);
-      const int64_t up_row = kSameRow ? lo_row
-                                      : row_offset(rows.r[(i + kUpper) / 4], x + 8 * ((i + kUpper) % 4),
-                                                   batch_stride, seq_stride);
+      const int64_t lo_row = shuffle_offset(held[i / 4], x + 8 * (i % 4));
+      const int64_t up_row = kSameRow ? lo_row : shuffle_offset(held[(i + kUpper) / 4], x + 8 * ((i + kUpper) % 4));
       if (!pair.valid(i)) continue;
       const int lo_col = pair.column(pair.lo(i));
       const int up_col = pair.column(pair.up(i));
@@ -452,30 +453,18 @@ struct ConvertProducer {
     ptx::cp_async_commit();
   }
 
-  // Sixteen e4m3 bytes to eight Out pairs: the first (lo) or last (hi) eight.
-  // fp16 by the hardware's conversion, bf16 by fp8::pair's integer one.
-  template <typename Out>
-  __device__ __forceinline__ static uint32_t widen_word(uint32_t w, bool high) {
-    if constexpr (std::is_same_v<Out, __half>) {
-      return high ? fp8::f16_pair<true>(w) : fp8::f16_pair<false>(w);
-    } else {
-      return high ? fp8::pair<Out, fp8::kBytes23>(w) : fp8::pair<Out, fp8::kBytes01>(w);
-    }
-  }
-  template <typename Out>
+  // Sixteen e4m3 bytes to eight fp16 pairs: the first (lo) or last (hi) eight.
   __device__ __forceinline__ static uint4 widen_lo(const uint4& b) {
-    return make_uint4(widen_word<Out>(b.x, false), widen_word<Out>(b.x, true), widen_word<Out>(b.y, false),
-                      widen_word<Out>(b.y, true));
+    return make_uint4(fp8::f16_pair<false>(b.x), fp8::f16_pair<true>(b.x), fp8::f16_pair<false>(b.y),
+                      fp8::f16_pair<true>(b.y));
   }
-  template <typename Out>
   __device__ __forceinline__ static uint4 widen_hi(const uint4& b) {
-    return make_uint4(widen_word<Out>(b.z, false), widen_word<Out>(b.z, true), widen_word<Out>(b.w, false),
-                      widen_word<Out>(b.w, true));
+    return make_uint4(fp8::f16_pair<false>(b.z), fp8::f16_pair<true>(b.z), fp8::f16_pair<false>(b.w),
+                      fp8::f16_pair<true>(b.w));
   }
 
-  // Widens this thread's pairs of the landed block at `stage_bytes` to Out,
-  // then arrives on `full`.
-  template <typename Out>
+  // Widens this thread's pairs of the landed block at `stage_bytes`, then
+  // arrives on `full`.
   __device__ __forceinline__ static void widen_block(unsigned char* stage_bytes, uint32_t full) {
     const Pair pair;
 #pragma unroll
@@ -490,10 +479,10 @@ struct ConvertProducer {
 #pragma unroll
       for (int b = 0; b < kBatch; ++b) {
         if (i0 + b >= kPairsPerThread || !pair.valid(i0 + b)) continue;
-        *reinterpret_cast<uint4*>(stage_bytes + pair.lo_slot(i0 + b, 0)) = widen_lo<Out>(lo[b]);
-        *reinterpret_cast<uint4*>(stage_bytes + pair.lo_slot(i0 + b, 1)) = widen_hi<Out>(lo[b]);
-        *reinterpret_cast<uint4*>(stage_bytes + pair.up_slot(i0 + b, 0)) = widen_lo<Out>(up[b]);
-        *reinterpret_cast<uint4*>(stage_bytes + pair.up_slot(i0 + b, 1)) = widen_hi<Out>(up[b]);
+        *reinterpret_cast<uint4*>(stage_bytes + pair.lo_slot(i0 + b, 0)) = widen_lo(lo[b]);
+        *reinterpret_cast<uint4*>(stage_bytes + pair.lo_slot(i0 + b, 1)) = widen_hi(lo[b]);
+        *reinterpret_cast<uint4*>(stage_bytes + pair.up_slot(i0 + b, 0)) = widen_lo(up[b]);
+        *reinterpret_cast<uint4*>(stage_bytes + pair.up_slot(i0 + b, 1)) = widen_hi(up[b]);
       }
     }
     mbarrier_arrive(full);
@@ -512,12 +501,12 @@ struct ConvertProducer {
 
   __device__ __forceinline__ static void widen_k(const Smem& smem, int j) {
     const int stage = Smem::stage_of(j);
-    widen_block<Element>(smem.ptr + (smem.k(stage) - smem.base), smem.bar(Barrier::kKFull, stage));
+    widen_block(smem.ptr + (smem.k(stage) - smem.base), smem.bar(Barrier::kKFull, stage));
   }
 
   __device__ __forceinline__ static void widen_v(const Smem& smem, int j) {
     const int stage = Smem::stage_of(j);
-    widen_block<__half>(smem.ptr + (smem.v(stage) - smem.base), smem.bar(Barrier::kVFull, stage));
+    widen_block(smem.ptr + (smem.v(stage) - smem.base), smem.bar(Barrier::kVFull, stage));
   }
 
   // The order of a tile's work follows when the consumers free and need
