@@ -219,12 +219,16 @@ struct AttentionParams {
   // (Backend::kDecode, any seqlen_q; sm_80 and newer), which turns the bytes
   // into the dtype in registers, or, unsplit, on the Hopper kernel
   // (Backend::kSm90; dense, varlen, seqused_k and paged caches of any page
-  // size), which widens them in shared memory: exactly either way, every
-  // e4m3 value is representable in fp16 and bf16. Backend::kAuto takes the
-  // Hopper kernel for calls of more than 16 queries it does not split, the
-  // decode kernel for the others; kSm80 refuses fp8. head_dim and head_dim_v must be
-  // multiples of 16 and K/V strides multiples of 16 elements (16-byte rows).
-  // The NaN encodings (0x7f, 0xff) are not checked: they read as +-480.
+  // size), which widens them to fp16 in shared memory and runs both
+  // products on fp16: exactly either way, every e4m3 value is
+  // representable in fp16 and bf16 (the Hopper kernel turns a bf16 Q into
+  // fp16 row by row, scaled by a power of two: exact for every element at
+  // least 2^-32 of its row's largest). Backend::kAuto takes the Hopper
+  // kernel for calls of more than 16 queries it does not split, the decode
+  // kernel for the others; kSm80 refuses fp8. head_dim and head_dim_v must
+  // be multiples of 16 and K/V strides multiples of 16 elements (16-byte
+  // rows). The NaN encodings (0x7f, 0xff) are not checked: the decode
+  // kernel reads them as +-480, the Hopper kernel as NaN.
   // Not with k_new (quantise the new rows into the cache yourself).
   KvDType kv_dtype = KvDType::kSame;
   const float* k_descale = nullptr;
