@@ -11,7 +11,7 @@
 #     scripts/tile-sweep.sh 'base:' 'm128:s/kBlockM = 192/kBlockM = 128/' \
 #                           'other:kernels/sm90/fwd_kernel.cuh:s/foo/bar/' \
 #                           'two:src/dispatch.cpp:s/a/b/;;kernels/sm90/unit_map.h:s/c/d/' \
-#                           'paired:@docs/history/patches/2026-12-03-fp8-paired-producer.patch'
+#                           'qk:@docs/history/patches/2026-12-03-fp8-bf16-qk-from-hd192.patch'
 #
 # Prints one table per variant and round (TABLE: the regex of the table's
 # header line, default the standard sweep's "| dtype"; e.g. "| head_dim |
