@@ -109,6 +109,11 @@ std::string FeatureConfig::name() const {
   if (!alibi.empty()) s += " alibi" + list(alibi);
   if (softmax_scale != 0.f) s += " scale " + std::to_string(softmax_scale);
   if (input_scale != 1.f) s += " inputs x" + std::to_string(input_scale);
+  if (!q_channel_log2.empty()) {
+    s += " q channels x2^{";
+    for (size_t i = 0; i < q_channel_log2.size(); ++i) s += (i ? "," : "") + std::to_string(q_channel_log2[i]);
+    s += "}";
+  }
   if (!with_lse) s += " no-lse";
   if (kv_dtype == KvDType::kFloat8E4M3) s += " kv:e4m3";
   if (!k_descale.empty()) s += " k_descale" + list(k_descale);
@@ -361,15 +366,19 @@ int64_t FeatureCase::rows_seeing_no_key() const {
   v_host_.assign(static_cast<size_t>(k_elements_), kPoison16);
   const uint64_t seed_q = splitmix64(cfg_.seed + 0), seed_k = splitmix64(cfg_.seed + 1),
                  seed_v = splitmix64(cfg_.seed + 2);
+  // `channel_log2`: per-element powers of two (Q's outlier channels), or empty.
   auto fill_row = [&](std::vector<uint16_t>* host, uint64_t seed, int64_t row, int64_t heads, int64_t head_stride,
-                      int64_t width) {
+                      int64_t width, const std::vector<int>& channel_log2) {
     for (int64_t h = 0; h < heads; ++h) {
       for (int64_t e = 0; e < width; ++e) {
         const int64_t x = row + h * head_stride + e;
-        (*host)[x] = ref::from_float(uniform(seed, static_cast<uint64_t>(x), cfg_.input_scale), cfg_.dtype);
+        float value = uniform(seed, static_cast<uint64_t>(x), cfg_.input_scale);
+        if (!channel_log2.empty()) value = std::ldexp(value, channel_log2[static_cast<size_t>(e) % channel_log2.size()]);
+        (*host)[x] = ref::from_float(value, cfg_.dtype);
       }
     }
   };
+  const std::vector<int> no_channels;
   // fp8: the finite e4m3 codes of magnitude <= input_scale to draw from.
   const bool fp8 = cfg_.kv_dtype == KvDType::kFloat8E4M3;
   std::vector<uint8_t> codes;
@@ -399,15 +408,15 @@ int64_t FeatureCase::rows_seeing_no_key() const {
   };
   for (int64_t b = 0; b < batch_; ++b) {
     for (int64_t i = 0; i < cfg_.seqlens_q[b]; ++i) {
-      fill_row(&q_host_, seed_q, q_row(q_, b, i), cfg_.heads_q, q_.head_stride, d);
+      fill_row(&q_host_, seed_q, q_row(q_, b, i), cfg_.heads_q, q_.head_stride, d, cfg_.q_channel_log2);
     }
     for (int64_t j = 0; j < keys_of(b); ++j) {
       if (fp8) {
         fill_row8(&k_host8_, &k_host_, cfg_.k_descale, seed_k, k_row(k_, b, j), d);
         fill_row8(&v_host8_, &v_host_, cfg_.v_descale, seed_v, k_row(k_, b, j), dv);
       } else {
-        fill_row(&k_host_, seed_k, k_row(k_, b, j), cfg_.heads_kv, k_.head_stride, d);
-        fill_row(&v_host_, seed_v, k_row(k_, b, j), cfg_.heads_kv, k_.head_stride, dv);
+        fill_row(&k_host_, seed_k, k_row(k_, b, j), cfg_.heads_kv, k_.head_stride, d, no_channels);
+        fill_row(&v_host_, seed_v, k_row(k_, b, j), cfg_.heads_kv, k_.head_stride, dv, no_channels);
       }
     }
   }

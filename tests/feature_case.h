@@ -90,6 +90,10 @@ struct FeatureConfig {
   std::vector<float> alibi;
   float softmax_scale = 0.f;
   float input_scale = 1.f;  // inputs uniform in [-input_scale, input_scale)
+  // Outlier channels: Q's element e (of every row and head) times
+  // 2^q_channel_log2[e % size()]; empty for none. Powers of two, so the
+  // references see the same scaled values the kernels do.
+  std::vector<int> q_channel_log2;
   // FP8 KV cache (AttentionParams::kv_dtype): K and V hold e4m3 bytes drawn
   // uniformly from the finite codes of magnitude <= input_scale (every
   // exponent, subnormals included; the unused elements hold the NaN code

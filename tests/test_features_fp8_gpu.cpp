@@ -170,16 +170,36 @@ std::vector<FeatureRow> all_rows() {
         t.add(q + "sinks_alibi", cfg, fp8_runs());
       }
     }
-    {
-      // Every finite code, up to +-448, with a scale that keeps the scores moderate.
+    // Every finite code, up to +-448, with a scale that keeps the scores
+    // moderate: decode, and chunked prefill (the Hopper kernel's widening).
+    for (int64_t seqlen_q : {1, 64}) {
       FeatureConfig cfg = config(128, 8, 2);
       cfg.input_scale = 448.f;
       cfg.softmax_scale = std::ldexp(1.f, -20);
       cfg.k_descale.clear();
       cfg.v_descale.clear();
-      cfg.seqlens_q = repeat(1, 2);
+      cfg.causal = seqlen_q > 1;
+      cfg.seqlens_q = repeat(seqlen_q, 2);
       cfg.seqlens_k = repeat(3000, 2);
-      t.add("all_codes", cfg, fp8_runs());
+      t.add(seqlen_q == 1 ? "all_codes" : "q64_all_codes", cfg, fp8_runs());
+    }
+    // Outlier channels in a bf16 Q: the Hopper kernel turns Q into fp16 row
+    // by row, each row scaled by a power of two (Mainloop::convert_q); these
+    // rows span 2^-16 to 2^16 in their channels' scales, and their elements
+    // near 0 go below what that scaling keeps exact. Decode and chunked
+    // prefill, with the LSE.
+    for (int64_t seqlen_q : {1, 64}) {
+      FeatureConfig cfg = config(128, 8, 2);
+      cfg.dtype = DType::kBFloat16;
+      cfg.q_channel_log2 = {16, 0, -16, 3, 8, -8, 0, 12};
+      cfg.softmax_scale = std::ldexp(1.f, -17);
+      cfg.causal = seqlen_q > 1;
+      cfg.seqlens_q = repeat(seqlen_q, 2);
+      cfg.seqlens_k = {1100, 300};
+      cfg.kv = KvLayout::kPaged;
+      cfg.use_seqused_k = true;
+      cfg.page_size = 16;
+      t.add("q" + std::to_string(seqlen_q) + "_outlier_channels", cfg, fp8_runs());
     }
     {
       // A V head dim of its own.
