@@ -373,7 +373,9 @@ int64_t FeatureCase::rows_seeing_no_key() const {
       for (int64_t e = 0; e < width; ++e) {
         const int64_t x = row + h * head_stride + e;
         float value = uniform(seed, static_cast<uint64_t>(x), cfg_.input_scale);
-        if (!channel_log2.empty()) value = std::ldexp(value, channel_log2[static_cast<size_t>(e) % channel_log2.size()]);
+        if (!channel_log2.empty()) {
+          value = std::ldexp(value, channel_log2[static_cast<size_t>(e) % channel_log2.size()]);
+        }
         (*host)[x] = ref::from_float(value, cfg_.dtype);
       }
     }

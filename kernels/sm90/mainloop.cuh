@@ -120,10 +120,10 @@ struct Mainloop {
       const uint32_t k_offset = (kk / 4) * kBlockN * kSwizzleBytes + (kk % 4) * 32;
       if constexpr (kDescriptorAdd) {
         wgmma_ss<kBlockN, 0, QKElement>(s, smem_descriptor_at(desc_q, q_offset), smem_descriptor_at(desc_k, k_offset),
-                                      kk > 0 ? 1 : 0);
+                                        kk > 0 ? 1 : 0);
       } else {
         wgmma_ss<kBlockN, 0, QKElement>(s, smem_descriptor(smem_q_wg + q_offset, 0),
-                                      smem_descriptor(smem.k(stage) + k_offset, 0), kk > 0 ? 1 : 0);
+                                        smem_descriptor(smem.k(stage) + k_offset, 0), kk > 0 ? 1 : 0);
       }
     }
     wgmma_commit();
@@ -279,7 +279,8 @@ struct Mainloop {
         uint32_t* x = reinterpret_cast<uint32_t*>(&w);
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
-          const __half2 h = __floats2half2_rn(__uint_as_float(x[j] << 16) * up, __uint_as_float(x[j] & 0xffff0000u) * up);
+          const __half2 h =
+              __floats2half2_rn(__uint_as_float(x[j] << 16) * up, __uint_as_float(x[j] & 0xffff0000u) * up);
           x[j] = *reinterpret_cast<const uint32_t*>(&h);
         }
         *chunk(c) = w;
