@@ -87,14 +87,7 @@ struct DecodeRun {
     const size_t q_elems = static_cast<size_t>(p.batch * p.heads_q * p.head_dim);
     const size_t kv_elems = static_cast<size_t>(key.batch * key.seqlen_k * p.heads_kv * p.head_dim);
     std::string err = alloc_filled(env, &q, q_elems, 1, "Q");
-    // e4m3: the bytes of half as many random bf16 values. About 1 byte in
-    // 256 is a NaN code: the decode kernel reads it as +-480, the Hopper
-    // kernel as NaN (its e4m3 rows' outputs are then NaN). The softmax's
-    // max ignores NaN scores, so the work done is the same; a fill of
-    // finite codes has not been timed against this one.
-    const size_t kv_fill = key.fp8 ? kv_elems / 2 : kv_elems;
-    if (err.empty()) err = alloc_filled(env, &k, kv_fill, 2, "K");
-    if (err.empty()) err = alloc_filled(env, &v, kv_fill, 3, "V");
+    if (err.empty()) err = alloc_kv_filled(env, &k, &v, kv_elems, key.fp8);
     if (err.empty()) err = o.allocate(q_elems * kElemBytes, "cudaMalloc(O)");
     if (err.empty()) err = upload(env, used, &seqused_k, "seqused_k");
     if (err.empty() && !table.empty()) err = upload(env, table, &block_table, "block_table");

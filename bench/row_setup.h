@@ -51,6 +51,19 @@ inline std::string alloc_filled(BenchEnv& env, DeviceBuffer* dst, size_t elems, 
   return err;
 }
 
+// K and V of `kv_elems` elements each, filled as alloc_filled does (seeds 2
+// and 3). `fp8`: e4m3 bytes, the bytes of half as many random bf16 values.
+// About 1 byte in 256 is then a NaN code: the decode kernel reads it as
+// +-480, the Hopper kernel as NaN (its e4m3 rows' outputs are then NaN).
+// The softmax's max ignores NaN scores, so the work done is the same; a
+// fill of finite codes has not been timed against this one.
+inline std::string alloc_kv_filled(BenchEnv& env, DeviceBuffer* k, DeviceBuffer* v, size_t kv_elems, bool fp8) {
+  const size_t fill = fp8 ? kv_elems / 2 : kv_elems;
+  std::string err = alloc_filled(env, k, fill, 2, "K");
+  if (err.empty()) err = alloc_filled(env, v, fill, 3, "V");
+  return err;
+}
+
 // Copies `host` into a new allocation *dst on env's stream. The caller keeps
 // `host` alive until the stream is synchronised.
 inline std::string upload(BenchEnv& env, const std::vector<int32_t>& host, DeviceBuffer* dst, const char* what) {
