@@ -3,6 +3,11 @@
 // softmax keeps float32 row sums) and asserted.
 #pragma once
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <type_traits>
+
 #include "../common/constants.h"
 
 namespace flash::sm90 {
@@ -45,6 +50,11 @@ struct FwdTraits {
   // docs/perf/sm90-row-sums-hd64.md for what each variant costs.
   static constexpr bool kRowSumInO = kHeadDim == 64;
   static constexpr int kOCols = kHeadDim + (kRowSumInO ? 8 : 0);  // N of P V's wgmma
+  // An fp8 cache's Q K^T element (kFp8 kernels): fp16, a bf16 Q converted
+  // in shared memory (Mainloop::convert_q), up to head dim 128; wider,
+  // Element, K widened by fp8::pair's integer conversion
+  // (docs/perf/fp8-prefill.md has the A/B).
+  using Fp8QKElement = std::conditional_t<std::is_same_v<Element_, __half> || kHeadDim <= 128, __half, Element_>;
   // Whether the softmax keeps float32 row sums, for the log-sum-exp. Only
   // kRowSumInO traits are compiled without them (WithoutLseSums), for
   // tail-only and causal calls that ask for no log-sum-exp (launch.cuh).

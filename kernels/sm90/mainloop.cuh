@@ -54,17 +54,17 @@ struct Turns {
 // has those V rows zeroed before P V reads them (zero_v_tail, or by the
 // gather itself); their keys are masked like any ragged tail.
 //
-// kFp8: K and V widened from an fp8 cache (ConvertProducer) to fp16
-// whatever Element is, so both GEMMs run on fp16. P V: fp16 rounds P (at
+// kFp8: V widened from an fp8 cache (ConvertProducer) to fp16 whatever
+// Element is, K to Traits::Fp8QKElement. P V runs on fp16: fp16 rounds P (at
 // most 2^8, with the lazy max) at least as finely as bf16 down to 2^-17,
-// and within 2^-25 below. Q K^T: a bf16 Q is turned into fp16 in shared
-// memory (convert_q), each row scaled by a power of two; the scores are
-// scaled back with K's descale.
+// and within 2^-25 below. Q K^T on fp16 (up to head dim 128): a bf16 Q is
+// turned into fp16 in shared memory (convert_q), each row scaled by a
+// power of two; the scores are scaled back with K's descale.
 template <typename Traits, bool kMasked, bool kLeft, bool kScoreMod, bool kCache = false, bool kFp8 = false>
 struct Mainloop {
   using Element = typename Traits::Element;
   using PVElement = std::conditional_t<kFp8, __half, Element>;
-  using QKElement = PVElement;
+  using QKElement = std::conditional_t<kFp8, typename Traits::Fp8QKElement, Element>;
   using Smem = SmemLayout<Traits>;
   static constexpr int kBlockM = Traits::kBlockM;
   static constexpr int kBlockN = Traits::kBlockN;
@@ -251,7 +251,7 @@ struct Mainloop {
   // a row, each half its 16-byte chunks (whole 128-byte lines per column
   // block, so the swizzle does not matter; it is elementwise).
   __device__ __forceinline__ void convert_q(float (&row_scale)[2]) const {
-    if constexpr (kFp8 && !std::is_same_v<Element, __half>) {
+    if constexpr (kFp8 && std::is_same_v<QKElement, __half> && !std::is_same_v<Element, __half>) {
       constexpr int kMine = kHeadDim / 16;  // of the row's kHeadDim / 8 chunks
       const int t = threadIdx.x % kWarpgroupThreads;
       unsigned char* const q = smem.ptr + (smem_q_wg - smem.base) + (t / 2) * kSwizzleBytes;

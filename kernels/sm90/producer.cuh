@@ -10,8 +10,8 @@
 // block's page lookups are one warp-wide load, not a chain of them. Paged
 // caches that gathers_pages (tma_limits.h) picks are copied row by row with
 // cp.async by the whole warpgroup instead (GatherProducer). An fp8 (e4m3)
-// cache is copied by the whole warpgroup too and widened to fp16 in
-// shared memory (ConvertProducer).
+// cache is copied by the whole warpgroup too and widened in shared memory
+// (ConvertProducer).
 #pragma once
 
 #include "../common/constants.h"
@@ -310,8 +310,9 @@ struct GatherProducer {
 // warpgroup 0 copy a block's e4m3 rows with cp.async, 16 bytes (16
 // elements) a copy, into the upper half of the block's stage, then widen
 // them in place in the layout TMA's 128-byte swizzle would have written,
-// exactly, to fp16 whatever Element is (one hardware conversion a pair,
-// fp8::f16_pair; both GEMMs run on fp16, Mainloop::QKElement and PVElement).
+// exactly: V to fp16 whatever Element is (one hardware conversion a pair,
+// fp8::f16_pair; P V runs on fp16, Mainloop::PVElement), K to
+// Traits::Fp8QKElement (fp16 up to head dim 128, where Q K^T runs on fp16).
 //
 // The widened block is kLines 128-byte lines (line = column block * kBlockN
 // + key row); a 16-byte e4m3 chunk widens to one 32-byte item, two 16-byte
@@ -453,18 +454,30 @@ struct ConvertProducer {
     ptx::cp_async_commit();
   }
 
-  // Sixteen e4m3 bytes to eight fp16 pairs: the first (lo) or last (hi) eight.
-  __device__ __forceinline__ static uint4 widen_lo(const uint4& b) {
-    return make_uint4(fp8::f16_pair<false>(b.x), fp8::f16_pair<true>(b.x), fp8::f16_pair<false>(b.y),
-                      fp8::f16_pair<true>(b.y));
+  // Sixteen e4m3 bytes to eight Out pairs: the first (lo) or last (hi)
+  // eight. fp16 by the hardware's conversion, bf16 by fp8::pair's integer one.
+  template <typename Out, bool kHigh>
+  __device__ __forceinline__ static uint32_t widen_word(uint32_t w) {
+    if constexpr (std::is_same_v<Out, __half>) {
+      return fp8::f16_pair<kHigh>(w);
+    } else {
+      return fp8::pair<Out, kHigh ? fp8::kBytes23 : fp8::kBytes01>(w);
+    }
   }
+  template <typename Out>
+  __device__ __forceinline__ static uint4 widen_lo(const uint4& b) {
+    return make_uint4(widen_word<Out, false>(b.x), widen_word<Out, true>(b.x), widen_word<Out, false>(b.y),
+                      widen_word<Out, true>(b.y));
+  }
+  template <typename Out>
   __device__ __forceinline__ static uint4 widen_hi(const uint4& b) {
-    return make_uint4(fp8::f16_pair<false>(b.z), fp8::f16_pair<true>(b.z), fp8::f16_pair<false>(b.w),
-                      fp8::f16_pair<true>(b.w));
+    return make_uint4(widen_word<Out, false>(b.z), widen_word<Out, true>(b.z), widen_word<Out, false>(b.w),
+                      widen_word<Out, true>(b.w));
   }
 
-  // Widens this thread's pairs of the landed block at `stage_bytes`, then
-  // arrives on `full`.
+  // Widens this thread's pairs of the landed block at `stage_bytes` to Out,
+  // then arrives on `full`.
+  template <typename Out>
   __device__ __forceinline__ static void widen_block(unsigned char* stage_bytes, uint32_t full) {
     const Pair pair;
 #pragma unroll
@@ -479,10 +492,10 @@ struct ConvertProducer {
 #pragma unroll
       for (int b = 0; b < kBatch; ++b) {
         if (i0 + b >= kPairsPerThread || !pair.valid(i0 + b)) continue;
-        *reinterpret_cast<uint4*>(stage_bytes + pair.lo_slot(i0 + b, 0)) = widen_lo(lo[b]);
-        *reinterpret_cast<uint4*>(stage_bytes + pair.lo_slot(i0 + b, 1)) = widen_hi(lo[b]);
-        *reinterpret_cast<uint4*>(stage_bytes + pair.up_slot(i0 + b, 0)) = widen_lo(up[b]);
-        *reinterpret_cast<uint4*>(stage_bytes + pair.up_slot(i0 + b, 1)) = widen_hi(up[b]);
+        *reinterpret_cast<uint4*>(stage_bytes + pair.lo_slot(i0 + b, 0)) = widen_lo<Out>(lo[b]);
+        *reinterpret_cast<uint4*>(stage_bytes + pair.lo_slot(i0 + b, 1)) = widen_hi<Out>(lo[b]);
+        *reinterpret_cast<uint4*>(stage_bytes + pair.up_slot(i0 + b, 0)) = widen_lo<Out>(up[b]);
+        *reinterpret_cast<uint4*>(stage_bytes + pair.up_slot(i0 + b, 1)) = widen_hi<Out>(up[b]);
       }
     }
     mbarrier_arrive(full);
@@ -501,12 +514,13 @@ struct ConvertProducer {
 
   __device__ __forceinline__ static void widen_k(const Smem& smem, int j) {
     const int stage = Smem::stage_of(j);
-    widen_block(smem.ptr + (smem.k(stage) - smem.base), smem.bar(Barrier::kKFull, stage));
+    widen_block<typename Traits::Fp8QKElement>(smem.ptr + (smem.k(stage) - smem.base),
+                                               smem.bar(Barrier::kKFull, stage));
   }
 
   __device__ __forceinline__ static void widen_v(const Smem& smem, int j) {
     const int stage = Smem::stage_of(j);
-    widen_block(smem.ptr + (smem.v(stage) - smem.base), smem.bar(Barrier::kVFull, stage));
+    widen_block<__half>(smem.ptr + (smem.v(stage) - smem.base), smem.bar(Barrier::kVFull, stage));
   }
 
   // The order of a tile's work follows when the consumers free and need
