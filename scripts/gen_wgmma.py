@@ -11,7 +11,7 @@ import sys
 
 OUTPUT = "kernels/sm90/wgmma_ops.cuh"
 
-NS = [48, 64, 72, 80, 96, 112, 128, 160, 176, 192, 256]
+NS = [32, 48, 64, 72, 80, 96, 112, 128, 160, 176, 192, 256]
 TYPES = {"bf16": "__nv_bfloat16", "f16": "__half"}
 
 

@@ -33,6 +33,14 @@ cudaError_t run_fwd_cache(const detail::FwdParams& params, MaskVariant mask, cud
 template <DType kDType, int kHeadDim>
 cudaError_t run_fwd_cache_fp8(const detail::FwdParams& params, MaskVariant mask, cudaStream_t stream);
 
+// MLA decode (kernels/sm90/mla_kernel.cuh): Q K^T over up to 576 columns,
+// V and O over up to 512, V being K's rows (params.v == params.k, same
+// strides), any K/V head count, dense, varlen or paged caches (any page
+// size), split or not. cudaErrorInvalidValue: V is not K's rows, or the
+// head dims exceed 576 / 512. Defined in instantiations/mla_*.cu.
+template <DType kDType>
+cudaError_t run_mla(const detail::FwdParams& params, cudaStream_t stream);
+
 // Number of compiled configurations for (head_dim, masked) (0 if none).
 int num_candidates(int64_t head_dim, bool masked);
 // Describes configuration `index` (source left as is). False if none.

@@ -1,0 +1,10 @@
+// MLA decode (576 / 512), bf16; built whenever sm_90a is.
+#include "../api.h"
+#include "../mla_kernel.cuh"
+
+namespace flash::sm90 {
+template <>
+cudaError_t run_mla<DType::kBFloat16>(const detail::FwdParams& params, cudaStream_t stream) {
+  return launch_mla<MlaTraits<__nv_bfloat16>>(params, stream);
+}
+}  // namespace flash::sm90

@@ -1,0 +1,285 @@
+// The MLA decode kernels, launched directly: the split-D kernel
+// (kernels/decode/mla_kernel.cuh, sm_80 and newer) and the Hopper one
+// (kernels/sm90/mla_kernel.cuh, through sm90::run_mla). MLA's absorbed decode (Q K^T over 576 columns, V the first 512
+// columns of the same K rows, one K/V head for many query heads) against a
+// float64 reference on the host. Dense and paged caches (pages of 1 and
+// 64 keys), ragged lengths through seqused_k, one and several splits, two
+// causal query tokens (speculative decode), fp16 and bf16.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "decode/mla_kernel.cuh"
+#include "device_tensor.h"
+#if FLASH_TEST_HAS_SM90
+#include "sm90/api.h"
+#endif
+#include "gpu_case.h"
+#include "support/check.h"
+
+namespace flash::test {
+namespace {
+
+// Device memory freed on scope exit.
+struct Buf {
+  void* ptr = nullptr;
+  Buf() = default;
+  Buf(const Buf&) = delete;
+  Buf& operator=(const Buf&) = delete;
+  ~Buf() { cudaFree(ptr); }
+  cudaError_t allocate(size_t bytes) { return cudaMalloc(&ptr, bytes < 256 ? 256 : bytes); }
+};
+
+constexpr int kHeadDim = 576;
+constexpr int kHeadDimV = 512;
+using BfTraits = decode::MlaTraits<kHeadDim, kHeadDimV, __nv_bfloat16>;
+using HTraits = decode::MlaTraits<kHeadDim, kHeadDimV, __half>;
+
+enum class MlaKernel { kSplitD, kHopper };
+
+struct MlaCase {
+  DType dtype;
+  int heads_q;
+  int seqlen_q;
+  std::vector<int> lens;  // keys per sequence (seqused_k)
+  int page_size;          // 0: dense
+  int splits;
+  bool sinks = false;       // a sink logit per query head
+  int head_dim = kHeadDim;  // Q K^T's width the call has (columns past it zero in the kernel)
+  std::string name() const {
+    std::string s = dtype == DType::kBFloat16 ? "bf16" : "fp16";
+    s += " heads " + std::to_string(heads_q) + " q " + std::to_string(seqlen_q) + " keys";
+    for (int l : lens) s += " " + std::to_string(l);
+    s += page_size ? " pages " + std::to_string(page_size) : std::string(" dense");
+    s += " splits " + std::to_string(splits) + " head_dim " + std::to_string(head_dim);
+    return sinks ? s + " sinks" : s;
+  }
+};
+
+class MlaDecode : public GpuTest {
+ protected:
+  void run(const MlaCase& c, MlaKernel kernel) {
+    SCOPED_TRACE(c.name() + (kernel == MlaKernel::kHopper ? " (sm90)" : " (split-D)"));
+    int device = 0, optin = 0;
+    ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
+    ASSERT_EQ(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), cudaSuccess);
+    if (optin < BfTraits::kSmemBytes) GTEST_SKIP() << "needs " << BfTraits::kSmemBytes << " bytes of shared memory";
+
+    const int batch = static_cast<int>(c.lens.size());
+    int max_len = 0;
+    for (int l : c.lens) max_len = std::max(max_len, l);
+    const int capacity = c.page_size ? ((max_len + c.page_size - 1) / c.page_size) * c.page_size : max_len + 5;
+    const int pages_per_seq = c.page_size ? capacity / c.page_size : 0;
+    const int num_pages = c.page_size ? batch * pages_per_seq : 0;
+    const int64_t k_rows =
+        c.page_size ? static_cast<int64_t>(num_pages) * c.page_size : static_cast<int64_t>(batch) * capacity;
+
+    // Host data: Q [batch, seqlen_q, heads_q, 576]; K [rows, 1, 576]; O [batch, seqlen_q, heads_q, 512].
+    const size_t q_count = static_cast<size_t>(batch) * c.seqlen_q * c.heads_q * kHeadDim;
+    const size_t k_count = static_cast<size_t>(k_rows) * kHeadDim;
+    std::vector<uint16_t> q(q_count), k(k_count);
+    uint64_t state = 0x9e3779b97f4a7c15ull ^ static_cast<uint64_t>(c.heads_q * 131 + c.page_size * 7 + c.splits);
+    auto uniform = [&]() {
+      state = state * 6364136223846793005ull + 1442695040888963407ull;
+      return static_cast<float>((state >> 40) & 0xffffff) / 8388608.f - 1.f;
+    };
+    for (auto& x : q) x = ref::from_float(uniform(), c.dtype);
+    for (auto& x : k) x = ref::from_float(uniform(), c.dtype);
+    // Every page once, in a shuffled order (Fisher-Yates).
+    std::vector<int> table;
+    for (int i = 0; i < num_pages; ++i) table.push_back(i);
+    for (int i = num_pages - 1; i > 0; --i) {
+      state = state * 6364136223846793005ull + 1442695040888963407ull;
+      std::swap(table[static_cast<size_t>(i)],
+                table[static_cast<size_t>((state >> 33) % static_cast<uint64_t>(i + 1))]);
+    }
+    std::vector<float> sinks;
+    for (int h = 0; h < c.heads_q && c.sinks; ++h)
+      sinks.push_back(h % 3 == 0 ? -INFINITY : 0.25f * static_cast<float>(h % 7));
+    auto key_row = [&](int b, int j) -> int64_t {
+      if (!c.page_size) return static_cast<int64_t>(b) * capacity + j;
+      return static_cast<int64_t>(table[static_cast<size_t>(b * pages_per_seq + j / c.page_size)]) * c.page_size +
+             j % c.page_size;
+    };
+
+    Buf q_dev, k_dev, o_dev, lse_dev, used_dev, table_dev, o_part, lse_part, sinks_dev;
+    ASSERT_EQ(q_dev.allocate(q_count * 2), cudaSuccess);
+    ASSERT_EQ(k_dev.allocate(k_count * 2), cudaSuccess);
+    const size_t o_count = static_cast<size_t>(batch) * c.seqlen_q * c.heads_q * kHeadDimV;
+    const size_t rows = static_cast<size_t>(batch) * c.heads_q * c.seqlen_q;
+    ASSERT_EQ(o_dev.allocate(o_count * 2), cudaSuccess);
+    ASSERT_EQ(lse_dev.allocate(rows * 4), cudaSuccess);
+    ASSERT_EQ(used_dev.allocate(c.lens.size() * 4), cudaSuccess);
+    ASSERT_EQ(ref::upload_sync(q_dev.ptr, q.data(), q_count * 2, stream_), cudaSuccess);
+    ASSERT_EQ(ref::upload_sync(k_dev.ptr, k.data(), k_count * 2, stream_), cudaSuccess);
+    ASSERT_EQ(ref::upload_sync(used_dev.ptr, c.lens.data(), c.lens.size() * 4, stream_), cudaSuccess);
+    if (c.page_size) {
+      ASSERT_EQ(table_dev.allocate(table.size() * 4), cudaSuccess);
+      ASSERT_EQ(ref::upload_sync(table_dev.ptr, table.data(), table.size() * 4, stream_), cudaSuccess);
+    }
+    if (c.sinks) {
+      ASSERT_EQ(sinks_dev.allocate(sinks.size() * 4), cudaSuccess);
+      ASSERT_EQ(ref::upload_sync(sinks_dev.ptr, sinks.data(), sinks.size() * 4, stream_), cudaSuccess);
+    }
+    if (c.splits > 1) {
+      ASSERT_EQ(o_part.allocate(static_cast<size_t>(c.splits) * rows * kHeadDim * 4), cudaSuccess);
+      ASSERT_EQ(lse_part.allocate(static_cast<size_t>(c.splits) * rows * 4), cudaSuccess);
+    }
+    ASSERT_EQ(ref::poison(o_dev.ptr, o_count * 2, stream_), cudaSuccess);
+    ASSERT_EQ(ref::poison(lse_dev.ptr, rows * 4, stream_), cudaSuccess);
+
+    detail::FwdParams f{};
+    f.q = q_dev.ptr;
+    f.k = k_dev.ptr;
+    f.v = k_dev.ptr;  // V: the first 512 columns of the K rows
+    f.o = o_dev.ptr;
+    f.lse = static_cast<float*>(lse_dev.ptr);
+    f.q_head_stride = kHeadDim;
+    f.q_seq_stride = static_cast<int64_t>(c.heads_q) * kHeadDim;
+    f.q_batch_stride = f.q_seq_stride * c.seqlen_q;
+    f.k_head_stride = kHeadDim;
+    f.k_seq_stride = kHeadDim;
+    f.k_batch_stride =
+        c.page_size ? static_cast<int64_t>(c.page_size) * kHeadDim : static_cast<int64_t>(capacity) * kHeadDim;
+    f.v_head_stride = f.k_head_stride;
+    f.v_seq_stride = f.k_seq_stride;
+    f.v_batch_stride = f.k_batch_stride;
+    f.o_head_stride = kHeadDimV;
+    f.o_seq_stride = static_cast<int64_t>(c.heads_q) * kHeadDimV;
+    f.o_batch_stride = f.o_seq_stride * c.seqlen_q;
+    f.batch = batch;
+    f.seqlen_q = c.seqlen_q;
+    f.seqlen_k = capacity;
+    f.heads_q = c.heads_q;
+    f.heads_kv = 1;
+    f.q_per_kv = c.heads_q;
+    f.head_dim = c.head_dim;
+    f.head_dim_v = kHeadDimV;
+    f.sinks = c.sinks ? static_cast<const float*>(sinks_dev.ptr) : nullptr;
+    f.num_sms = 132;
+    f.cc_major = 9;
+    f.softmax_scale = 1.f / std::sqrt(static_cast<float>(c.head_dim));
+    f.softmax_scale_log2 = f.softmax_scale * 1.4426950408889634f;
+    f.seqused_k = static_cast<const int*>(used_dev.ptr);
+    f.block_table = c.page_size ? static_cast<const int*>(table_dev.ptr) : nullptr;
+    f.block_table_batch_stride = pages_per_seq;
+    f.num_pages = num_pages;
+    f.page_size = c.page_size ? c.page_size : 1;
+    f.page_shift = -1;
+    for (int shift = 0; shift < 31; ++shift) {
+      if (c.page_size == (1 << shift)) f.page_shift = shift;
+    }
+    f.max_seqlen_k_alloc = capacity;
+    f.window_left = -1;
+    f.window_right = c.seqlen_q > 1 ? 0 : -1;  // causal, bottom-right aligned
+    f.alibi_scale = 1.f / f.softmax_scale;
+    f.num_splits = c.splits;
+    f.o_partial = static_cast<float*>(o_part.ptr);
+    f.lse_partial = static_cast<float*>(lse_part.ptr);
+
+    cudaError_t err = cudaErrorNotSupported;
+    if (kernel == MlaKernel::kSplitD) {
+      err = c.dtype == DType::kBFloat16 ? decode::run_mla<BfTraits>(f, stream_) : decode::run_mla<HTraits>(f, stream_);
+    } else {
+#if FLASH_TEST_HAS_SM90
+      err = c.dtype == DType::kBFloat16 ? sm90::run_mla<DType::kBFloat16>(f, stream_)
+                                        : sm90::run_mla<DType::kFloat16>(f, stream_);
+#endif
+    }
+    ASSERT_EQ(err, cudaSuccess) << cudaGetErrorString(err);
+    ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
+    std::vector<uint16_t> o_raw(o_count);
+    std::vector<float> lse(rows);
+    ASSERT_EQ(cudaMemcpy(o_raw.data(), o_dev.ptr, o_count * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(lse.data(), lse_dev.ptr, rows * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    std::vector<float> o(o_count);
+    for (size_t x = 0; x < o_count; ++x) o[x] = ref::to_float(o_raw[x], c.dtype);
+
+    // float64 reference: O [batch, seqlen_q, heads_q, 512], LSE [batch, heads_q, seqlen_q].
+    std::vector<double> ref_o(o_count, 0.0), ref_lse(rows, -INFINITY);
+    std::vector<double> scores;
+    for (int b = 0; b < batch; ++b) {
+      const int len_k = c.lens[static_cast<size_t>(b)];
+      for (int i = 0; i < c.seqlen_q; ++i) {
+        const int last = c.seqlen_q > 1 ? i + len_k - c.seqlen_q : len_k - 1;  // causal, bottom-right
+        for (int h = 0; h < c.heads_q; ++h) {
+          const size_t q0 = ((static_cast<size_t>(b) * c.seqlen_q + i) * c.heads_q + h) * kHeadDim;
+          const int n = std::min(last, len_k - 1) + 1;
+          const double sink = c.sinks ? sinks[static_cast<size_t>(h)] : -INFINITY;
+          if (n <= 0) {
+            ref_lse[(static_cast<size_t>(b) * c.heads_q + h) * c.seqlen_q + i] = sink;
+            continue;
+          }
+          scores.assign(static_cast<size_t>(n), 0.0);
+          double m = -INFINITY;
+          for (int j = 0; j < n; ++j) {
+            const size_t k0 = static_cast<size_t>(key_row(b, j)) * kHeadDim;
+            double dot = 0;
+            for (int d = 0; d < c.head_dim; ++d) {
+              dot += static_cast<double>(ref::to_float(q[q0 + d], c.dtype)) * ref::to_float(k[k0 + d], c.dtype);
+            }
+            scores[static_cast<size_t>(j)] = dot * f.softmax_scale;
+            m = std::max(m, scores[static_cast<size_t>(j)]);
+          }
+          double l = 0;
+          for (double& s : scores) l += (s = std::exp(s - m));
+          if (c.sinks) l += std::exp(sink - m);  // in the denominator only
+          const size_t o0 = ((static_cast<size_t>(b) * c.seqlen_q + i) * c.heads_q + h) * kHeadDimV;
+          for (int j = 0; j < n; ++j) {
+            const size_t k0 = static_cast<size_t>(key_row(b, j)) * kHeadDim;
+            const double w = scores[static_cast<size_t>(j)] / l;
+            for (int d = 0; d < kHeadDimV; ++d) ref_o[o0 + d] += w * ref::to_float(k[k0 + d], c.dtype);
+          }
+          ref_lse[(static_cast<size_t>(b) * c.heads_q + h) * c.seqlen_q + i] = m + std::log(l);
+        }
+      }
+    }
+    AttentionParams shape;
+    shape.dtype = c.dtype;
+    shape.batch = batch;
+    shape.seqlen_q = c.seqlen_q;
+    shape.heads_q = c.heads_q;
+    shape.head_dim = kHeadDim;
+    shape.head_dim_v = kHeadDimV;
+    EXPECT_TRUE(check_attention(shape, o, lse, ref_o, ref_lse));
+  }
+
+  void run_all(MlaKernel kernel) {
+    for (DType dtype : {DType::kBFloat16, DType::kFloat16}) {
+      // Ragged lengths, one of them shorter than a block and one of a single key.
+      run({dtype, 16, 1, {700, 33, 1}, 0, 1}, kernel);
+      run({dtype, 16, 1, {700, 33, 1}, 64, 1}, kernel);
+      run({dtype, 16, 1, {700, 33, 1}, 1, 3}, kernel);
+      run({dtype, 128, 1, {1500, 257}, 64, 4}, kernel);
+      run({dtype, 128, 1, {1500, 257}, 64, 1}, kernel);  // two row blocks a sequence
+      run({dtype, 32, 2, {401, 2}, 64, 1}, kernel);      // two causal query tokens
+      run({dtype, 32, 2, {401, 64}, 0, 5}, kernel);
+      // Four heads a token, five causal tokens: a CTA's rows span tokens.
+      run({dtype, 4, 5, {300, 6, 90}, 3, 1}, kernel);            // pages of 3 keys (no power of two)
+      run({dtype, 4, 5, {300, 6, 90}, 0, 2, true}, kernel);      // sinks, split: the combine counts them
+      run({dtype, 16, 1, {500, 17}, 16, 1, true, 520}, kernel);  // sinks; Q K^T over 520 columns
+      if (HasFatalFailure()) return;
+    }
+  }
+};
+
+TEST_F(MlaDecode, SplitDMatchesAFloat64Reference) { run_all(MlaKernel::kSplitD); }
+
+TEST_F(MlaDecode, HopperMatchesAFloat64Reference) {
+#if FLASH_TEST_HAS_SM90
+  int device = 0, major = 0, minor = 0;
+  ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device), cudaSuccess);
+  if (major != 9 || minor != 0) GTEST_SKIP() << "the Hopper MLA kernel is built for sm_90a only";
+  run_all(MlaKernel::kHopper);
+#else
+  GTEST_SKIP() << "built without sm_90a";
+#endif
+}
+
+}  // namespace
+}  // namespace flash::test
