@@ -89,6 +89,12 @@ if has_phase test; then
   "$BUILD_DIR/tests/flash_gpu_tests" --gtest_filter="$TEST_FILTER" >"$OUT/gpu_tests.log" 2>&1
   note "gpu tests ($(( $(date +%s) - t0 ))s): $(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ tests?' "$OUT/gpu_tests.log" | tr '\n' ' ')"
   grep -E '^\[  FAILED  \]' "$OUT/gpu_tests.log" | head -20 | tee -a "$SUMMARY"
+  if [[ -x "$BUILD_DIR/tests/flash_mla_tests" ]]; then
+    t0=$(date +%s)
+    "$BUILD_DIR/tests/flash_mla_tests" >"$OUT/mla_tests.log" 2>&1
+    note "mla tests ($(( $(date +%s) - t0 ))s): $(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ tests?' "$OUT/mla_tests.log" | tr '\n' ' ')"
+    grep -E '^\[  FAILED  \]' "$OUT/mla_tests.log" | head -20 | tee -a "$SUMMARY"
+  fi
 fi
 
 if has_phase ctest; then

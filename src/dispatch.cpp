@@ -98,6 +98,17 @@ bool describe(const Plan& plan, const Candidate& c, const AttentionParams& p, Ke
     return true;
   }
 #if FLASH_HAS_SM90
+  if (c.backend == Backend::kSm90 && mla_shape(p.head_dim, p.head_dim_v)) {
+    if (c.index != 0) return false;
+    choice->backend = Backend::kSm90;
+    choice->block_m = 64;
+    choice->block_n = 64;
+    choice->warps = 2;
+    choice->stages = 2;
+    std::snprintf(choice->name, sizeof(choice->name), "sm90 mla 64x64 2wg 2st");
+    if (plan.num_splits > 1) append_to_name(choice, " %d splits", plan.num_splits);
+    return true;
+  }
   if (c.backend == Backend::kSm90) {
     const int kernel = kernel_head_dim(call_head_dim(p.head_dim, p.head_dim_v), true);
     if (!sm90::describe_candidate(kernel, plan.mask != MaskVariant::kTail, c.index, choice)) return false;
@@ -131,6 +142,13 @@ cudaError_t launch(const Plan& plan, const Candidate& c, const AttentionParams& 
     f.o_partial = static_cast<float*>(p.workspace);
     f.lse_partial = f.o_partial + rows * static_cast<size_t>(split_row_width(p));
   }
+#if FLASH_HAS_SM90
+  if (mla_shape(p.head_dim, p.head_dim_v)) {
+    if (c.backend != Backend::kSm90 || c.index != 0) return cudaErrorInvalidValue;
+    return p.dtype == DType::kFloat16 ? sm90::run_mla<DType::kFloat16>(f, stream)
+                                      : sm90::run_mla<DType::kBFloat16>(f, stream);
+  }
+#endif
   return with_head_dim(d, cudaErrorInvalidValue, [&](auto head_dim) -> cudaError_t {
     constexpr int kHeadDim = decltype(head_dim)::value;
     if (c.backend == Backend::kSm80) return launch_sm80<kHeadDim>(p.dtype, f, c.index, stream);

@@ -224,6 +224,50 @@ void add(Plan* plan, Backend backend, int index) {
   if (plan->num_candidates < kMaxPlanCandidates) plan->candidates[plan->num_candidates++] = Candidate{backend, index};
 }
 
+// ---------------------------------------------------------------- MLA
+
+// Splits for the Hopper MLA kernel (or p.num_splits, clamped): one CTA an
+// SM (226 KiB of shared memory), so the dense decode rule: none when the
+// (batch, K/V head, 64-row block) CTAs reach 0.9 x num_sms, else the
+// fewest giving about that many, at least two 64-key blocks a split.
+int mla_splits_wanted(const AttentionParams& p, const DeviceCaps& caps) {
+  if (p.num_splits >= 1) return std::min<int>(p.num_splits, kMaxSplits);
+  constexpr int64_t kBlock = 64;
+  const int64_t g = p.heads_q / p.heads_kv;
+  const int64_t units = p.batch * p.heads_kv * ceil_div(std::max<int64_t>(p.seqlen_q, 1) * g, kBlock);
+  if (units <= 0) return 1;
+  const int64_t keys = longest_keys(p, kBlock);
+  const int64_t max_splits = std::min<int64_t>(ceil_div(keys, kBlock) / 2, kMaxSplits);
+  const int64_t accurate = std::min(accuracy_splits(keys), max_splits);
+  const int64_t target = ceil_div(9 * std::max(caps.num_sms, 1), 10);
+  if (units >= target || max_splits <= 1) return static_cast<int>(std::max<int64_t>(accurate, 1));
+  return static_cast<int>(std::max(accurate, std::min(ceil_div(target, units), max_splits)));
+}
+
+Status plan_mla(const AttentionParams& p, const DeviceCaps& caps, Plan* plan) {
+#if FLASH_HAS_SM90
+  if (caps.major != 9) {
+    return make_status(StatusCode::kUnsupported,
+                       "MLA (head_dim 576, head_dim_v 512) runs on the Hopper MLA kernel, which needs an sm_90 GPU; "
+                       "device %d is sm_%d%d",
+                       caps.device, caps.major, caps.minor);
+  }
+  if (caps.max_smem > 0 && caps.max_smem < sm90::kMlaSmemBytes) {
+    return make_status(StatusCode::kUnsupported,
+                       "the Hopper MLA kernel needs %d bytes of shared memory per block; device %d allows %d",
+                       sm90::kMlaSmemBytes, caps.device, caps.max_smem);
+  }
+  add(plan, Backend::kSm90, 0);
+  plan_splits(p, mla_splits_wanted(p, caps), plan);
+  return Status{};
+#else
+  (void)p, (void)caps, (void)plan;
+  return make_status(StatusCode::kUnsupported,
+                     "MLA (head_dim 576, head_dim_v 512) runs on the Hopper MLA kernel, which this build lacks (add "
+                     "90a to CMAKE_CUDA_ARCHITECTURES)");
+#endif
+}
+
 // ---------------------------------------------------------------- sm80
 
 // The sm80 configurations whose shared memory fits, in order; a
@@ -276,6 +320,7 @@ bool uses_engine_features(const AttentionParams& p) noexcept {
 }
 
 int split_row_width(const AttentionParams& p) noexcept {
+  if (mla_shape(p.head_dim, p.head_dim_v)) return static_cast<int>(kMlaHeadDim);  // combine_kernel<576>
   // An fp8 cache's decode kernel has the Hopper kernel's widths.
   const bool hopper = (FLASH_HAS_SM90 && (p.backend == Backend::kAuto || p.backend == Backend::kSm90)) || fp8_cache(p);
   return workspace_head_dim(width(p), hopper);
@@ -300,6 +345,7 @@ Status make_plan(const AttentionParams& p, const DeviceCaps& caps, Plan* plan) n
   plan->window_right = kernel_window_right(p);
   plan->mask = mask_variant(p, plan->window_left, plan->window_right);
 
+  if (mla_shape(p.head_dim, p.head_dim_v)) return plan_mla(p, caps, plan);
   if (sm80_head_dim(p) == 0) {
     return make_status(StatusCode::kUnsupported, "head_dim %lld is wider than every head dim compiled into this build; "
                        "rebuild with one at least as wide in FLASH_HEAD_DIMS (this build has: %s)",

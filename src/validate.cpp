@@ -294,6 +294,33 @@ namespace {
 
 // The fp8 KV cache's fields (AttentionParams::kv_dtype), before the
 // tensors' checks (which take K and V's element size from kv_dtype).
+// MLA's form (head_dim 576, head_dim_v 512): V is the first 512 columns of
+// K's rows, on the Hopper MLA kernel only.
+Status check_mla(const AttentionParams& p) noexcept {
+  if (p.kv_dtype != KvDType::kSame) {
+    return make_status(StatusCode::kUnsupported,
+                       "MLA (head_dim 576, head_dim_v 512) runs on bf16 and fp16 caches; an fp8 cache (kv_dtype) is "
+                       "not supported at these head dims");
+  }
+  if (p.backend != Backend::kAuto && p.backend != Backend::kSm90) {
+    return make_status(StatusCode::kUnsupported,
+                       "MLA (head_dim 576, head_dim_v 512) runs on the Hopper MLA kernel only; use Backend::kAuto "
+                       "or kSm90");
+  }
+  if (p.k_new != nullptr || p.v_new != nullptr) {
+    return make_status(StatusCode::kUnsupported,
+                       "k_new with MLA (head_dim 576, head_dim_v 512): the append is not supported at these head "
+                       "dims; write the new rows into the cache yourself and pass the lengths in seqused_k");
+  }
+  if (p.v != p.k || p.v_batch_stride != p.k_batch_stride || p.v_seq_stride != p.k_seq_stride ||
+      p.v_head_stride != p.k_head_stride) {
+    return make_status(StatusCode::kInvalidArgument,
+                       "MLA (head_dim 576, head_dim_v 512) reads V as the first 512 columns of K's rows: v must be "
+                       "k, with v's strides equal to k's");
+  }
+  return Status{};
+}
+
 Status check_fp8_cache(const AttentionParams& p) noexcept {
   if (p.kv_dtype == KvDType::kSame) {
     if (p.k_descale != nullptr || p.v_descale != nullptr || p.descale_head_stride != 0) {
@@ -367,11 +394,20 @@ Status validate_call(const AttentionParams& p, bool check_workspace) noexcept {
                          static_cast<long long>(s.value));
     }
   }
-  if (!head_dim_supported(p.head_dim)) {
-    return invalid("head_dim %lld is not supported; it must be " FLASH_HEAD_DIM_RULE, p.head_dim);
-  }
-  if (p.head_dim_v != 0 && !head_dim_supported(p.head_dim_v)) {
-    return invalid("head_dim_v %lld is not supported; it must be 0 (head_dim) or " FLASH_HEAD_DIM_RULE, p.head_dim_v);
+  if (mla_shape(p.head_dim, p.head_dim_v)) {
+    const Status s = check_mla(p);
+    if (!s.ok()) return s;
+  } else {
+    if (!head_dim_supported(p.head_dim)) {
+      return invalid("head_dim %lld is not supported; it must be " FLASH_HEAD_DIM_RULE
+                     " (or 576 with head_dim_v 512: MLA)",
+                     p.head_dim);
+    }
+    if (p.head_dim_v != 0 && !head_dim_supported(p.head_dim_v)) {
+      return invalid("head_dim_v %lld is not supported; it must be 0 (head_dim) or " FLASH_HEAD_DIM_RULE
+                     " (or 512 with head_dim 576: MLA)",
+                     p.head_dim_v);
+    }
   }
   {
     const Status s = check_fp8_cache(p);

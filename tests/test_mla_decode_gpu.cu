@@ -38,7 +38,8 @@ constexpr int kHeadDimV = 512;
 using BfTraits = decode::MlaTraits<kHeadDim, kHeadDimV, __nv_bfloat16>;
 using HTraits = decode::MlaTraits<kHeadDim, kHeadDimV, __half>;
 
-enum class MlaKernel { kSplitD, kHopper };
+// kApi: flash::attention_forward (the plan routes MLA's shape to the Hopper kernel).
+enum class MlaKernel { kSplitD, kHopper, kApi };
 
 struct MlaCase {
   DType dtype;
@@ -62,7 +63,11 @@ struct MlaCase {
 class MlaDecode : public GpuTest {
  protected:
   void run(const MlaCase& c, MlaKernel kernel) {
-    SCOPED_TRACE(c.name() + (kernel == MlaKernel::kHopper ? " (sm90)" : " (split-D)"));
+    SCOPED_TRACE(c.name() + (kernel == MlaKernel::kHopper ? " (sm90)"
+                             : kernel == MlaKernel::kApi  ? " (attention_forward)"
+                                                          : " (split-D)"));
+    // attention_forward takes MLA's exact shape only.
+    if (kernel == MlaKernel::kApi && c.head_dim != kHeadDim) return;
     int device = 0, optin = 0;
     ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
     ASSERT_EQ(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), cudaSuccess);
@@ -181,7 +186,55 @@ class MlaDecode : public GpuTest {
     f.lse_partial = static_cast<float*>(lse_part.ptr);
 
     cudaError_t err = cudaErrorNotSupported;
-    if (kernel == MlaKernel::kSplitD) {
+    Buf workspace;
+    if (kernel == MlaKernel::kApi) {
+      AttentionParams a;
+      a.dtype = c.dtype;
+      a.q = q_dev.ptr;
+      a.k = k_dev.ptr;
+      a.v = k_dev.ptr;
+      a.o = o_dev.ptr;
+      a.lse = static_cast<float*>(lse_dev.ptr);
+      a.batch = batch;
+      a.seqlen_q = c.seqlen_q;
+      a.seqlen_k = capacity;
+      a.heads_q = c.heads_q;
+      a.heads_kv = 1;
+      a.head_dim = kHeadDim;
+      a.head_dim_v = kHeadDimV;
+      a.q_batch_stride = f.q_batch_stride, a.q_seq_stride = f.q_seq_stride, a.q_head_stride = f.q_head_stride;
+      a.k_batch_stride = a.v_batch_stride = f.k_batch_stride;
+      a.k_seq_stride = a.v_seq_stride = f.k_seq_stride;
+      a.k_head_stride = a.v_head_stride = f.k_head_stride;
+      a.o_batch_stride = f.o_batch_stride, a.o_seq_stride = f.o_seq_stride, a.o_head_stride = f.o_head_stride;
+      a.softmax_scale = f.softmax_scale;
+      a.causal = c.seqlen_q > 1;
+      a.seqused_k = f.seqused_k;
+      if (c.page_size) {
+        a.block_table = f.block_table;
+        a.block_table_batch_stride = pages_per_seq;
+        a.max_pages_per_seq = pages_per_seq;
+        a.page_size = c.page_size;
+        a.num_pages = num_pages;
+      }
+      a.sinks = f.sinks;
+      a.num_splits = c.splits == 1 ? 0 : c.splits;  // 0: flash's own choice
+      size_t bytes = 0;
+      const Status ws = attention_workspace_size(a, &bytes);
+      ASSERT_TRUE(ws.ok()) << ws.message;
+      if (bytes > 0) {
+        ASSERT_EQ(workspace.allocate(bytes), cudaSuccess);
+        a.workspace = workspace.ptr;
+        a.workspace_bytes = bytes;
+      }
+      KernelChoice choice;
+      const Status qs = query_kernel_choice(a, &choice);
+      ASSERT_TRUE(qs.ok()) << qs.message;
+      EXPECT_EQ(std::string(choice.name).rfind("sm90 mla", 0), 0u) << choice.name;
+      const Status s = attention_forward(a, stream_);
+      ASSERT_TRUE(s.ok()) << s.message;
+      err = cudaSuccess;
+    } else if (kernel == MlaKernel::kSplitD) {
       err = c.dtype == DType::kBFloat16 ? decode::run_mla<BfTraits>(f, stream_) : decode::run_mla<HTraits>(f, stream_);
     } else {
 #if FLASH_TEST_HAS_SM90
@@ -276,6 +329,20 @@ TEST_F(MlaDecode, HopperMatchesAFloat64Reference) {
   ASSERT_EQ(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device), cudaSuccess);
   if (major != 9 || minor != 0) GTEST_SKIP() << "the Hopper MLA kernel is built for sm_90a only";
   run_all(MlaKernel::kHopper);
+#else
+  GTEST_SKIP() << "built without sm_90a";
+#endif
+}
+
+// The same cases through flash::attention_forward (plan, workspace, splits
+// of flash's choice where the case asks for one).
+TEST_F(MlaDecode, AttentionForwardRunsTheHopperKernel) {
+#if FLASH_TEST_HAS_SM90
+  int device = 0, major = 0;
+  ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), cudaSuccess);
+  if (major != 9) GTEST_SKIP() << "MLA runs on sm_90 only";
+  run_all(MlaKernel::kApi);
 #else
   GTEST_SKIP() << "built without sm_90a";
 #endif

@@ -391,6 +391,102 @@ TEST(Plan, ValueHeadDimRunsAsTheWiderOfTheTwo) {
   }
 }
 
+// MLA's absorbed decode: one K/V head, Q K^T over 576 columns, V the
+// first 512 columns of K's rows (v is k, with k's strides).
+AttentionParams mla(int64_t batch, int64_t keys, int64_t heads) {
+  AttentionParams p;
+  p.q = fake(0);
+  p.k = fake(1);
+  p.v = p.k;
+  p.o = const_cast<void*>(fake(3));
+  p.head_dim = 576;
+  p.head_dim_v = 512;
+  p.batch = batch;
+  p.seqlen_q = 1;
+  p.seqlen_k = keys;
+  p.heads_q = heads;
+  p.heads_kv = 1;
+  p.set_contiguous_bnhd();
+  p.v_batch_stride = p.k_batch_stride;
+  p.v_seq_stride = p.k_seq_stride;
+  p.v_head_stride = p.k_head_stride;
+  return p;
+}
+
+TEST(Plan, MlaRunsOnTheHopperMlaKernel) {
+  const AttentionParams p = mla(64, 8192, 128);
+  ASSERT_TRUE(validate(p).ok()) << validate(p).message;
+  EXPECT_EQ(detail::split_row_width(p), 576);
+  Plan plan;
+  Status s = detail::make_plan(p, kH200, &plan);
+  if (!kHasSm90) {
+    EXPECT_EQ(s.code, StatusCode::kUnsupported);
+    EXPECT_NE(std::strstr(s.message, "lacks"), nullptr) << s.message;
+    return;
+  }
+  ASSERT_TRUE(s.ok()) << s.message;
+  ASSERT_EQ(plan.num_candidates, 1);
+  EXPECT_EQ(plan.candidates[0].backend, Backend::kSm90);
+  EXPECT_EQ(plan.num_splits, 1);  // 64 x 2 row blocks: 128 CTAs, about one an SM
+  KernelChoice choice;
+  ASSERT_TRUE(detail::describe(plan, plan.candidates[0], p, &choice));
+  EXPECT_STREQ(choice.name, "sm90 mla 64x64 2wg 2st");
+
+  // One sequence of 32k keys: two row blocks, so splits, when the
+  // workspace holds them (576 + 1 floats a row and split).
+  AttentionParams one = mla(1, 32768, 128);
+  s = detail::make_plan(one, kH200, &plan);
+  ASSERT_TRUE(s.ok()) << s.message;
+  EXPECT_EQ(plan.num_splits, 1);
+  EXPECT_EQ(plan.splits_wanted, 60);
+  EXPECT_EQ(plan.workspace_wanted, size_t{60} * 128 * 577 * 4);
+  one.workspace = const_cast<void*>(fake(4));
+  one.workspace_bytes = plan.workspace_wanted;
+  s = detail::make_plan(one, kH200, &plan);
+  ASSERT_TRUE(s.ok()) << s.message;
+  EXPECT_EQ(plan.num_splits, 60);
+
+  s = detail::make_plan(p, kA100, &plan);
+  EXPECT_EQ(s.code, StatusCode::kUnsupported);
+  EXPECT_NE(std::strstr(s.message, "sm_90 GPU"), nullptr) << s.message;
+}
+
+TEST(Plan, MlaArgumentsAreChecked) {
+  auto expect = [](const AttentionParams& p, StatusCode code, const char* text) {
+    const Status s = validate(p);
+    EXPECT_EQ(s.code, code) << s.message;
+    EXPECT_NE(std::strstr(s.message, text), nullptr) << s.message;
+  };
+  AttentionParams p = mla(4, 1024, 16);
+  p.v = fake(2);
+  expect(p, StatusCode::kInvalidArgument, "v must be k");
+  p = mla(4, 1024, 16);
+  p.v_seq_stride = 512;
+  expect(p, StatusCode::kInvalidArgument, "v must be k");
+  for (Backend b : {Backend::kSm80, Backend::kDecode}) {
+    p = mla(4, 1024, 16);
+    p.backend = b;
+    expect(p, StatusCode::kUnsupported, "Hopper MLA kernel only");
+  }
+  p = mla(4, 1024, 16);
+  p.kv_dtype = KvDType::kFloat8E4M3;
+  expect(p, StatusCode::kUnsupported, "fp8 cache");
+  p = mla(4, 1024, 16);
+  p.k_new = fake(7);
+  p.v_new = fake(8);
+  expect(p, StatusCode::kUnsupported, "append");
+  // Only the (576, 512) pair is MLA's.
+  p = mla(4, 1024, 16);
+  p.head_dim_v = 0;
+  expect(p, StatusCode::kInvalidArgument, "head_dim 576 is not supported");
+  p = mla(4, 1024, 16);
+  p.head_dim_v = 256;
+  expect(p, StatusCode::kInvalidArgument, "head_dim 576 is not supported");
+  p = mla(4, 1024, 16);
+  p.head_dim = 512;
+  expect(p, StatusCode::kInvalidArgument, "head_dim 512 is not supported");
+}
+
 TEST(Plan, Fp8CacheRunsOnTheDecodeKernelAtAMultipleOf64) {
   // An fp8 call runs on the smallest compiled multiple of 64 at least its
   // width: decode-length ones on the decode kernel, prefill-length ones on

@@ -38,6 +38,8 @@ cudaError_t run_fwd_cache_fp8(const detail::FwdParams& params, MaskVariant mask,
 // strides), any K/V head count, dense, varlen or paged caches (any page
 // size), split or not. cudaErrorInvalidValue: V is not K's rows, or the
 // head dims exceed 576 / 512. Defined in instantiations/mla_*.cu.
+// Its shared memory per CTA (MlaTraits::kSmemBytes; the instantiations check).
+inline constexpr int kMlaSmemBytes = 230912;
 template <DType kDType>
 cudaError_t run_mla(const detail::FwdParams& params, cudaStream_t stream);
 

@@ -20,10 +20,11 @@
 //     keys (m64n256, P and V from shared memory; V is the K tile's first
 //     eight column blocks, read N-major).
 //
-// Shared memory: Q 72 KiB, two K stages of 72 KiB, P 8 KiB, the row maxima
-// and the stages' row offsets: 227 KiB, one CTA an SM. Every thread copies
-// its share of the next K block with cp.async while the current one is
-// used (dense, varlen or paged rows, any page size). With several splits
+// Shared memory: Q 72 KiB, two K stages of 72 KiB, P 8 KiB and the row
+// maxima: 226 KiB, one CTA an SM. Every thread copies its share of the
+// next K block with cp.async while the current one is used (dense, varlen
+// or paged rows, any page size; each thread looks up its row's page a
+// block ahead). With several splits
 // each CTA writes its normalised float32 partial O and LSE to the
 // workspace (rows 576 wide) for combine_kernel<576>.
 #pragma once
@@ -61,8 +62,7 @@ struct MlaTraits {
   static constexpr int kQOffset = 0;
   static constexpr int kKOffset = kQOffset + kQBytes;
   static constexpr int kPOffset = kKOffset + kStages * kKBytes;
-  static constexpr int kRowOffsetOffset = kPOffset + kPBytes;                   // int64 [2][kBlockN]
-  static constexpr int kRowMaxOffset = kRowOffsetOffset + 2 * kBlockN * 8;      // float [2][kBlockM]
+  static constexpr int kRowMaxOffset = kPOffset + kPBytes;  // float [2][kBlockM]
   // +1024: the dynamic shared memory base is rounded up to the swizzle atom.
   static constexpr int kSmemBytes = kRowMaxOffset + kWarpgroups * kBlockM * 4 + 1024;
 
@@ -97,7 +97,6 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) mla_kernel(const __grid_c
   const uint32_t smem_q = base + Traits::kQOffset;
   const uint32_t smem_k = base + Traits::kKOffset;
   const uint32_t smem_p = base + Traits::kPOffset;
-  int64_t* const row_offsets = reinterpret_cast<int64_t*>(smem + Traits::kRowOffsetOffset);
   float* const row_max = reinterpret_cast<float*>(smem + Traits::kRowMaxOffset);
 
   const int tid = threadIdx.x;
@@ -141,64 +140,57 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) mla_kernel(const __grid_c
   const int* table = p.block_table != nullptr ? p.block_table + batch * p.block_table_batch_stride : nullptr;
   const int chunks = p.head_dim / 8;  // 16-byte chunks of a K row the call has
 
-  // Threads 0..63 look up the element offsets of block n's rows (from the
-  // head's key 0, or from page 0), -1 past the keys, into slot n % 2.
-  auto store_row_offsets = [&](int n_block) {
-    if (tid < kBlockN) {
-      const int key = n_block * kBlockN + tid;
-      int64_t at = -1;
-      if (key < seq.len_k) {
-        if (table == nullptr) {
-          at = static_cast<int64_t>(key) * p.k_seq_stride;
-        } else {
-          const int index = page_of_key(key, p.page_size, p.page_shift);
-          at = static_cast<int64_t>(__ldg(table + index)) * p.k_batch_stride +
-               static_cast<int64_t>(key - index * p.page_size) * p.k_seq_stride;
-        }
-      }
-      row_offsets[(n_block & 1) * kBlockN + tid] = at;
+  // Copies: thread t owns row t / 4 of every tile it copies and that row's
+  // 16-byte chunks t % 4, t % 4 + 4, ...: one row address a tile, and each
+  // chunk's source and destination are immediate offsets from it (the
+  // swizzle of chunk c depends on c % 8, so on two values a thread).
+  const int ld_row = tid / 4;
+  const int ld_col = tid % 4;
+  const uint32_t ld_swizzle[2] = {static_cast<uint32_t>((ld_col ^ (ld_row % 8)) * 16),
+                                  static_cast<uint32_t>(((ld_col + 4) ^ (ld_row % 8)) * 16)};
+  static_assert(kBlockM * 4 == kThreads && kBlockN * 4 == kThreads, "four threads a tile row");
+  static_assert(kCPR % 8 == 0, "whole column blocks");
+  // The element offset of this thread's key row of block n (from the
+  // head's key 0, or from page 0), -1 past the keys.
+  auto row_offset = [&](int n_block) -> int64_t {
+    const int key = n_block * kBlockN + ld_row;
+    if (key >= seq.len_k) return -1;
+    if (table == nullptr) return static_cast<int64_t>(key) * p.k_seq_stride;
+    const int index = page_of_key(key, p.page_size, p.page_shift);
+    return static_cast<int64_t>(__ldg(table + index)) * p.k_batch_stride +
+           static_cast<int64_t>(key - index * p.page_size) * p.k_seq_stride;
+  };
+  // Copies one tile row's chunks (zero past the call's head_dim, or all
+  // zero for row_valid false) to `dst_row`, the row's byte address.
+  auto copy_row = [&](uint32_t dst_row, const Element* src_row, bool row_valid, int tile_rows) {
+#pragma unroll
+    for (int i = 0; i < kCPR / 4; ++i) {
+      const bool valid = row_valid && ld_col + 4 * i < chunks;
+      ptx::cp_async_16(dst_row + (i / 2) * tile_rows * 128 + ld_swizzle[i % 2], src_row + 32 * i, valid);
     }
   };
-  // Every thread copies its share of block n's rows (zero past the keys and
-  // past the call's head_dim) into stage `stage`.
-  auto load_k = [&](int n_block, int stage) {
-    const uint32_t sk = smem_k + stage * Traits::kKBytes;
-    const int64_t* offsets = row_offsets + (n_block & 1) * kBlockN;
-#pragma unroll 6
-    for (int i = 0; i < kBlockN * kCPR / kThreads; ++i) {
-      const int idx = tid + i * kThreads;
-      const int row = idx / kCPR;
-      const int c = idx % kCPR;
-      const int64_t at = offsets[row];
-      const bool valid = at >= 0 && c < chunks;
-      ptx::cp_async_16(sk + mla_chunk_offset<kBlockN>(row, c), valid ? k + at + c * 8 : k, valid);
-    }
+  auto load_k = [&](int64_t offset, int stage) {
+    copy_row(smem_k + stage * Traits::kKBytes + ld_row * 128, k + (offset >= 0 ? offset : 0) + ld_col * 8,
+             offset >= 0, kBlockN);
   };
-  static_assert(kBlockN * kCPR % kThreads == 0, "the block's chunks split evenly");
 
-  if (s_begin < s_end) store_row_offsets(s_begin);
-  __syncthreads();
   // Q: 64 packed rows, each its own (token, head) address; columns past
   // head_dim and rows past the CTA's zero-filled.
   {
-    const int q_chunks = p.head_dim / 8;
-#pragma unroll 6
-    for (int i = 0; i < kBlockM * kCPR / kThreads; ++i) {
-      const int idx = tid + i * kThreads;
-      const int row = idx / kCPR;
-      const int c = idx % kCPR;
-      const int r = row_begin + row;
-      const bool valid = r < row_end && c < q_chunks;
-      const Element* src = valid ? static_cast<const Element*>(p.q) + seq.q_offset +
-                                       static_cast<int64_t>(r / g) * p.q_seq_stride +
-                                       static_cast<int64_t>(head_kv * g + r % g) * p.q_head_stride + c * 8
-                                 : static_cast<const Element*>(p.q);
-      ptx::cp_async_16(smem_q + mla_chunk_offset<kBlockM>(row, c), src, valid);
+    const int r = row_begin + ld_row;
+    const bool valid = r < row_end;
+    const Element* src = static_cast<const Element*>(p.q) + ld_col * 8;
+    if (valid) {
+      src += seq.q_offset + static_cast<int64_t>(r / g) * p.q_seq_stride +
+             static_cast<int64_t>(head_kv * g + r % g) * p.q_head_stride;
     }
+    copy_row(smem_q + ld_row * 128, src, valid, kBlockM);
   }
-  if (s_begin < s_end) load_k(s_begin, 0);
+  // The next block's row offset is looked up a block ahead of its copy.
+  int64_t next_offset = s_begin < s_end ? row_offset(s_begin) : -1;
+  if (s_begin < s_end) load_k(next_offset, 0);
   ptx::cp_async_commit();
-  if (s_begin + 1 < s_end) store_row_offsets(s_begin + 1);
+  if (s_begin + 1 < s_end) next_offset = row_offset(s_begin + 1);
 
   float o[Traits::kOCols / 2];
 #pragma unroll
@@ -218,9 +210,9 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) mla_kernel(const __grid_c
     ptx::cp_async_wait<0>();
     fence_proxy_async_smem();
     __syncthreads();
-    if (n_block + 1 < s_end) load_k(n_block + 1, (iter + 1) % Traits::kStages);
+    if (n_block + 1 < s_end) load_k(next_offset, (iter + 1) % Traits::kStages);
     ptx::cp_async_commit();
-    if (n_block + 2 < s_end) store_row_offsets(n_block + 2);
+    if (n_block + 2 < s_end) next_offset = row_offset(n_block + 2);
 
     // S = Q K^T over this warpgroup's 32 keys.
     const uint32_t sk = smem_k + stage * Traits::kKBytes;
@@ -256,16 +248,29 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) mla_kernel(const __grid_c
       if (lane % 4 == 0) row_max[wg * kBlockM + tile_row[hi]] = mine[hi];
     }
     named_barrier_sync(1, kThreads);
-    float correction[2];
+    // The lazy max of OnlineSoftmax: a row's subtracted max moves only when
+    // some row of the warp has outgrown it by more than 2^kLazyLog2, so most
+    // blocks leave O alone. Warp w of either warpgroup holds the same rows
+    // and sees the same maxima, so both decide alike.
+    float m_new[2];
+    bool grow = false;
 #pragma unroll
     for (int hi = 0; hi < 2; ++hi) {
       const float other = row_max[(1 - wg) * kBlockM + tile_row[hi]];
-      const float m_new = fmaxf(m_run[hi], fmaxf(mine[hi], other));
-      // As OnlineSoftmax: the max scaled rounding up, so no exponent is
-      // positive; a row with no visible key yet subtracts 0.
-      const float m_scaled = m_new == -INFINITY ? 0.f : __fmul_ru(m_new, scale_log2);
+      m_new[hi] = fmaxf(m_run[hi], fmaxf(mine[hi], other));
+      grow = grow || (m_run[hi] == -INFINITY ? m_new[hi] != -INFINITY
+                                             : (m_new[hi] - m_run[hi]) * scale_log2 > OnlineSoftmax<1>::kLazyLog2);
+    }
+    const bool rescale = __any_sync(0xffffffffu, grow);
+    float correction[2];
+#pragma unroll
+    for (int hi = 0; hi < 2; ++hi) {
+      const float m_use = rescale ? m_new[hi] : m_run[hi];
+      // As OnlineSoftmax: the max scaled rounding up, so no exponent
+      // exceeds the lazy bound; a row with no visible key yet subtracts 0.
+      const float m_scaled = m_use == -INFINITY ? 0.f : __fmul_ru(m_use, scale_log2);
       correction[hi] = ptx::exp2_approx(__fmul_ru(m_run[hi], scale_log2) - m_scaled);
-      m_run[hi] = m_new;
+      m_run[hi] = m_use;
       float sum = 0.f;
 #pragma unroll
       for (int nt = 0; nt < kSTiles; ++nt) {
@@ -288,8 +293,10 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) mla_kernel(const __grid_c
         *reinterpret_cast<uint32_t*>(smem + at) = ptx::pack2<Element>(s4[0][nt][2 * hi], s4[0][nt][2 * hi + 1]);
       }
     }
+    if (rescale) {
 #pragma unroll
-    for (int i = 0; i < Traits::kOCols / 2; ++i) o[i] *= correction[(i % 4) / 2];
+      for (int i = 0; i < Traits::kOCols / 2; ++i) o[i] *= correction[(i % 4) / 2];
+    }
     fence_proxy_async_smem();
     named_barrier_sync(2, kThreads);
 

@@ -3,6 +3,7 @@
 #include "../mla_kernel.cuh"
 
 namespace flash::sm90 {
+static_assert(MlaTraits<__nv_bfloat16>::kSmemBytes == kMlaSmemBytes, "api.h's shared memory figure is stale");
 template <>
 cudaError_t run_mla<DType::kBFloat16>(const detail::FwdParams& params, cudaStream_t stream) {
   return launch_mla<MlaTraits<__nv_bfloat16>>(params, stream);

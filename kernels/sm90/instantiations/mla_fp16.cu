@@ -3,6 +3,7 @@
 #include "../mla_kernel.cuh"
 
 namespace flash::sm90 {
+static_assert(MlaTraits<__half>::kSmemBytes == kMlaSmemBytes, "api.h's shared memory figure is stale");
 template <>
 cudaError_t run_mla<DType::kFloat16>(const detail::FwdParams& params, cudaStream_t stream) {
   return launch_mla<MlaTraits<__half>>(params, stream);
