@@ -85,6 +85,17 @@ bool describe(const Plan& plan, const Candidate& c, const AttentionParams& p, Ke
     if (plan.num_splits > 1) append_to_name(choice, " %d splits", plan.num_splits);
     return true;
   }
+  if (c.backend == Backend::kDecode && mla_shape(p.head_dim, p.head_dim_v)) {
+    if (c.index != 0) return false;
+    choice->backend = Backend::kDecode;
+    choice->block_m = decode::kMlaBlockM;
+    choice->block_n = decode::kMlaBlockN;
+    choice->warps = 4;
+    choice->stages = 3;
+    std::snprintf(choice->name, sizeof(choice->name), "decode mla %dx%d 4w 3st %d split%s", decode::kMlaBlockM,
+                  decode::kMlaBlockN, plan.num_splits, plan.num_splits == 1 ? "" : "s");
+    return true;
+  }
   if (c.backend == Backend::kDecode) {
     choice->backend = Backend::kDecode;
     choice->block_m = decode::kBlockM;
@@ -142,13 +153,20 @@ cudaError_t launch(const Plan& plan, const Candidate& c, const AttentionParams& 
     f.o_partial = static_cast<float*>(p.workspace);
     f.lse_partial = f.o_partial + rows * static_cast<size_t>(split_row_width(p));
   }
-#if FLASH_HAS_SM90
   if (mla_shape(p.head_dim, p.head_dim_v)) {
-    if (c.backend != Backend::kSm90 || c.index != 0) return cudaErrorInvalidValue;
-    return p.dtype == DType::kFloat16 ? sm90::run_mla<DType::kFloat16>(f, stream)
-                                      : sm90::run_mla<DType::kBFloat16>(f, stream);
-  }
+    if (c.index != 0) return cudaErrorInvalidValue;
+    if (c.backend == Backend::kDecode) {
+      return p.dtype == DType::kFloat16 ? decode::run_mla<DType::kFloat16>(f, stream)
+                                        : decode::run_mla<DType::kBFloat16>(f, stream);
+    }
+#if FLASH_HAS_SM90
+    if (c.backend == Backend::kSm90) {
+      return p.dtype == DType::kFloat16 ? sm90::run_mla<DType::kFloat16>(f, stream)
+                                        : sm90::run_mla<DType::kBFloat16>(f, stream);
+    }
 #endif
+    return cudaErrorInvalidValue;
+  }
   return with_head_dim(d, cudaErrorInvalidValue, [&](auto head_dim) -> cudaError_t {
     constexpr int kHeadDim = decltype(head_dim)::value;
     if (c.backend == Backend::kSm80) return launch_sm80<kHeadDim>(p.dtype, f, c.index, stream);

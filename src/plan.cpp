@@ -226,46 +226,60 @@ void add(Plan* plan, Backend backend, int index) {
 
 // ---------------------------------------------------------------- MLA
 
-// Splits for the Hopper MLA kernel (or p.num_splits, clamped): one CTA an
-// SM (226 KiB of shared memory), so the dense decode rule: none when the
-// (batch, K/V head, 64-row block) CTAs reach 0.9 x num_sms, else the
-// fewest giving about that many, at least two 64-key blocks a split.
-int mla_splits_wanted(const AttentionParams& p, const DeviceCaps& caps) {
+// Splits for the MLA kernels (or p.num_splits, clamped), whose CTAs take
+// `block_m` packed rows and `block_n`-key blocks, one CTA an SM (their
+// shared memory): the dense decode rule, none when the (batch, K/V head,
+// row block) CTAs reach 0.9 x num_sms, else the fewest giving about that
+// many, at least two key blocks a split.
+int mla_splits_wanted(const AttentionParams& p, const DeviceCaps& caps, int64_t block_m, int64_t block_n) {
   if (p.num_splits >= 1) return std::min<int>(p.num_splits, kMaxSplits);
-  constexpr int64_t kBlock = 64;
   const int64_t g = p.heads_q / p.heads_kv;
-  const int64_t units = p.batch * p.heads_kv * ceil_div(std::max<int64_t>(p.seqlen_q, 1) * g, kBlock);
+  const int64_t units = p.batch * p.heads_kv * ceil_div(std::max<int64_t>(p.seqlen_q, 1) * g, block_m);
   if (units <= 0) return 1;
-  const int64_t keys = longest_keys(p, kBlock);
-  const int64_t max_splits = std::min<int64_t>(ceil_div(keys, kBlock) / 2, kMaxSplits);
+  const int64_t keys = longest_keys(p, block_n);
+  const int64_t max_splits = std::min<int64_t>(ceil_div(keys, block_n) / 2, kMaxSplits);
   const int64_t accurate = std::min(accuracy_splits(keys), max_splits);
   const int64_t target = ceil_div(9 * std::max(caps.num_sms, 1), 10);
   if (units >= target || max_splits <= 1) return static_cast<int>(std::max<int64_t>(accurate, 1));
   return static_cast<int>(std::max(accurate, std::min(ceil_div(target, units), max_splits)));
 }
 
+// MLA's (576, 512): the Hopper MLA kernel on sm_90 (Backend::kAuto or
+// kSm90), else the split-D decode kernel (kAuto or kDecode).
 Status plan_mla(const AttentionParams& p, const DeviceCaps& caps, Plan* plan) {
+  const Backend b = p.backend;
+  const bool hopper = FLASH_HAS_SM90 && caps.major == 9;
+  if (b == Backend::kSm90 || (b == Backend::kAuto && hopper)) {
 #if FLASH_HAS_SM90
-  if (caps.major != 9) {
-    return make_status(StatusCode::kUnsupported,
-                       "MLA (head_dim 576, head_dim_v 512) runs on the Hopper MLA kernel, which needs an sm_90 GPU; "
-                       "device %d is sm_%d%d",
-                       caps.device, caps.major, caps.minor);
-  }
-  if (caps.max_smem > 0 && caps.max_smem < sm90::kMlaSmemBytes) {
-    return make_status(StatusCode::kUnsupported,
-                       "the Hopper MLA kernel needs %d bytes of shared memory per block; device %d allows %d",
-                       sm90::kMlaSmemBytes, caps.device, caps.max_smem);
-  }
-  add(plan, Backend::kSm90, 0);
-  plan_splits(p, mla_splits_wanted(p, caps), plan);
-  return Status{};
+    if (caps.major != 9) {
+      return make_status(StatusCode::kUnsupported,
+                         "Backend::kSm90 runs MLA (head_dim 576, head_dim_v 512) on an sm_90 GPU only; device %d is "
+                         "sm_%d%d (Backend::kAuto takes the split-D decode kernel there)",
+                         caps.device, caps.major, caps.minor);
+    }
+    if (caps.max_smem > 0 && caps.max_smem < sm90::kMlaSmemBytes) {
+      return make_status(StatusCode::kUnsupported,
+                         "the Hopper MLA kernel needs %d bytes of shared memory per block; device %d allows %d",
+                         sm90::kMlaSmemBytes, caps.device, caps.max_smem);
+    }
+    add(plan, Backend::kSm90, 0);
+    plan_splits(p, mla_splits_wanted(p, caps, 64, 64), plan);
+    return Status{};
 #else
-  (void)p, (void)caps, (void)plan;
-  return make_status(StatusCode::kUnsupported,
-                     "MLA (head_dim 576, head_dim_v 512) runs on the Hopper MLA kernel, which this build lacks (add "
-                     "90a to CMAKE_CUDA_ARCHITECTURES)");
+    return make_status(StatusCode::kUnsupported,
+                       "Backend::kSm90: this build has no Hopper kernel (add 90a to CMAKE_CUDA_ARCHITECTURES); "
+                       "Backend::kAuto runs MLA on the split-D decode kernel");
 #endif
+  }
+  if (caps.max_smem > 0 && caps.max_smem < decode::kMlaSmemBytes) {
+    return make_status(StatusCode::kUnsupported,
+                       "MLA (head_dim 576, head_dim_v 512) on the split-D decode kernel needs %d bytes of shared "
+                       "memory per block; device %d (sm_%d%d) allows %d",
+                       decode::kMlaSmemBytes, caps.device, caps.major, caps.minor, caps.max_smem);
+  }
+  add(plan, Backend::kDecode, 0);
+  plan_splits(p, mla_splits_wanted(p, caps, decode::kMlaBlockM, decode::kMlaBlockN), plan);
+  return Status{};
 }
 
 // ---------------------------------------------------------------- sm80

@@ -302,10 +302,10 @@ Status check_mla(const AttentionParams& p) noexcept {
                        "MLA (head_dim 576, head_dim_v 512) runs on bf16 and fp16 caches; an fp8 cache (kv_dtype) is "
                        "not supported at these head dims");
   }
-  if (p.backend != Backend::kAuto && p.backend != Backend::kSm90) {
+  if (p.backend == Backend::kSm80) {
     return make_status(StatusCode::kUnsupported,
-                       "MLA (head_dim 576, head_dim_v 512) runs on the Hopper MLA kernel only; use Backend::kAuto "
-                       "or kSm90");
+                       "MLA (head_dim 576, head_dim_v 512) runs on the Hopper MLA kernel (Backend::kSm90) and the "
+                       "split-D decode kernel (Backend::kDecode), not on the sm80 kernel; use Backend::kAuto");
   }
   if (p.k_new != nullptr || p.v_new != nullptr) {
     return make_status(StatusCode::kUnsupported,

@@ -38,8 +38,9 @@ constexpr int kHeadDimV = 512;
 using BfTraits = decode::MlaTraits<kHeadDim, kHeadDimV, __nv_bfloat16>;
 using HTraits = decode::MlaTraits<kHeadDim, kHeadDimV, __half>;
 
-// kApi: flash::attention_forward (the plan routes MLA's shape to the Hopper kernel).
-enum class MlaKernel { kSplitD, kHopper, kApi };
+// kApi: flash::attention_forward (on sm_90 the plan takes the Hopper kernel);
+// kApiDecode: the same with Backend::kDecode (the split-D kernel).
+enum class MlaKernel { kSplitD, kHopper, kApi, kApiDecode };
 
 struct MlaCase {
   DType dtype;
@@ -63,11 +64,13 @@ struct MlaCase {
 class MlaDecode : public GpuTest {
  protected:
   void run(const MlaCase& c, MlaKernel kernel) {
+    const bool api = kernel == MlaKernel::kApi || kernel == MlaKernel::kApiDecode;
     SCOPED_TRACE(c.name() + (kernel == MlaKernel::kHopper ? " (sm90)"
                              : kernel == MlaKernel::kApi  ? " (attention_forward)"
+                             : api                        ? " (attention_forward, Backend::kDecode)"
                                                           : " (split-D)"));
     // attention_forward takes MLA's exact shape only.
-    if (kernel == MlaKernel::kApi && c.head_dim != kHeadDim) return;
+    if (api && c.head_dim != kHeadDim) return;
     int device = 0, optin = 0;
     ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
     ASSERT_EQ(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), cudaSuccess);
@@ -187,8 +190,9 @@ class MlaDecode : public GpuTest {
 
     cudaError_t err = cudaErrorNotSupported;
     Buf workspace;
-    if (kernel == MlaKernel::kApi) {
+    if (api) {
       AttentionParams a;
+      if (kernel == MlaKernel::kApiDecode) a.backend = Backend::kDecode;
       a.dtype = c.dtype;
       a.q = q_dev.ptr;
       a.k = k_dev.ptr;
@@ -230,7 +234,8 @@ class MlaDecode : public GpuTest {
       KernelChoice choice;
       const Status qs = query_kernel_choice(a, &choice);
       ASSERT_TRUE(qs.ok()) << qs.message;
-      EXPECT_EQ(std::string(choice.name).rfind("sm90 mla", 0), 0u) << choice.name;
+      const char* expected = kernel == MlaKernel::kApiDecode ? "decode mla" : "sm90 mla";
+      EXPECT_EQ(std::string(choice.name).rfind(expected, 0), 0u) << choice.name;
       const Status s = attention_forward(a, stream_);
       ASSERT_TRUE(s.ok()) << s.message;
       err = cudaSuccess;
@@ -341,12 +346,14 @@ TEST_F(MlaDecode, AttentionForwardRunsTheHopperKernel) {
   int device = 0, major = 0;
   ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
   ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), cudaSuccess);
-  if (major != 9) GTEST_SKIP() << "MLA runs on sm_90 only";
+  if (major != 9) GTEST_SKIP() << "the Hopper MLA kernel runs on sm_90 only";
   run_all(MlaKernel::kApi);
 #else
   GTEST_SKIP() << "built without sm_90a";
 #endif
 }
+
+TEST_F(MlaDecode, AttentionForwardRunsTheSplitDKernel) { run_all(MlaKernel::kApiDecode); }
 
 }  // namespace
 }  // namespace flash::test

@@ -413,22 +413,43 @@ AttentionParams mla(int64_t batch, int64_t keys, int64_t heads) {
   return p;
 }
 
-TEST(Plan, MlaRunsOnTheHopperMlaKernel) {
+TEST(Plan, MlaRunsOnTheMlaKernels) {
   const AttentionParams p = mla(64, 8192, 128);
   ASSERT_TRUE(validate(p).ok()) << validate(p).message;
   EXPECT_EQ(detail::split_row_width(p), 576);
   Plan plan;
-  Status s = detail::make_plan(p, kH200, &plan);
+  KernelChoice choice;
+  // Without the Hopper kernel (an sm80 GPU, or a build without sm_90a) and
+  // with Backend::kDecode: the split-D decode kernel, 16-row CTAs.
+  for (const DeviceCaps& caps : {kA100, kH200}) {
+    AttentionParams q = p;
+    if (caps.major == 9) q.backend = Backend::kDecode;
+    Status s = detail::make_plan(q, caps, &plan);
+    ASSERT_TRUE(s.ok()) << s.message;
+    ASSERT_EQ(plan.num_candidates, 1);
+    EXPECT_EQ(plan.candidates[0].backend, Backend::kDecode);
+    EXPECT_EQ(plan.num_splits, 1);  // 64 x 8 row blocks fill the GPU
+    ASSERT_TRUE(detail::describe(plan, plan.candidates[0], q, &choice));
+    EXPECT_STREQ(choice.name, "decode mla 16x32 4w 3st 1 split");
+  }
+  Status s = detail::make_plan(p, kL40, &plan);  // 99 KiB of shared memory
+  EXPECT_EQ(s.code, StatusCode::kUnsupported);
+  EXPECT_NE(std::strstr(s.message, "split-D decode kernel needs"), nullptr) << s.message;
+  AttentionParams forced = p;
+  forced.backend = Backend::kSm90;
+  s = detail::make_plan(forced, kA100, &plan);
+  EXPECT_EQ(s.code, StatusCode::kUnsupported) << s.message;
+
+  s = detail::make_plan(p, kH200, &plan);
   if (!kHasSm90) {
-    EXPECT_EQ(s.code, StatusCode::kUnsupported);
-    EXPECT_NE(std::strstr(s.message, "lacks"), nullptr) << s.message;
+    ASSERT_TRUE(s.ok()) << s.message;
+    EXPECT_EQ(plan.candidates[0].backend, Backend::kDecode);
     return;
   }
   ASSERT_TRUE(s.ok()) << s.message;
   ASSERT_EQ(plan.num_candidates, 1);
   EXPECT_EQ(plan.candidates[0].backend, Backend::kSm90);
   EXPECT_EQ(plan.num_splits, 1);  // 64 x 2 row blocks: 128 CTAs, about one an SM
-  KernelChoice choice;
   ASSERT_TRUE(detail::describe(plan, plan.candidates[0], p, &choice));
   EXPECT_STREQ(choice.name, "sm90 mla 64x64 2wg 2st");
 
@@ -445,10 +466,6 @@ TEST(Plan, MlaRunsOnTheHopperMlaKernel) {
   s = detail::make_plan(one, kH200, &plan);
   ASSERT_TRUE(s.ok()) << s.message;
   EXPECT_EQ(plan.num_splits, 60);
-
-  s = detail::make_plan(p, kA100, &plan);
-  EXPECT_EQ(s.code, StatusCode::kUnsupported);
-  EXPECT_NE(std::strstr(s.message, "sm_90 GPU"), nullptr) << s.message;
 }
 
 TEST(Plan, MlaArgumentsAreChecked) {
@@ -463,11 +480,9 @@ TEST(Plan, MlaArgumentsAreChecked) {
   p = mla(4, 1024, 16);
   p.v_seq_stride = 512;
   expect(p, StatusCode::kInvalidArgument, "v must be k");
-  for (Backend b : {Backend::kSm80, Backend::kDecode}) {
-    p = mla(4, 1024, 16);
-    p.backend = b;
-    expect(p, StatusCode::kUnsupported, "Hopper MLA kernel only");
-  }
+  p = mla(4, 1024, 16);
+  p.backend = Backend::kSm80;
+  expect(p, StatusCode::kUnsupported, "not on the sm80 kernel");
   p = mla(4, 1024, 16);
   p.kv_dtype = KvDType::kFloat8E4M3;
   expect(p, StatusCode::kUnsupported, "fp8 cache");

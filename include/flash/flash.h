@@ -217,7 +217,10 @@ typedef struct flash_attention_params {
    * 128); 0 (the default) means head_dim. The same rule as head_dim; the
    * call runs on the kernel of the wider of the two. With it, V is
    * [batch, seqlen_k, heads_kv, head_dim_v] and O [batch, seqlen_q, heads_q,
-   * head_dim_v] (packed and paged layouts alike). */
+   * head_dim_v] (packed and paged layouts alike). MLA's absorbed form,
+   * head_dim 576 with head_dim_v 512, is taken when v is k with k's strides
+   * (V is the first 512 columns of K's rows): the Hopper MLA kernel, sm_90
+   * only, not with an fp8 cache or k_new. */
   int64_t head_dim_v;
 
   /* Append and attend (FlashAttention-2's KV-cache path; flash.hpp's

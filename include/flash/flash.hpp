@@ -90,6 +90,9 @@ struct AttentionParams {
   // Width of V and O (DeepSeek-V2/V3 prefill: head_dim 192, head_dim_v 128);
   // 0 means head_dim. The same rule as head_dim; the call runs on the
   // kernel of the wider of the two, V's missing columns zero in its tiles.
+  // MLA's absorbed form, head_dim 576 with head_dim_v 512, is taken when v
+  // is k with k's strides (V is the first 512 columns of K's rows): the
+  // Hopper MLA kernel, sm_90 only, not with an fp8 cache or k_new.
   int64_t head_dim_v = 0;
 
   int64_t q_batch_stride = 0;  // Elements between Q[b, i, h, :] and Q[b + 1, i, h, :].

@@ -20,6 +20,16 @@ cudaError_t run_decode(const detail::FwdParams& params, cudaStream_t stream);
 template <DType kDType, int kHeadDim>
 cudaError_t run_decode_fp8(const detail::FwdParams& params, cudaStream_t stream);
 
+// MLA (head_dim 576, head_dim_v 512, V being K's rows) on the split-D
+// mma.sync kernel (mla_kernel.cuh; sm_80 and newer), for GPUs without the
+// Hopper MLA kernel. kMlaSmemBytes: its shared memory per CTA (the
+// instantiations check); splits count kMlaBlockN-key blocks of kMlaBlockM rows.
+inline constexpr int kMlaSmemBytes = 137216;
+inline constexpr int kMlaBlockM = 16;
+inline constexpr int kMlaBlockN = 32;
+template <DType kDType>
+cudaError_t run_mla(const detail::FwdParams& params, cudaStream_t stream);
+
 // Packed query rows per CTA, and keys per K/V block (the split
 // granularity): 64, or 128 in the fp8 kernels up to head_dim 128 (the
 // bytes of a bf16 block, twice the keys per warp).
