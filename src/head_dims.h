@@ -63,18 +63,19 @@ constexpr int64_t call_head_dim(int64_t head_dim, int64_t head_dim_v) {
   return value_head_dim(head_dim, head_dim_v) > head_dim ? value_head_dim(head_dim, head_dim_v) : head_dim;
 }
 
-// Columns of a split-KV partial row in the workspace: as wide as every
-// kernel that may run the call writes its rows (each writes rows of its
-// compiled head dim), the Hopper kernel's only when `hopper` (it may run).
 // MLA's absorbed form (DeepSeek-V2/V3): Q K^T over 576 columns, V and O
 // the first 512 columns of the same cache rows (v == k). The one shape
-// past 256 flash takes, on the Hopper MLA kernel (kernels/sm90/mla_kernel.cuh).
+// past 256 flash takes: the Hopper MLA kernel (kernels/sm90/mla_kernel.cuh)
+// or the split-D decode kernel (kernels/decode/mla_kernel.cuh).
 inline constexpr int64_t kMlaHeadDim = 576;
 inline constexpr int64_t kMlaHeadDimV = 512;
 constexpr bool mla_shape(int64_t head_dim, int64_t head_dim_v) {
   return head_dim == kMlaHeadDim && head_dim_v == kMlaHeadDimV;
 }
 
+// Columns of a split-KV partial row in the workspace: as wide as every
+// kernel that may run the call writes its rows (each writes rows of its
+// compiled head dim), the Hopper kernel's only when `hopper` (it may run).
 inline int workspace_head_dim(int64_t d, bool hopper) {
   const int a = kernel_head_dim(d), b = hopper ? kernel_head_dim(d, true) : 0;
   return a > b ? a : b;

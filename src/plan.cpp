@@ -248,7 +248,16 @@ int mla_splits_wanted(const AttentionParams& p, const DeviceCaps& caps, int64_t 
 // kSm90), else the split-D decode kernel (kAuto or kDecode).
 Status plan_mla(const AttentionParams& p, const DeviceCaps& caps, Plan* plan) {
   const Backend b = p.backend;
-  const bool hopper = FLASH_HAS_SM90 && caps.major == 9;
+  // Both kernels number packed rows (seqlen_q x query heads a K/V head) in int.
+  if (p.seqlen_q * (p.heads_q / p.heads_kv) > (int64_t{1} << 30)) {
+    return make_status(StatusCode::kUnsupported,
+                       "MLA (head_dim 576, head_dim_v 512) takes at most 2^30 query rows per K/V head and sequence "
+                       "(seqlen_q x heads_q / heads_kv); split the call");
+  }
+  bool hopper = FLASH_HAS_SM90 && caps.major == 9;
+#if FLASH_HAS_SM90
+  if (b == Backend::kAuto && caps.max_smem > 0 && caps.max_smem < sm90::kMlaSmemBytes) hopper = false;
+#endif
   if (b == Backend::kSm90 || (b == Backend::kAuto && hopper)) {
 #if FLASH_HAS_SM90
     if (caps.major != 9) {

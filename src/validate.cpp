@@ -240,6 +240,13 @@ int64_t saturating_mul(int64_t a, int64_t b) noexcept {
   return (a < 0) != (b < 0) ? INT64_MIN : INT64_MAX;
 }
 
+// MLA's shape reads V as the first 512 columns of K's rows: V's strides are K's.
+void use_k_strides_for_v(AttentionParams& p) noexcept {
+  p.v_head_stride = p.k_head_stride;
+  p.v_seq_stride = p.k_seq_stride;
+  p.v_batch_stride = p.k_batch_stride;
+}
+
 }  // namespace
 
 // Out-of-range sizes saturate the strides (no overflow); validate() rejects
@@ -265,6 +272,7 @@ void AttentionParams::set_contiguous_bnhd() noexcept {
   v_new_seq_stride = saturating_mul(heads_kv, dv);
   v_new_batch_stride = saturating_mul(seqlen_new, v_new_seq_stride);
   q_dim_stride = k_dim_stride = v_dim_stride = o_dim_stride = 1;
+  if (detail::mla_shape(head_dim, head_dim_v)) use_k_strides_for_v(*this);
 }
 
 void AttentionParams::set_contiguous_bhnd() noexcept {
@@ -288,16 +296,15 @@ void AttentionParams::set_contiguous_bhnd() noexcept {
   v_new_head_stride = saturating_mul(seqlen_new, dv);
   v_new_batch_stride = saturating_mul(heads_kv, v_new_head_stride);
   q_dim_stride = k_dim_stride = v_dim_stride = o_dim_stride = 1;
+  if (detail::mla_shape(head_dim, head_dim_v)) use_k_strides_for_v(*this);
 }
 
 namespace {
 
-// The fp8 KV cache's fields (AttentionParams::kv_dtype), before the
-// tensors' checks (which take K and V's element size from kv_dtype).
 // MLA's form (head_dim 576, head_dim_v 512): V is the first 512 columns of
-// K's rows, on the Hopper MLA kernel only.
+// K's rows; the MLA kernels (Hopper's, or the split-D decode kernel).
 Status check_mla(const AttentionParams& p) noexcept {
-  if (p.kv_dtype != KvDType::kSame) {
+  if (p.kv_dtype == KvDType::kFloat8E4M3) {
     return make_status(StatusCode::kUnsupported,
                        "MLA (head_dim 576, head_dim_v 512) runs on bf16 and fp16 caches; an fp8 cache (kv_dtype) is "
                        "not supported at these head dims");
@@ -318,9 +325,16 @@ Status check_mla(const AttentionParams& p) noexcept {
                        "MLA (head_dim 576, head_dim_v 512) reads V as the first 512 columns of K's rows: v must be "
                        "k, with v's strides equal to k's");
   }
+  if (p.softmax_scale == 0.f) {
+    return make_status(StatusCode::kInvalidArgument,
+                       "MLA (head_dim 576, head_dim_v 512) needs softmax_scale: the default, 1/sqrt(head_dim), is not "
+                       "the absorbed form's (DeepSeek-V2/V3: 1/sqrt(192), times the YaRN factor where used)");
+  }
   return Status{};
 }
 
+// The fp8 KV cache's fields (AttentionParams::kv_dtype), before the
+// tensors' checks (which take K and V's element size from kv_dtype).
 Status check_fp8_cache(const AttentionParams& p) noexcept {
   if (p.kv_dtype == KvDType::kSame) {
     if (p.k_descale != nullptr || p.v_descale != nullptr || p.descale_head_stride != 0) {

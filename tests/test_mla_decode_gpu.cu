@@ -51,12 +51,16 @@ struct MlaCase {
   int splits;
   bool sinks = false;       // a sink logit per query head
   int head_dim = kHeadDim;  // Q K^T's width the call has (columns past it zero in the kernel)
+  float scale = 0.f;        // softmax_scale; 0: 1/sqrt(head_dim)
+  int window_left = -1;     // a left window (keys at most this far before the diagonal)
   std::string name() const {
     std::string s = dtype == DType::kBFloat16 ? "bf16" : "fp16";
     s += " heads " + std::to_string(heads_q) + " q " + std::to_string(seqlen_q) + " keys";
     for (int l : lens) s += " " + std::to_string(l);
     s += page_size ? " pages " + std::to_string(page_size) : std::string(" dense");
     s += " splits " + std::to_string(splits) + " head_dim " + std::to_string(head_dim);
+    if (scale != 0.f) s += " scale " + std::to_string(scale);
+    if (window_left >= 0) s += " window " + std::to_string(window_left);
     return sinks ? s + " sinks" : s;
   }
 };
@@ -169,7 +173,7 @@ class MlaDecode : public GpuTest {
     f.sinks = c.sinks ? static_cast<const float*>(sinks_dev.ptr) : nullptr;
     f.num_sms = 132;
     f.cc_major = 9;
-    f.softmax_scale = 1.f / std::sqrt(static_cast<float>(c.head_dim));
+    f.softmax_scale = c.scale != 0.f ? c.scale : 1.f / std::sqrt(static_cast<float>(c.head_dim));
     f.softmax_scale_log2 = f.softmax_scale * 1.4426950408889634f;
     f.seqused_k = static_cast<const int*>(used_dev.ptr);
     f.block_table = c.page_size ? static_cast<const int*>(table_dev.ptr) : nullptr;
@@ -181,7 +185,7 @@ class MlaDecode : public GpuTest {
       if (c.page_size == (1 << shift)) f.page_shift = shift;
     }
     f.max_seqlen_k_alloc = capacity;
-    f.window_left = -1;
+    f.window_left = c.window_left;
     f.window_right = c.seqlen_q > 1 ? 0 : -1;  // causal, bottom-right aligned
     f.alibi_scale = 1.f / f.softmax_scale;
     f.num_splits = c.splits;
@@ -213,6 +217,7 @@ class MlaDecode : public GpuTest {
       a.o_batch_stride = f.o_batch_stride, a.o_seq_stride = f.o_seq_stride, a.o_head_stride = f.o_head_stride;
       a.softmax_scale = f.softmax_scale;
       a.causal = c.seqlen_q > 1;
+      a.window_left = c.window_left;
       a.seqused_k = f.seqused_k;
       if (c.page_size) {
         a.block_table = f.block_table;
@@ -262,33 +267,35 @@ class MlaDecode : public GpuTest {
     for (int b = 0; b < batch; ++b) {
       const int len_k = c.lens[static_cast<size_t>(b)];
       for (int i = 0; i < c.seqlen_q; ++i) {
-        const int last = c.seqlen_q > 1 ? i + len_k - c.seqlen_q : len_k - 1;  // causal, bottom-right
+        const int diag = i + len_k - c.seqlen_q;  // bottom-right aligned
+        const int last = c.seqlen_q > 1 ? diag : len_k - 1;  // causal with several query tokens
+        const int first = c.window_left >= 0 ? std::max(0, diag - c.window_left) : 0;
         for (int h = 0; h < c.heads_q; ++h) {
           const size_t q0 = ((static_cast<size_t>(b) * c.seqlen_q + i) * c.heads_q + h) * kHeadDim;
-          const int n = std::min(last, len_k - 1) + 1;
+          const int n = std::min(last, len_k - 1) + 1;  // keys [first, n) are visible
           const double sink = c.sinks ? sinks[static_cast<size_t>(h)] : -INFINITY;
-          if (n <= 0) {
+          if (n - first <= 0) {
             ref_lse[(static_cast<size_t>(b) * c.heads_q + h) * c.seqlen_q + i] = sink;
             continue;
           }
-          scores.assign(static_cast<size_t>(n), 0.0);
+          scores.assign(static_cast<size_t>(n - first), 0.0);
           double m = -INFINITY;
-          for (int j = 0; j < n; ++j) {
+          for (int j = first; j < n; ++j) {
             const size_t k0 = static_cast<size_t>(key_row(b, j)) * kHeadDim;
             double dot = 0;
             for (int d = 0; d < c.head_dim; ++d) {
               dot += static_cast<double>(ref::to_float(q[q0 + d], c.dtype)) * ref::to_float(k[k0 + d], c.dtype);
             }
-            scores[static_cast<size_t>(j)] = dot * f.softmax_scale;
-            m = std::max(m, scores[static_cast<size_t>(j)]);
+            scores[static_cast<size_t>(j - first)] = dot * f.softmax_scale;
+            m = std::max(m, scores[static_cast<size_t>(j - first)]);
           }
           double l = 0;
           for (double& s : scores) l += (s = std::exp(s - m));
           if (c.sinks) l += std::exp(sink - m);  // in the denominator only
           const size_t o0 = ((static_cast<size_t>(b) * c.seqlen_q + i) * c.heads_q + h) * kHeadDimV;
-          for (int j = 0; j < n; ++j) {
+          for (int j = first; j < n; ++j) {
             const size_t k0 = static_cast<size_t>(key_row(b, j)) * kHeadDim;
-            const double w = scores[static_cast<size_t>(j)] / l;
+            const double w = scores[static_cast<size_t>(j - first)] / l;
             for (int d = 0; d < kHeadDimV; ++d) ref_o[o0 + d] += w * ref::to_float(k[k0 + d], c.dtype);
           }
           ref_lse[(static_cast<size_t>(b) * c.heads_q + h) * c.seqlen_q + i] = m + std::log(l);
@@ -319,6 +326,12 @@ class MlaDecode : public GpuTest {
       run({dtype, 4, 5, {300, 6, 90}, 3, 1}, kernel);            // pages of 3 keys (no power of two)
       run({dtype, 4, 5, {300, 6, 90}, 0, 2, true}, kernel);      // sinks, split: the combine counts them
       run({dtype, 16, 1, {500, 17}, 16, 1, true, 520}, kernel);  // sinks; Q K^T over 520 columns
+      // A large scale: row maxima keep growing past the lazy max's 2^8, so
+      // O is rescaled mid-sequence.
+      run({dtype, 64, 1, {900, 130}, 64, 1, false, kHeadDim, 2.f}, kernel);
+      // A left window of 100 keys, whole and split; pages of 16.
+      run({dtype, 16, 1, {700, 60}, 16, 1, false, kHeadDim, 0.f, 100}, kernel);
+      run({dtype, 16, 3, {700, 60}, 16, 3, true, kHeadDim, 0.f, 100}, kernel);
       if (HasFatalFailure()) return;
     }
   }

@@ -406,15 +406,19 @@ AttentionParams mla(int64_t batch, int64_t keys, int64_t heads) {
   p.seqlen_k = keys;
   p.heads_q = heads;
   p.heads_kv = 1;
-  p.set_contiguous_bnhd();
-  p.v_batch_stride = p.k_batch_stride;
-  p.v_seq_stride = p.k_seq_stride;
-  p.v_head_stride = p.k_head_stride;
+  p.softmax_scale = 0.0722f;  // 1/sqrt(192)
+  p.set_contiguous_bnhd();    // V gets K's strides at this shape
   return p;
 }
 
 TEST(Plan, MlaRunsOnTheMlaKernels) {
   const AttentionParams p = mla(64, 8192, 128);
+  EXPECT_EQ(p.v_seq_stride, 576);
+  EXPECT_EQ(p.v_batch_stride, p.k_batch_stride);
+  AttentionParams bhnd = p;
+  bhnd.set_contiguous_bhnd();
+  EXPECT_EQ(bhnd.v_head_stride, 8192 * 576);
+  EXPECT_EQ(bhnd.v_seq_stride, 576);
   ASSERT_TRUE(validate(p).ok()) << validate(p).message;
   EXPECT_EQ(detail::split_row_width(p), 576);
   Plan plan;
@@ -431,6 +435,18 @@ TEST(Plan, MlaRunsOnTheMlaKernels) {
     EXPECT_EQ(plan.num_splits, 1);  // 64 x 8 row blocks fill the GPU
     ASSERT_TRUE(detail::describe(plan, plan.candidates[0], q, &choice));
     EXPECT_STREQ(choice.name, "decode mla 16x32 4w 3st 1 split");
+  }
+  // A Hopper part with less shared memory than the Hopper kernel's:
+  // Backend::kAuto takes the split-D kernel, kSm90 says why not.
+  if (kHasSm90) {
+    Status s = detail::make_plan(p, device(9, 200), &plan);
+    ASSERT_TRUE(s.ok()) << s.message;
+    EXPECT_EQ(plan.candidates[0].backend, Backend::kDecode);
+    AttentionParams forced = p;
+    forced.backend = Backend::kSm90;
+    s = detail::make_plan(forced, device(9, 200), &plan);
+    EXPECT_EQ(s.code, StatusCode::kUnsupported);
+    EXPECT_NE(std::strstr(s.message, "bytes of shared memory"), nullptr) << s.message;
   }
   Status s = detail::make_plan(p, kL40, &plan);  // 99 KiB of shared memory
   EXPECT_EQ(s.code, StatusCode::kUnsupported);
@@ -468,6 +484,16 @@ TEST(Plan, MlaRunsOnTheMlaKernels) {
   EXPECT_EQ(plan.num_splits, 60);
 }
 
+TEST(Plan, MlaRowsFitAnInt) {
+  AttentionParams p = mla(1, 1024, 128);
+  p.seqlen_q = (int64_t{1} << 30) / 128 + 1;
+  p.set_contiguous_bnhd();
+  Plan plan;
+  const Status s = detail::make_plan(p, kH200, &plan);
+  EXPECT_EQ(s.code, StatusCode::kUnsupported);
+  EXPECT_NE(std::strstr(s.message, "2^30 query rows"), nullptr) << s.message;
+}
+
 TEST(Plan, MlaArgumentsAreChecked) {
   auto expect = [](const AttentionParams& p, StatusCode code, const char* text) {
     const Status s = validate(p);
@@ -486,6 +512,12 @@ TEST(Plan, MlaArgumentsAreChecked) {
   p = mla(4, 1024, 16);
   p.kv_dtype = KvDType::kFloat8E4M3;
   expect(p, StatusCode::kUnsupported, "fp8 cache");
+  p = mla(4, 1024, 16);
+  p.kv_dtype = static_cast<KvDType>(7);
+  expect(p, StatusCode::kInvalidArgument, "kv_dtype 7 is not valid");
+  p = mla(4, 1024, 16);
+  p.softmax_scale = 0.f;
+  expect(p, StatusCode::kInvalidArgument, "needs softmax_scale");
   p = mla(4, 1024, 16);
   p.k_new = fake(7);
   p.v_new = fake(8);

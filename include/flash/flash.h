@@ -219,8 +219,9 @@ typedef struct flash_attention_params {
    * [batch, seqlen_k, heads_kv, head_dim_v] and O [batch, seqlen_q, heads_q,
    * head_dim_v] (packed and paged layouts alike). MLA's absorbed form,
    * head_dim 576 with head_dim_v 512, is taken when v is k with k's strides
-   * (V is the first 512 columns of K's rows): the Hopper MLA kernel, sm_90
-   * only, not with an fp8 cache or k_new. */
+   * (V is the first 512 columns of K's rows; flash_set_contiguous_* set them
+   * so) and softmax_scale is given: the Hopper MLA kernel on sm_90, the
+   * split-D decode kernel elsewhere; not with an fp8 cache or k_new. */
   int64_t head_dim_v;
 
   /* Append and attend (FlashAttention-2's KV-cache path; flash.hpp's

@@ -91,8 +91,10 @@ struct AttentionParams {
   // 0 means head_dim. The same rule as head_dim; the call runs on the
   // kernel of the wider of the two, V's missing columns zero in its tiles.
   // MLA's absorbed form, head_dim 576 with head_dim_v 512, is taken when v
-  // is k with k's strides (V is the first 512 columns of K's rows): the
-  // Hopper MLA kernel, sm_90 only, not with an fp8 cache or k_new.
+  // is k with k's strides (V is the first 512 columns of K's rows;
+  // set_contiguous_* set them so) and softmax_scale is given: the Hopper
+  // MLA kernel on sm_90, the split-D decode kernel elsewhere; not with an
+  // fp8 cache or k_new.
   int64_t head_dim_v = 0;
 
   int64_t q_batch_stride = 0;  // Elements between Q[b, i, h, :] and Q[b + 1, i, h, :].
@@ -305,7 +307,8 @@ struct AttentionParams {
   bool rotary_interleaved = false;
 
   // Fill all strides for densely packed [batch, seq, heads, head_dim] tensors
-  // (V and O: Dv; k_new and v_new [batch, seqlen_new, heads_kv, ...]).
+  // (V and O: Dv; k_new and v_new [batch, seqlen_new, heads_kv, ...]). MLA's
+  // shape (head_dim 576, head_dim_v 512): V gets K's strides (V is K's rows).
   void set_contiguous_bnhd() noexcept;
   // Fill all strides for densely packed [batch, heads, seq, head_dim] tensors
   // (V and O: Dv; k_new and v_new [batch, heads_kv, seqlen_new, ...]).

@@ -344,8 +344,9 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) mla_kernel(const __grid_
 
 // Launches the wide-head decode kernel and, with several splits, the
 // combine (workspace rows Traits::kHeadDim wide; splits count 32-key
-// blocks). The caller has checked the grid (decode_grid_fits) and that the
-// device's shared memory holds Traits::kSmemBytes. V must be K's rows (the
+// blocks). The caller has checked the grid (seqlen_q x q_per_kv packed
+// rows below 2^30, batch and heads_kv within gridDim.z / y: the plan) and
+// that the device's shared memory holds Traits::kSmemBytes. V must be K's rows (the
 // kernel reads V's columns from the K tile): anything else is refused.
 template <typename Traits>
 cudaError_t run_mla(const detail::FwdParams& params, cudaStream_t stream) {

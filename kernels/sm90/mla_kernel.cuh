@@ -71,15 +71,6 @@ struct MlaTraits {
   static_assert(kSmemBytes <= 227 * 1024, "must fit an H100's shared memory");
 };
 
-// Byte offset of 16-byte chunk `c` of row `row` in a tile of `rows` rows
-// stored as TMA's SWIZZLE_128B writes it: column blocks of 64 elements,
-// each rows x 128 bytes, the chunk index xor-ed with the row's index in
-// its 8-row atom.
-template <int kRows>
-__device__ __forceinline__ uint32_t mla_chunk_offset(int row, int c) {
-  return static_cast<uint32_t>((c / 8) * (kRows * 128) + row * 128 + (((c % 8) ^ (row % 8)) * 16));
-}
-
 template <typename Traits, bool kMasked, bool kScoreMod>
 __global__ void __launch_bounds__(Traits::kThreads, 1) mla_kernel(const __grid_constant__ detail::FwdParams p) {
   using Element = typename Traits::Element;
@@ -373,14 +364,15 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) mla_kernel(const __grid_c
 
 // Launches the kernel and, with several splits, the combine (workspace
 // rows Traits::kHeadDim wide; splits count 64-key blocks). The caller has
-// checked the grid (decode_grid_fits). V must be K's rows (the kernel
+// checked the grid: seqlen_q x q_per_kv packed rows below 2^30, batch and
+// heads_kv within gridDim.z / y (the plan). V must be K's rows (the kernel
 // reads V's columns from the K tile): anything else is refused.
 template <typename Traits>
 cudaError_t launch_mla(const detail::FwdParams& params, cudaStream_t stream) {
   if (params.v != params.k || params.v_batch_stride != params.k_batch_stride ||
       params.v_seq_stride != params.k_seq_stride || params.v_head_stride != params.k_head_stride ||
       params.head_dim_v > Traits::kHeadDimV || params.head_dim > Traits::kHeadDim ||
-      params.head_dim_v > params.head_dim || params.head_dim % 8 != 0) {
+      params.head_dim_v > params.head_dim || params.head_dim % 8 != 0 || params.head_dim_v % 8 != 0) {
     return cudaErrorInvalidValue;
   }
   const bool window = params.window_left >= 0 || params.window_right >= 0;
