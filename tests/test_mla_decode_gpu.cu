@@ -1,10 +1,12 @@
-// The MLA decode kernels, launched directly: the split-D kernel
-// (kernels/decode/mla_kernel.cuh, sm_80 and newer) and the Hopper one
-// (kernels/sm90/mla_kernel.cuh, through sm90::run_mla). MLA's absorbed decode (Q K^T over 576 columns, V the first 512
-// columns of the same K rows, one K/V head for many query heads) against a
-// float64 reference on the host. Dense and paged caches (pages of 1 and
-// 64 keys), ragged lengths through seqused_k, one and several splits, two
-// causal query tokens (speculative decode), fp16 and bf16.
+// The MLA kernels against a float64 reference on the host: the split-D
+// kernel (kernels/decode/mla_kernel.cuh, sm_80 and newer) and the Hopper
+// one (kernels/sm90/mla_kernel.cuh, through sm90::run_mla), launched
+// directly and through attention_forward. MLA's absorbed decode: Q K^T
+// over 576 columns, V the first 512 columns of the same K rows, one K/V
+// head for many query heads. Dense and paged caches (pages of 1, 3, 16 and
+// 64 keys), ragged lengths through seqused_k, one and several splits,
+// causal query tokens, sinks, left windows, a large softmax scale, fp16
+// and bf16.
 #include <gtest/gtest.h>
 
 #include <cmath>
