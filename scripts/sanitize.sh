@@ -31,7 +31,11 @@
 #     unchecked kernels) to the host.
 # Unchecked, then: cuBLAS and the reference's own kernels.
 #
-# Logs go to $OUT/sanitize-<tool>.log. The last lines printed (also in
+# Then the MLA kernels' tests (flash_mla_tests, when built; their quick
+# case list) under memcheck, racecheck and synccheck, filtered to
+# mla_kernel and combine_kernel.
+#
+# Logs go to $OUT/sanitize-<tool>.log (sanitize-mla-<tool>.log). The last lines printed (also in
 # $OUT/sanitize-summary.txt) are one per tool: its exit code, its summary
 # line and the gtest result. The exit code is 0 only if every tool ran to
 # its summary and found nothing.
@@ -99,6 +103,36 @@ for tool in $TOOLS; do
   (( rc != 0 )) && status=1
   printf '%-9s exit %d (%ds); %s; %s\n' "$tool:" "$rc" "$seconds" "$line" "${tests:-no gtest result}" >>"$SUMMARY"
 done
+
+# The MLA kernels (flash_mla_tests: a float64 host reference, no cuBLAS),
+# memcheck, racecheck and synccheck alike, on the tests' quick case list
+# (FLASH_MLA_QUICK: bf16, no 128-head cases); SANITIZE_MLA_FILTER picks the tests.
+MLA_BIN="$BUILD_DIR/tests/flash_mla_tests"
+MLA_FILTER=${SANITIZE_MLA_FILTER:-MlaDecode.HopperMatchesAFloat64Reference:MlaDecode.SplitDMatchesAFloat64Reference}
+if [[ -x "$MLA_BIN" ]]; then
+  for tool in $TOOLS; do
+    [[ "$tool" == initcheck ]] && continue
+    log="$OUT/sanitize-mla-$tool.log"
+    echo "== mla $tool: $SANITIZER --tool $tool $MLA_BIN --gtest_filter=$MLA_FILTER"
+    t0=$(date +%s)
+    FLASH_MLA_QUICK=1 timeout --kill-after=10 "$TIMEOUT" "$SANITIZER" --tool "$tool" \
+      --kernel-name "regex=.*(mla_kernel|combine_kernel).*" \
+      --error-exitcode 1 "$MLA_BIN" --gtest_filter="$MLA_FILTER" >"$log" 2>&1
+    rc=$?
+    seconds=$(( $(date +%s) - t0 ))
+    line=$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -1 | sed -E 's/^=+ *//')
+    tests=$(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ tests?' "$log" | sed -E 's/, listed below://' |
+      tr -s ' ' | paste -sd ' ')
+    if (( rc == 124 || rc == 137 )); then
+      line="timed out after ${TIMEOUT}s (SANITIZE_TIMEOUT)"
+    elif [[ -z "$line" ]]; then
+      line="no summary line (the tool did not finish; see $log)"
+      (( rc == 0 )) && rc=1
+    fi
+    (( rc != 0 )) && status=1
+    printf '%-13s exit %d (%ds); %s; %s\n' "mla-$tool:" "$rc" "$seconds" "$line" "${tests:-no gtest result}" >>"$SUMMARY"
+  done
+fi
 
 echo
 cat "$SUMMARY"
