@@ -69,6 +69,33 @@ if ! grep -q 'fwd_kernel' <<<"$symbols" || ! grep -q 'fill_uniform_kernel' <<<"$
 fi
 
 status=0
+# run_tool NAME TOOL LOG BIN FILTER [sanitizer args...]: one sanitizer run
+# (environment of the caller's, e.g. FLASH_MLA_QUICK=1 run_tool ...), its
+# summary line appended to $SUMMARY under NAME; status=1 unless it ran to
+# its summary and found nothing.
+run_tool() {
+  local name=$1 tool=$2 log=$3 bin=$4 filter=$5
+  shift 5
+  echo "== $name: $SANITIZER --tool $tool $* $bin --gtest_filter=$filter"
+  local t0 rc seconds line tests
+  t0=$(date +%s)
+  timeout --kill-after=10 "$TIMEOUT" "$SANITIZER" --tool "$tool" "$@" --error-exitcode 1 \
+    "$bin" --gtest_filter="$filter" >"$log" 2>&1
+  rc=$?
+  seconds=$(( $(date +%s) - t0 ))
+  line=$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -1 | sed -E 's/^=+ *//')
+  tests=$(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ tests?' "$log" | sed -E 's/, listed below://' |
+    tr -s ' ' | paste -sd ' ')
+  if (( rc == 124 || rc == 137 )); then
+    line="timed out after ${TIMEOUT}s (SANITIZE_TIMEOUT)"
+  elif [[ -z "$line" ]]; then
+    line="no summary line (the tool did not finish; see $log)"
+    (( rc == 0 )) && rc=1
+  fi
+  (( rc != 0 )) && status=1
+  printf '%-13s exit %d (%ds); %s; %s\n' "$name:" "$rc" "$seconds" "$line" "${tests:-no gtest result}" >>"$SUMMARY"
+}
+
 FLASH_KERNELS='fwd_kernel|decode_kernel|combine_kernel|append_kernel'
 for tool in $TOOLS; do
   case "$tool" in
@@ -84,24 +111,7 @@ for tool in $TOOLS; do
   esac
   filter=$FILTER
   [[ "$tool" == racecheck ]] && filter=${SANITIZE_RACECHECK_FILTER:-*Sanitizer*}
-  log="$OUT/sanitize-$tool.log"
-  echo "== $tool: $SANITIZER --tool $tool ${args[*]} $BIN --gtest_filter=$filter"
-  t0=$(date +%s)
-  timeout --kill-after=10 "$TIMEOUT" "$SANITIZER" --tool "$tool" "${args[@]}" --error-exitcode 1 \
-    "$BIN" --gtest_filter="$filter" >"$log" 2>&1
-  rc=$?
-  seconds=$(( $(date +%s) - t0 ))
-  line=$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -1 | sed -E 's/^=+ *//')
-  tests=$(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ tests?' "$log" | sed -E 's/, listed below://' |
-    tr -s ' ' | paste -sd ' ')
-  if (( rc == 124 || rc == 137 )); then
-    line="timed out after ${TIMEOUT}s (SANITIZE_TIMEOUT)"
-  elif [[ -z "$line" ]]; then
-    line="no summary line (the tool did not finish; see $log)"
-    (( rc == 0 )) && rc=1
-  fi
-  (( rc != 0 )) && status=1
-  printf '%-9s exit %d (%ds); %s; %s\n' "$tool:" "$rc" "$seconds" "$line" "${tests:-no gtest result}" >>"$SUMMARY"
+  run_tool "$tool" "$tool" "$OUT/sanitize-$tool.log" "$BIN" "$filter" "${args[@]}"
 done
 
 # The MLA kernels (flash_mla_tests: a float64 host reference, no cuBLAS),
@@ -112,25 +122,8 @@ MLA_FILTER=${SANITIZE_MLA_FILTER:-MlaDecode.HopperMatchesAFloat64Reference:MlaDe
 if [[ -x "$MLA_BIN" ]]; then
   for tool in $TOOLS; do
     [[ "$tool" == initcheck ]] && continue
-    log="$OUT/sanitize-mla-$tool.log"
-    echo "== mla $tool: $SANITIZER --tool $tool $MLA_BIN --gtest_filter=$MLA_FILTER"
-    t0=$(date +%s)
-    FLASH_MLA_QUICK=1 timeout --kill-after=10 "$TIMEOUT" "$SANITIZER" --tool "$tool" \
-      --kernel-name "regex=.*(mla_kernel|combine_kernel).*" \
-      --error-exitcode 1 "$MLA_BIN" --gtest_filter="$MLA_FILTER" >"$log" 2>&1
-    rc=$?
-    seconds=$(( $(date +%s) - t0 ))
-    line=$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -1 | sed -E 's/^=+ *//')
-    tests=$(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ tests?' "$log" | sed -E 's/, listed below://' |
-      tr -s ' ' | paste -sd ' ')
-    if (( rc == 124 || rc == 137 )); then
-      line="timed out after ${TIMEOUT}s (SANITIZE_TIMEOUT)"
-    elif [[ -z "$line" ]]; then
-      line="no summary line (the tool did not finish; see $log)"
-      (( rc == 0 )) && rc=1
-    fi
-    (( rc != 0 )) && status=1
-    printf '%-13s exit %d (%ds); %s; %s\n' "mla-$tool:" "$rc" "$seconds" "$line" "${tests:-no gtest result}" >>"$SUMMARY"
+    FLASH_MLA_QUICK=1 run_tool "mla-$tool" "$tool" "$OUT/sanitize-mla-$tool.log" "$MLA_BIN" "$MLA_FILTER" \
+      --kernel-name "regex=.*(mla_kernel|combine_kernel).*"
   done
 fi
 
