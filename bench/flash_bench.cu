@@ -55,6 +55,7 @@
 #include "flash/flash.hpp"
 #include "features_bench.h"
 #include "head_dims_bench.h"
+#include "mla_rows.h"
 #include "gemm_ceiling.h"
 #include "inference_bench.h"
 #include "options.h"
@@ -203,6 +204,7 @@ void register_benchmarks(BenchEnv* env) {
   if (o.window) register_window_benchmarks(env);
   if (o.features) register_feature_benchmarks(env);
   if (o.head_dim_rows) register_head_dim_benchmarks(env);
+  if (o.mla) register_mla_benchmarks(env);
   if (!o.run_sweep) return;
   for (flash::DType dtype : o.dtypes) {
     for (int64_t head_dim : o.head_dims) {
@@ -249,7 +251,7 @@ int run(int argc, char** argv) {
   }
   std::string err = env.init();
   if (err.empty()) err = measure_gemm_ceiling(env, &env.ceiling_tflops);
-  const bool runs_decode = env.options.decode || env.options.serving || env.options.fp8;
+  const bool runs_decode = env.options.decode || env.options.serving || env.options.fp8 || env.options.mla;
   if (err.empty() && runs_decode) err = measure_bandwidth_ceiling(env, &env.bandwidth_gbps);
   if (!err.empty()) {
     std::fprintf(stderr, "flash_bench: setup failed: %s\n", err.c_str());
@@ -283,6 +285,7 @@ int run(int argc, char** argv) {
   if (env.options.serving) print_serving_summary(stdout, env);
   if (env.options.features) print_feature_summary(stdout, env);
   if (env.options.head_dim_rows) print_head_dim_summary(stdout, env);
+  if (env.options.mla) print_mla_summary(stdout, env);
   benchmark::Shutdown();
   return 0;
 }

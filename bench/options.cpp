@@ -166,7 +166,9 @@ const char* usage() {
          "                              for 20480 keys) and paged caches (pages of 1, 16, 64, 256 keys); and decode\n"
          "                              (the --decode rows' shapes on dense and paged16 caches)\n"
          "  --serving_head_dims=LIST    the serving rows' head dims (default: those of 64,128,256 compiled in)\n"
-         "  --sweep                     with --decode, --varlen, --window, --serving, --features or --head_dim_rows:\n"
+         "  --mla                       run MLA's absorbed decode rows (bench/mla_rows.h): head_dim 576, head_dim_v\n"
+         "                              512, V read from K's rows, bf16, 64-key pages, against the read ceiling\n"
+         "  --sweep                     with --decode, --varlen, --window, --serving, --features, --head_dim_rows or --mla:\n"
          "                              run the seed's sweep too (else they replace it)\n"
          "  --autotune                  also run each flash row with autotuning on (the first warm-up call\n"
          "                              tunes) and print heuristic vs autotuned\n"
@@ -222,6 +224,8 @@ std::string parse_options(int* argc, char** argv, Options* options, bool* help) 
       if (err.empty()) err = check_row_head_dims("--decode_head_dims", options->decode_head_dims);
     } else if (std::strcmp(arg, "--serving") == 0) {
       options->serving = true;
+    } else if (std::strcmp(arg, "--mla") == 0) {
+      options->mla = true;
     } else if (const char* v = flag_value(arg, "--serving_head_dims")) {
       err = parse_int_list("--serving_head_dims", v, 1, &options->serving_head_dims);
       if (err.empty()) err = check_serving_head_dims(options->serving_head_dims);
@@ -255,7 +259,7 @@ std::string parse_options(int* argc, char** argv, Options* options, bool* help) 
   argv[kept] = nullptr;
   options->run_sweep =
       sweep_flag || (!options->decode && !options->varlen && !options->window && !options->serving && !options->features &&
-                     !options->head_dim_rows && !options->fp8);
+                     !options->head_dim_rows && !options->fp8 && !options->mla);
   return {};
 }
 

@@ -22,7 +22,7 @@ struct Options {
   std::vector<flash::DType> dtypes = {flash::DType::kBFloat16, flash::DType::kFloat16};
   std::vector<int64_t> head_dims = {64, 128, 256};
   std::vector<int64_t> seqlens = {512, 1024, 2048, 4096, 8192, 16384};
-  bool run_sweep = true;     // the seed's sweep; off when --decode, --varlen, --window, --serving or --features is given without --sweep
+  bool run_sweep = true;     // the seed's sweep; off when --decode, --varlen, --window, --serving, --features or --mla is given without --sweep
   bool decode = false;       // --decode: the decode rows (split-KV, dense and paged KV cache)
   bool serving = false;      // --serving: chunked prefill on dense, seqused_k and paged caches, and decode
   bool varlen = false;       // --varlen: varlen prefill against an equal-length dense batch
@@ -30,6 +30,7 @@ struct Options {
   bool fp8 = false;            // --fp8: decode on an e4m3 KV cache beside bf16 (inference_bench.h)
   bool head_dim_rows = false;  // --head_dim_rows: head dims between the compiled ones (head_dims_bench.h)
   bool features = false;     // --features: each feature's cost against the same call without it (features_bench.h)
+  bool mla = false;          // --mla: MLA's absorbed decode (576 / 512) through attention_forward (mla_rows.h)
   bool run_standard = true;  // --no-standard clears it
   flash::Backend backend = flash::Backend::kAuto;  // kernel family of the flash rows
   int flash_iters = 30;      // timed launches per flash row

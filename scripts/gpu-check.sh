@@ -2,7 +2,7 @@
 # Build, test and benchmark flash on a GPU machine in one go.
 #
 #   scripts/gpu-check.sh [phases...]     phases: build sass test ctest sanitize stress python ncu bench quickbench decode serving
-#                                        features headdims fp8
+#                                        features headdims fp8 mla
 #                                        (default: build sass test sanitize bench)
 #
 # stress: flash_stress_tests (tests/test_stress_gpu.cpp: millions of keys,
@@ -30,6 +30,10 @@
 # fp8: flash_bench --fp8 --decode_head_dims=64,128,256 --no-standard (decode on
 # an e4m3 KV cache beside bf16, dense and paged16, against the read
 # ceiling), JSON in $OUT/bench_fp8.json. FP8_ARGS: extra flags.
+#
+# mla: flash_bench --mla --no-standard (MLA's absorbed decode through
+# attention_forward, bench/mla_rows.h), JSON in $OUT/bench_mla.json, and
+# mla_bench's split-D kernel on the issue's shape, in the summary.
 #
 # headdims: flash_bench --head_dim_rows --no-standard (head dims 64 to 256,
 # between and at the compiled ones, against hd128 and the compiled head dim
@@ -190,6 +194,12 @@ has_phase features && bench_rows features features --features
 has_phase headdims && bench_rows head_dims head-dim --head_dim_rows
 # shellcheck disable=SC2086
 has_phase fp8 && bench_rows fp8 fp8 --fp8 --decode_head_dims=64,128,256 ${FP8_ARGS:-}
+if has_phase mla; then
+  bench_rows mla mla --mla
+  if [[ -x "$BUILD_DIR/bench/mla_bench" ]]; then
+    note "mla_bench splitd: $("$BUILD_DIR/bench/mla_bench" 64 8192 128 1 splitd 2>&1 | tail -1)"
+  fi
+fi
 
 # The failing tests' own output, loose, so that it comes back even when the
 # archive below is too large to (the device tool takes files up to 16 MiB).

@@ -1,0 +1,160 @@
+// flash_bench --mla (mla_rows.h).
+#include "mla_rows.h"
+
+#include <benchmark/benchmark.h>
+
+#include <cmath>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "row_setup.h"
+
+namespace flash_bench {
+namespace {
+
+constexpr int64_t kMlaHeadDim = 576;
+constexpr int64_t kMlaHeadDimV = 512;
+constexpr int64_t kMlaPageSize = 64;
+
+struct MlaKey {
+  int64_t batch;
+  int64_t keys;
+  int64_t heads;
+
+  bool operator<(const MlaKey& o) const {
+    return std::make_tuple(batch, keys, heads) < std::make_tuple(o.batch, o.keys, o.heads);
+  }
+};
+
+const std::vector<MlaKey>& mla_keys() {
+  static const std::vector<MlaKey> keys = {{64, 8192, 128}, {64, 8192, 16}, {32, 4096, 128}, {1, 32768, 128}};
+  return keys;
+}
+
+std::string mla_row_name(const MlaKey& key) {
+  return "mla/bf16/B" + std::to_string(key.batch) + "/K" + std::to_string(key.keys) + "/H" +
+         std::to_string(key.heads) + "/paged" + std::to_string(kMlaPageSize);
+}
+
+double mla_bytes(const MlaKey& key) {
+  return static_cast<double>(key.batch) * static_cast<double>(key.keys) * kMlaHeadDim * kRowElemBytes;
+}
+
+double mla_flops(const MlaKey& key) {
+  return 2.0 * static_cast<double>(key.batch) * static_cast<double>(key.heads) * static_cast<double>(key.keys) *
+         (kMlaHeadDim + kMlaHeadDimV);
+}
+
+struct MlaFigures {
+  double median_us = 0.0;
+  double gbps = 0.0;
+  double tflops = 0.0;
+  std::string config;
+};
+
+std::map<MlaKey, MlaFigures>& mla_results() {
+  static std::map<MlaKey, MlaFigures> results;
+  return results;
+}
+
+struct MlaRun {
+  DeviceBuffer q, kv, o, seqused, table, workspace;
+  flash::AttentionParams p;
+
+  std::string setup(BenchEnv& env, const MlaKey& key) {
+    p.dtype = kRowDtype;
+    p.batch = key.batch;
+    p.seqlen_q = 1;
+    p.seqlen_k = key.keys;
+    p.heads_q = key.heads;
+    p.heads_kv = 1;
+    p.head_dim = kMlaHeadDim;
+    p.head_dim_v = kMlaHeadDimV;
+    p.softmax_scale = 1.f / std::sqrt(192.f);
+    p.backend = env.options.backend;
+    p.set_contiguous_bnhd();  // V gets K's strides at MLA's shape
+    const std::vector<int32_t> pages = make_paged_cache(&p, key.keys, kMlaPageSize);
+    const std::vector<int32_t> lengths(static_cast<size_t>(key.batch), static_cast<int32_t>(key.keys));
+    const size_t q_elems = static_cast<size_t>(key.batch * key.heads * kMlaHeadDim);
+    const size_t kv_elems = static_cast<size_t>(p.num_pages * kMlaPageSize * kMlaHeadDim);
+    std::string err = alloc_filled(env, &q, q_elems, 1, "Q");
+    if (err.empty()) err = alloc_filled(env, &kv, kv_elems, 2, "K");
+    if (err.empty()) err = o.allocate(static_cast<size_t>(key.batch * key.heads * kMlaHeadDimV) * kRowElemBytes,
+                                      "cudaMalloc(O)");
+    if (err.empty()) err = upload(env, pages, &table, "block_table");
+    if (err.empty()) err = upload(env, lengths, &seqused, "seqused_k");
+    if (err.empty()) err = cuda_error("cudaStreamSynchronize(setup)", cudaStreamSynchronize(env.stream));
+    if (!err.empty()) return err;
+    p.q = q.get();
+    p.k = kv.get();
+    p.v = kv.get();
+    p.o = o.get();
+    p.block_table = static_cast<const int32_t*>(table.get());
+    p.seqused_k = static_cast<const int32_t*>(seqused.get());
+    return attach_workspace(&p, &workspace);
+  }
+};
+
+void bench_mla(benchmark::State& state, BenchEnv* env, MlaKey key) {
+  MlaRun run;
+  const std::string err = run.setup(*env, key);
+  if (!err.empty()) {
+    state.SkipWithError(err.c_str());
+    return;
+  }
+  auto launch = [&]() -> std::string {
+    return status_error("flash::attention_forward", flash::attention_forward(run.p, env->stream));
+  };
+  std::vector<double> ms;
+  if (!run_timed_loop(state, *env, env->options.flash_warmup, launch, &ms)) return;
+  MlaFigures f;
+  const double median_ms = median(ms);
+  f.median_us = median_ms * 1e3;
+  f.gbps = median_ms > 0.0 ? mla_bytes(key) / (median_ms * 1e-3) / 1e9 : 0.0;
+  f.tflops = median_ms > 0.0 ? mla_flops(key) / (median_ms * 1e-3) / 1e12 : 0.0;
+  f.config = kernel_name(run.p);
+  state.counters["median_us"] = benchmark::Counter(f.median_us);
+  state.counters["GB/s"] = benchmark::Counter(f.gbps);
+  state.counters["frac_bandwidth"] = benchmark::Counter(env->bandwidth_gbps > 0.0 ? f.gbps / env->bandwidth_gbps : 0.0);
+  state.counters["TFLOP/s"] = benchmark::Counter(f.tflops);
+  state.counters["frac_ceiling"] = benchmark::Counter(env->ceiling_tflops > 0.0 ? f.tflops / env->ceiling_tflops : 0.0);
+  state.SetLabel(f.config);
+  std::lock_guard<std::mutex> lock(rows_mutex());
+  mla_results()[key] = f;
+}
+
+}  // namespace
+
+void register_mla_benchmarks(BenchEnv* env) {
+  for (const MlaKey& key : mla_keys()) {
+    benchmark::RegisterBenchmark(mla_row_name(key).c_str(), bench_mla, env, key)
+        ->UseManualTime()
+        ->Iterations(env->options.flash_iters)
+        ->Unit(benchmark::kMillisecond);
+  }
+}
+
+void print_mla_summary(std::FILE* out, const BenchEnv& env) {
+  std::lock_guard<std::mutex> lock(rows_mutex());
+  std::fprintf(out, "\n## mla decode\n\n");
+  std::fprintf(out, "| batch | keys | heads | kernel | us | GB/s | frac of read | TFLOP/s | frac of GEMM |\n");
+  std::fprintf(out, "|---|---|---|---|---|---|---|---|---|\n");
+  for (const MlaKey& key : mla_keys()) {
+    const auto it = mla_results().find(key);
+    if (it == mla_results().end()) continue;
+    const MlaFigures& f = it->second;
+    std::fprintf(out, "| %lld | %lld | %lld | %s | %.1f | %.0f | %.3f | %.1f | %.3f |\n",
+                 static_cast<long long>(key.batch), static_cast<long long>(key.keys),
+                 static_cast<long long>(key.heads), f.config.c_str(), f.median_us, f.gbps,
+                 env.bandwidth_gbps > 0.0 ? f.gbps / env.bandwidth_gbps : 0.0, f.tflops,
+                 env.ceiling_tflops > 0.0 ? f.tflops / env.ceiling_tflops : 0.0);
+  }
+  std::fprintf(out, "- read ceiling %.0f GB/s, GEMM ceiling %.1f TFLOP/s (same run)\n", env.bandwidth_gbps,
+               env.ceiling_tflops);
+}
+
+}  // namespace flash_bench
