@@ -49,23 +49,18 @@ double mla_flops(const MlaKey& key) {
          (kMlaHeadDim + kMlaHeadDimV);
 }
 
-struct MlaFigures {
-  double median_us = 0.0;
-  double gbps = 0.0;
-  double tflops = 0.0;
-  std::string config;
-};
-
-std::map<MlaKey, MlaFigures>& mla_results() {
-  static std::map<MlaKey, MlaFigures> results;
+std::map<MlaKey, PrefillFigures>& mla_results() {
+  static std::map<MlaKey, PrefillFigures> results;
   return results;
 }
 
 struct MlaRun {
   DeviceBuffer q, kv, o, seqused, table, workspace;
   flash::AttentionParams p;
+  double flops = 0.0;
 
   std::string setup(BenchEnv& env, const MlaKey& key) {
+    flops = mla_flops(key);
     p.dtype = kRowDtype;
     p.batch = key.batch;
     p.seqlen_q = 1;
@@ -100,31 +95,7 @@ struct MlaRun {
 };
 
 void bench_mla(benchmark::State& state, BenchEnv* env, MlaKey key) {
-  MlaRun run;
-  const std::string err = run.setup(*env, key);
-  if (!err.empty()) {
-    state.SkipWithError(err.c_str());
-    return;
-  }
-  auto launch = [&]() -> std::string {
-    return status_error("flash::attention_forward", flash::attention_forward(run.p, env->stream));
-  };
-  std::vector<double> ms;
-  if (!run_timed_loop(state, *env, env->options.flash_warmup, launch, &ms)) return;
-  MlaFigures f;
-  const double median_ms = median(ms);
-  f.median_us = median_ms * 1e3;
-  f.gbps = median_ms > 0.0 ? mla_bytes(key) / (median_ms * 1e-3) / 1e9 : 0.0;
-  f.tflops = median_ms > 0.0 ? mla_flops(key) / (median_ms * 1e-3) / 1e12 : 0.0;
-  f.config = kernel_name(run.p);
-  state.counters["median_us"] = benchmark::Counter(f.median_us);
-  state.counters["GB/s"] = benchmark::Counter(f.gbps);
-  state.counters["frac_bandwidth"] = benchmark::Counter(env->bandwidth_gbps > 0.0 ? f.gbps / env->bandwidth_gbps : 0.0);
-  state.counters["TFLOP/s"] = benchmark::Counter(f.tflops);
-  state.counters["frac_ceiling"] = benchmark::Counter(env->ceiling_tflops > 0.0 ? f.tflops / env->ceiling_tflops : 0.0);
-  state.SetLabel(f.config);
-  std::lock_guard<std::mutex> lock(rows_mutex());
-  mla_results()[key] = f;
+  bench_prefill<MlaRun>(state, env, key, &mla_results());
 }
 
 }  // namespace
@@ -146,11 +117,12 @@ void print_mla_summary(std::FILE* out, const BenchEnv& env) {
   for (const MlaKey& key : mla_keys()) {
     const auto it = mla_results().find(key);
     if (it == mla_results().end()) continue;
-    const MlaFigures& f = it->second;
+    const PrefillFigures& f = it->second;
+    const double gbps = f.median_ms > 0.0 ? mla_bytes(key) / (f.median_ms * 1e-3) / 1e9 : 0.0;
     std::fprintf(out, "| %lld | %lld | %lld | %s | %.1f | %.0f | %.3f | %.1f | %.3f |\n",
                  static_cast<long long>(key.batch), static_cast<long long>(key.keys),
-                 static_cast<long long>(key.heads), f.config.c_str(), f.median_us, f.gbps,
-                 env.bandwidth_gbps > 0.0 ? f.gbps / env.bandwidth_gbps : 0.0, f.tflops,
+                 static_cast<long long>(key.heads), f.config.c_str(), f.median_ms * 1e3, gbps,
+                 env.bandwidth_gbps > 0.0 ? gbps / env.bandwidth_gbps : 0.0, f.tflops,
                  env.ceiling_tflops > 0.0 ? f.tflops / env.ceiling_tflops : 0.0);
   }
   std::fprintf(out, "- read ceiling %.0f GB/s, GEMM ceiling %.1f TFLOP/s (same run)\n", env.bandwidth_gbps,

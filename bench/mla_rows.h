@@ -8,12 +8,13 @@
 //   Rows "mla/bf16/B<batch>/K<keys>/H<heads>/paged64": batch x keys x heads
 //   64 x 8192 x 128 (the shape), 64 x 8192 x 16, 32 x 4096 x 128
 //   and 1 x 32768 x 128.
-//   Counters: median_us, GB/s of the cache read (batch x keys x 1152
-//   bytes) and its fraction of the read ceiling measured in the same run,
-//   TFLOP/s (2 x heads x (576 + 512) per key and sequence) and its
-//   fraction of the GEMM ceiling; the label is the kernel configuration.
+//   Timed as the prefill rows are (bench_prefill): counters median_ms,
+//   TFLOP/s (2 x heads x (576 + 512) per key and sequence) and
+//   frac_ceiling; the label is the kernel configuration.
 //
-// print_mla_summary prints the table "## mla decode".
+// print_mla_summary prints the table "## mla decode", with the GB/s of the
+// cache read (batch x keys x 1152 bytes) and its fraction of the read
+// ceiling measured in the same run beside the TFLOP/s.
 #pragma once
 
 #include <cstdio>
