@@ -63,11 +63,13 @@ std::string check_head_dims(const std::vector<int64_t>& head_dims) {
 
 // The decode and serving rows' head dims: ones flash takes (multiples of 8
 // from 8 to 256), each once (a repeat would register two rows of one name).
-std::string check_row_head_dims(const char* flag, const std::vector<int64_t>& head_dims) {
+// allow_512: the decode rows also take head dim 512 (the split-D decode kernel).
+std::string check_row_head_dims(const char* flag, const std::vector<int64_t>& head_dims, bool allow_512 = false) {
   for (size_t i = 0; i < head_dims.size(); ++i) {
     const int64_t hd = head_dims[i];
-    if (hd < 8 || hd > 256 || hd % 8 != 0) {
-      return std::string(flag) + ": " + std::to_string(hd) + " is not a head dim flash takes (a multiple of 8 from 8 to 256)";
+    if ((hd < 8 || hd > 256 || hd % 8 != 0) && !(allow_512 && hd == 512)) {
+      return std::string(flag) + ": " + std::to_string(hd) + " is not a head dim flash takes (a multiple of 8 from 8 to 256" +
+             (allow_512 ? ", or 512)" : ")");
     }
     if (std::find(head_dims.begin(), head_dims.begin() + static_cast<std::ptrdiff_t>(i), hd) != head_dims.begin() + static_cast<std::ptrdiff_t>(i)) {
       return std::string(flag) + ": " + std::to_string(hd) + " is listed twice";
@@ -154,7 +156,7 @@ const char* usage() {
          "                              head dims 64 to 256 between and at the compiled ones, each against hd128\n"
          "                              and against the compiled head dim that ran it\n"
          "  --num_splits=N              the decode rows' split count (default 0: flash picks; 1: no split)\n"
-         "  --decode_head_dims=LIST     the decode rows' head dims (default 128; compiled ones only)\n"
+         "  --decode_head_dims=LIST     the decode rows' head dims (default 128; compiled ones, or 512)\n"
          "  --softcap=X                 the sweep's rows with logit softcap X (default 0: none; the\n"
          "                              standard-attention rows apply it too; 0 or at least 1e-6)\n"
          "  --lse                       the sweep's flash rows also write the log-sum-exp (float32; default: none,\n"
@@ -221,7 +223,7 @@ std::string parse_options(int* argc, char** argv, Options* options, bool* help) 
       options->num_splits = static_cast<int>(n);
     } else if (const char* v = flag_value(arg, "--decode_head_dims")) {
       err = parse_int_list("--decode_head_dims", v, 1, &options->decode_head_dims);
-      if (err.empty()) err = check_row_head_dims("--decode_head_dims", options->decode_head_dims);
+      if (err.empty()) err = check_row_head_dims("--decode_head_dims", options->decode_head_dims, /*allow_512=*/true);
     } else if (std::strcmp(arg, "--serving") == 0) {
       options->serving = true;
     } else if (std::strcmp(arg, "--mla") == 0) {

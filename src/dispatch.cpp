@@ -85,15 +85,17 @@ bool describe(const Plan& plan, const Candidate& c, const AttentionParams& p, Ke
     if (plan.num_splits > 1) append_to_name(choice, " %d splits", plan.num_splits);
     return true;
   }
-  if (c.backend == Backend::kDecode && mla_shape(p.head_dim, p.head_dim_v)) {
+  const bool wide = wide_shape(p.head_dim, p.head_dim_v);
+  if (c.backend == Backend::kDecode && (mla_shape(p.head_dim, p.head_dim_v) || wide)) {
     if (c.index != 0) return false;
     choice->backend = Backend::kDecode;
     choice->block_m = decode::kMlaBlockM;
     choice->block_n = decode::kMlaBlockN;
     choice->warps = 4;
-    choice->stages = 3;
-    std::snprintf(choice->name, sizeof(choice->name), "decode mla %dx%d 4w 3st %d split%s", decode::kMlaBlockM,
-                  decode::kMlaBlockN, plan.num_splits, plan.num_splits == 1 ? "" : "s");
+    choice->stages = wide ? 2 : 3;
+    std::snprintf(choice->name, sizeof(choice->name), "decode %s %dx%d 4w %dst %d split%s", wide ? "hd512" : "mla",
+                  decode::kMlaBlockM, decode::kMlaBlockN, choice->stages, plan.num_splits,
+                  plan.num_splits == 1 ? "" : "s");
     return true;
   }
   if (c.backend == Backend::kDecode) {
@@ -152,6 +154,11 @@ cudaError_t launch(const Plan& plan, const Candidate& c, const AttentionParams& 
                         static_cast<size_t>(p.heads_q) * static_cast<size_t>(p.seqlen_q);
     f.o_partial = static_cast<float*>(p.workspace);
     f.lse_partial = f.o_partial + rows * static_cast<size_t>(split_row_width(p));
+  }
+  if (wide_shape(p.head_dim, p.head_dim_v)) {
+    if (c.index != 0 || c.backend != Backend::kDecode) return cudaErrorInvalidValue;
+    return p.dtype == DType::kFloat16 ? decode::run_wide<DType::kFloat16>(f, stream)
+                                      : decode::run_wide<DType::kBFloat16>(f, stream);
   }
   if (mla_shape(p.head_dim, p.head_dim_v)) {
     if (c.index != 0) return cudaErrorInvalidValue;

@@ -73,6 +73,13 @@ constexpr bool mla_shape(int64_t head_dim, int64_t head_dim_v) {
   return head_dim == kMlaHeadDim && head_dim_v == kMlaHeadDimV;
 }
 
+// Head dim 512 with its own V (head_dim_v 0 or 512): the split-D decode
+// kernel with a V tile (kernels/decode/mla_kernel.cuh, kSeparateV).
+inline constexpr int64_t kWideHeadDim = 512;
+constexpr bool wide_shape(int64_t head_dim, int64_t head_dim_v) {
+  return head_dim == kWideHeadDim && (head_dim_v == 0 || head_dim_v == kWideHeadDim);
+}
+
 // Columns of a split-KV partial row in the workspace: as wide as every
 // kernel that may run the call writes its rows (each writes rows of its
 // compiled head dim), the Hopper kernel's only when `hopper` (it may run).

@@ -291,6 +291,25 @@ Status plan_mla(const AttentionParams& p, const DeviceCaps& caps, Plan* plan) {
   return Status{};
 }
 
+// Head dim 512 with its own V: the split-D decode kernel, any seqlen_q.
+Status plan_wide(const AttentionParams& p, const DeviceCaps& caps, Plan* plan) {
+  // The kernel numbers packed rows (seqlen_q x query heads a K/V head) in int.
+  if (p.seqlen_q * (p.heads_q / p.heads_kv) > (int64_t{1} << 30)) {
+    return make_status(StatusCode::kUnsupported,
+                       "head_dim 512 takes at most 2^30 query rows per K/V head and sequence (seqlen_q x heads_q / "
+                       "heads_kv); split the call");
+  }
+  if (caps.max_smem > 0 && caps.max_smem < decode::kWideSmemBytes) {
+    return make_status(StatusCode::kUnsupported,
+                       "head_dim 512 runs on the split-D decode kernel, which needs %d bytes of shared memory per "
+                       "block; device %d (sm_%d%d) allows %d",
+                       decode::kWideSmemBytes, caps.device, caps.major, caps.minor, caps.max_smem);
+  }
+  add(plan, Backend::kDecode, 0);
+  plan_splits(p, mla_splits_wanted(p, caps, decode::kMlaBlockM, decode::kMlaBlockN), plan);
+  return Status{};
+}
+
 // ---------------------------------------------------------------- sm80
 
 // The sm80 configurations whose shared memory fits, in order; a
@@ -344,6 +363,7 @@ bool uses_engine_features(const AttentionParams& p) noexcept {
 
 int split_row_width(const AttentionParams& p) noexcept {
   if (mla_shape(p.head_dim, p.head_dim_v)) return static_cast<int>(kMlaHeadDim);  // combine_kernel<576>
+  if (wide_shape(p.head_dim, p.head_dim_v)) return static_cast<int>(kWideHeadDim);
   // An fp8 cache's decode kernel has the Hopper kernel's widths.
   const bool hopper = (FLASH_HAS_SM90 && (p.backend == Backend::kAuto || p.backend == Backend::kSm90)) || fp8_cache(p);
   return workspace_head_dim(width(p), hopper);
@@ -369,6 +389,7 @@ Status make_plan(const AttentionParams& p, const DeviceCaps& caps, Plan* plan) n
   plan->mask = mask_variant(p, plan->window_left, plan->window_right);
 
   if (mla_shape(p.head_dim, p.head_dim_v)) return plan_mla(p, caps, plan);
+  if (wide_shape(p.head_dim, p.head_dim_v)) return plan_wide(p, caps, plan);
   if (sm80_head_dim(p) == 0) {
     return make_status(StatusCode::kUnsupported, "head_dim %lld is wider than every head dim compiled into this build; "
                        "rebuild with one at least as wide in FLASH_HEAD_DIMS (this build has: %s)",

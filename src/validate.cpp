@@ -333,6 +333,26 @@ Status check_mla(const AttentionParams& p) noexcept {
   return Status{};
 }
 
+// Head dim 512 (V as wide, rows of its own): the split-D decode kernel.
+Status check_wide(const AttentionParams& p) noexcept {
+  if (p.kv_dtype == KvDType::kFloat8E4M3) {
+    return make_status(StatusCode::kUnsupported,
+                       "head_dim 512 runs on bf16 and fp16 caches; an fp8 cache (kv_dtype) is not supported at this "
+                       "head dim");
+  }
+  if (p.backend == Backend::kSm80 || p.backend == Backend::kSm90) {
+    return make_status(StatusCode::kUnsupported,
+                       "head_dim 512 runs on the split-D decode kernel (Backend::kDecode), not on the sm80 or "
+                       "Hopper kernels; use Backend::kAuto or kDecode");
+  }
+  if (p.k_new != nullptr || p.v_new != nullptr) {
+    return make_status(StatusCode::kUnsupported,
+                       "k_new with head_dim 512: the append is not supported at this head dim; write the new rows "
+                       "into the cache yourself and pass the lengths in seqused_k");
+  }
+  return Status{};
+}
+
 // The fp8 KV cache's fields (AttentionParams::kv_dtype), before the
 // tensors' checks (which take K and V's element size from kv_dtype).
 Status check_fp8_cache(const AttentionParams& p) noexcept {
@@ -411,15 +431,18 @@ Status validate_call(const AttentionParams& p, bool check_workspace) noexcept {
   if (mla_shape(p.head_dim, p.head_dim_v)) {
     const Status s = check_mla(p);
     if (!s.ok()) return s;
+  } else if (wide_shape(p.head_dim, p.head_dim_v)) {
+    const Status s = check_wide(p);
+    if (!s.ok()) return s;
   } else {
     if (!head_dim_supported(p.head_dim)) {
       return invalid("head_dim %lld is not supported; it must be " FLASH_HEAD_DIM_RULE
-                     " (or 576 with head_dim_v 512: MLA)",
+                     ", or 512 with head_dim_v 0 or 512, or 576 with head_dim_v 512 (MLA)",
                      p.head_dim);
     }
     if (p.head_dim_v != 0 && !head_dim_supported(p.head_dim_v)) {
       return invalid("head_dim_v %lld is not supported; it must be 0 (head_dim) or " FLASH_HEAD_DIM_RULE
-                     " (or 512 with head_dim 576: MLA)",
+                     ", or 512 with head_dim 512 or 576 (MLA)",
                      p.head_dim_v);
     }
   }

@@ -352,7 +352,8 @@ Expectation violate(Fuzzer& f, AttentionParams* pp) {
     case 4: p.seqlen_k = -f.range(1, INT64_MAX); return {StatusCode::kInvalidArgument, "seqlen_k"};
     case 5: {
       int64_t hd = f.range(-5, 600);
-      while (hd >= 8 && hd <= 256 && hd % 8 == 0) ++hd;  // not a multiple of 8 from 8 to 256
+      // Neither a multiple of 8 from 8 to 256 nor 512 (which takes head_dim_v 0).
+      while ((hd >= 8 && hd <= 256 && hd % 8 == 0) || hd == 512) ++hd;
       p.head_dim = hd;
       return {StatusCode::kInvalidArgument, "head_dim"};
     }

@@ -40,6 +40,10 @@ constexpr int kHeadDim = 576;
 constexpr int kHeadDimV = 512;
 using BfTraits = decode::MlaTraits<kHeadDim, kHeadDimV, __nv_bfloat16>;
 using HTraits = decode::MlaTraits<kHeadDim, kHeadDimV, __half>;
+// Head dim 512 with V rows of its own.
+constexpr int kWide = 512;
+using WideBfTraits = decode::MlaTraits<kWide, kWide, __nv_bfloat16, true>;
+using WideHTraits = decode::MlaTraits<kWide, kWide, __half, true>;
 
 // kApi: flash::attention_forward (on sm_90 the plan takes the Hopper kernel);
 // kApiDecode: the same with Backend::kDecode (the split-D kernel).
@@ -56,6 +60,7 @@ struct MlaCase {
   int head_dim = kHeadDim;  // Q K^T's width the call has (columns past it zero in the kernel)
   float scale = 0.f;        // softmax_scale; 0: 1/sqrt(head_dim)
   int window_left = -1;     // a left window (keys at most this far before the diagonal)
+  bool separate_v = false;  // head dim 512, V rows of their own (else MLA: V is K's first 512 columns)
   std::string name() const {
     std::string s = dtype == DType::kBFloat16 ? "bf16" : "fp16";
     s += " heads " + std::to_string(heads_q) + " q " + std::to_string(seqlen_q) + " keys";
@@ -64,6 +69,7 @@ struct MlaCase {
     s += " splits " + std::to_string(splits) + " head_dim " + std::to_string(head_dim);
     if (scale != 0.f) s += " scale " + std::to_string(scale);
     if (window_left >= 0) s += " window " + std::to_string(window_left);
+    if (separate_v) s += " separate V";
     return sinks ? s + " sinks" : s;
   }
 };
@@ -76,12 +82,15 @@ class MlaDecode : public GpuTest {
                              : kernel == MlaKernel::kApi  ? " (attention_forward)"
                              : api                        ? " (attention_forward, Backend::kDecode)"
                                                           : " (split-D)"));
-    // attention_forward takes MLA's exact shape only.
-    if (api && c.head_dim != kHeadDim) return;
+    const int W = c.separate_v ? kWide : kHeadDim;  // Q and K rows (and V's when separate)
+    // attention_forward takes the exact shapes only; the Hopper kernel MLA's only.
+    if (api && c.head_dim != W) return;
+    if (kernel == MlaKernel::kHopper && c.separate_v) return;
     int device = 0, optin = 0;
     ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
     ASSERT_EQ(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), cudaSuccess);
-    if (optin < BfTraits::kSmemBytes) GTEST_SKIP() << "needs " << BfTraits::kSmemBytes << " bytes of shared memory";
+    const int smem = c.separate_v ? WideBfTraits::kSmemBytes : BfTraits::kSmemBytes;
+    if (optin < smem) GTEST_SKIP() << "needs " << smem << " bytes of shared memory";
 
     const int batch = static_cast<int>(c.lens.size());
     int max_len = 0;
@@ -92,10 +101,15 @@ class MlaDecode : public GpuTest {
     const int64_t k_rows =
         c.page_size ? static_cast<int64_t>(num_pages) * c.page_size : static_cast<int64_t>(batch) * capacity;
 
-    // Host data: Q [batch, seqlen_q, heads_q, 576]; K [rows, 1, 576]; O [batch, seqlen_q, heads_q, 512].
-    const size_t q_count = static_cast<size_t>(batch) * c.seqlen_q * c.heads_q * kHeadDim;
-    const size_t k_count = static_cast<size_t>(k_rows) * kHeadDim;
-    std::vector<uint16_t> q(q_count), k(k_count);
+    // Host data: Q [batch, seqlen_q, heads_q, W]; K [rows, 1, W]; a separate V [rows, 1, 512] with rows
+    // VS apart; O [batch, seqlen_q, heads_q, 512].
+    const size_t q_count = static_cast<size_t>(batch) * c.seqlen_q * c.heads_q * W;
+    const size_t k_count = static_cast<size_t>(k_rows) * W;
+    // A separate V has rows of its own stride (VS, padded past W), so a V
+    // read through K's strides or K's offsets would show.
+    const int VS = c.separate_v ? W + 64 : W;
+    const size_t v_count = static_cast<size_t>(k_rows) * VS;
+    std::vector<uint16_t> q(q_count), k(k_count), v_sep(c.separate_v ? v_count : 0);
     uint64_t state = 0x9e3779b97f4a7c15ull ^ static_cast<uint64_t>(c.heads_q * 131 + c.page_size * 7 + c.splits);
     auto uniform = [&]() {
       state = state * 6364136223846793005ull + 1442695040888963407ull;
@@ -103,6 +117,8 @@ class MlaDecode : public GpuTest {
     };
     for (auto& x : q) x = ref::from_float(uniform(), c.dtype);
     for (auto& x : k) x = ref::from_float(uniform(), c.dtype);
+    for (auto& x : v_sep) x = ref::from_float(uniform(), c.dtype);
+    const std::vector<uint16_t>& v = c.separate_v ? v_sep : k;  // V's rows, VS apart
     // Every page once, in a shuffled order (Fisher-Yates).
     std::vector<int> table;
     for (int i = 0; i < num_pages; ++i) table.push_back(i);
@@ -120,9 +136,14 @@ class MlaDecode : public GpuTest {
              j % c.page_size;
     };
 
-    Buf q_dev, k_dev, o_dev, lse_dev, used_dev, table_dev, o_part, lse_part, sinks_dev;
+    Buf q_dev, k_dev, v_dev, o_dev, lse_dev, used_dev, table_dev, o_part, lse_part, sinks_dev;
     ASSERT_EQ(q_dev.allocate(q_count * 2), cudaSuccess);
     ASSERT_EQ(k_dev.allocate(k_count * 2), cudaSuccess);
+    if (c.separate_v) {
+      ASSERT_EQ(v_dev.allocate(v_count * 2), cudaSuccess);
+      ASSERT_EQ(ref::upload_sync(v_dev.ptr, v_sep.data(), v_count * 2, stream_), cudaSuccess);
+    }
+    void* const v_ptr = c.separate_v ? v_dev.ptr : k_dev.ptr;
     const size_t o_count = static_cast<size_t>(batch) * c.seqlen_q * c.heads_q * kHeadDimV;
     const size_t rows = static_cast<size_t>(batch) * c.heads_q * c.seqlen_q;
     ASSERT_EQ(o_dev.allocate(o_count * 2), cudaSuccess);
@@ -140,7 +161,7 @@ class MlaDecode : public GpuTest {
       ASSERT_EQ(ref::upload_sync(sinks_dev.ptr, sinks.data(), sinks.size() * 4, stream_), cudaSuccess);
     }
     if (c.splits > 1) {
-      ASSERT_EQ(o_part.allocate(static_cast<size_t>(c.splits) * rows * kHeadDim * 4), cudaSuccess);
+      ASSERT_EQ(o_part.allocate(static_cast<size_t>(c.splits) * rows * W * 4), cudaSuccess);
       ASSERT_EQ(lse_part.allocate(static_cast<size_t>(c.splits) * rows * 4), cudaSuccess);
     }
     ASSERT_EQ(ref::poison(o_dev.ptr, o_count * 2, stream_), cudaSuccess);
@@ -149,19 +170,20 @@ class MlaDecode : public GpuTest {
     detail::FwdParams f{};
     f.q = q_dev.ptr;
     f.k = k_dev.ptr;
-    f.v = k_dev.ptr;  // V: the first 512 columns of the K rows
+    f.v = v_ptr;  // MLA: the K rows (V is their first 512 columns)
     f.o = o_dev.ptr;
     f.lse = static_cast<float*>(lse_dev.ptr);
-    f.q_head_stride = kHeadDim;
-    f.q_seq_stride = static_cast<int64_t>(c.heads_q) * kHeadDim;
+    f.q_head_stride = W;
+    f.q_seq_stride = static_cast<int64_t>(c.heads_q) * W;
     f.q_batch_stride = f.q_seq_stride * c.seqlen_q;
-    f.k_head_stride = kHeadDim;
-    f.k_seq_stride = kHeadDim;
+    f.k_head_stride = W;
+    f.k_seq_stride = W;
     f.k_batch_stride =
-        c.page_size ? static_cast<int64_t>(c.page_size) * kHeadDim : static_cast<int64_t>(capacity) * kHeadDim;
-    f.v_head_stride = f.k_head_stride;
-    f.v_seq_stride = f.k_seq_stride;
-    f.v_batch_stride = f.k_batch_stride;
+        c.page_size ? static_cast<int64_t>(c.page_size) * W : static_cast<int64_t>(capacity) * W;
+    f.v_head_stride = VS;
+    f.v_seq_stride = VS;
+    f.v_batch_stride =
+        c.page_size ? static_cast<int64_t>(c.page_size) * VS : static_cast<int64_t>(capacity) * VS;
     f.o_head_stride = kHeadDimV;
     f.o_seq_stride = static_cast<int64_t>(c.heads_q) * kHeadDimV;
     f.o_batch_stride = f.o_seq_stride * c.seqlen_q;
@@ -203,7 +225,7 @@ class MlaDecode : public GpuTest {
       a.dtype = c.dtype;
       a.q = q_dev.ptr;
       a.k = k_dev.ptr;
-      a.v = k_dev.ptr;
+      a.v = v_ptr;
       a.o = o_dev.ptr;
       a.lse = static_cast<float*>(lse_dev.ptr);
       a.batch = batch;
@@ -211,12 +233,12 @@ class MlaDecode : public GpuTest {
       a.seqlen_k = capacity;
       a.heads_q = c.heads_q;
       a.heads_kv = 1;
-      a.head_dim = kHeadDim;
+      a.head_dim = W;
       a.head_dim_v = kHeadDimV;
       a.q_batch_stride = f.q_batch_stride, a.q_seq_stride = f.q_seq_stride, a.q_head_stride = f.q_head_stride;
-      a.k_batch_stride = a.v_batch_stride = f.k_batch_stride;
-      a.k_seq_stride = a.v_seq_stride = f.k_seq_stride;
-      a.k_head_stride = a.v_head_stride = f.k_head_stride;
+      a.k_batch_stride = f.k_batch_stride, a.v_batch_stride = f.v_batch_stride;
+      a.k_seq_stride = f.k_seq_stride, a.v_seq_stride = f.v_seq_stride;
+      a.k_head_stride = f.k_head_stride, a.v_head_stride = f.v_head_stride;
       a.o_batch_stride = f.o_batch_stride, a.o_seq_stride = f.o_seq_stride, a.o_head_stride = f.o_head_stride;
       a.softmax_scale = f.softmax_scale;
       a.causal = c.seqlen_q > 1;
@@ -242,13 +264,21 @@ class MlaDecode : public GpuTest {
       KernelChoice choice;
       const Status qs = query_kernel_choice(a, &choice);
       ASSERT_TRUE(qs.ok()) << qs.message;
-      const char* expected = kernel == MlaKernel::kApiDecode ? "decode mla" : "sm90 mla";
+      const char* expected = c.separate_v                       ? "decode hd512"
+                             : kernel == MlaKernel::kApiDecode ? "decode mla"
+                                                               : "sm90 mla";
       EXPECT_EQ(std::string(choice.name).rfind(expected, 0), 0u) << choice.name;
       const Status s = attention_forward(a, stream_);
       ASSERT_TRUE(s.ok()) << s.message;
       err = cudaSuccess;
     } else if (kernel == MlaKernel::kSplitD) {
-      err = c.dtype == DType::kBFloat16 ? decode::run_mla<BfTraits>(f, stream_) : decode::run_mla<HTraits>(f, stream_);
+      if (c.separate_v) {
+        err = c.dtype == DType::kBFloat16 ? decode::run_mla<WideBfTraits>(f, stream_)
+                                          : decode::run_mla<WideHTraits>(f, stream_);
+      } else {
+        err = c.dtype == DType::kBFloat16 ? decode::run_mla<BfTraits>(f, stream_)
+                                          : decode::run_mla<HTraits>(f, stream_);
+      }
     } else {
 #if FLASH_TEST_HAS_SM90
       err = c.dtype == DType::kBFloat16 ? sm90::run_mla<DType::kBFloat16>(f, stream_)
@@ -274,7 +304,7 @@ class MlaDecode : public GpuTest {
         const int last = c.seqlen_q > 1 ? diag : len_k - 1;  // causal with several query tokens
         const int first = c.window_left >= 0 ? std::max(0, diag - c.window_left) : 0;
         for (int h = 0; h < c.heads_q; ++h) {
-          const size_t q0 = ((static_cast<size_t>(b) * c.seqlen_q + i) * c.heads_q + h) * kHeadDim;
+          const size_t q0 = ((static_cast<size_t>(b) * c.seqlen_q + i) * c.heads_q + h) * W;
           const int n = std::min(last, len_k - 1) + 1;  // keys [first, n) are visible
           const double sink = c.sinks ? sinks[static_cast<size_t>(h)] : -INFINITY;
           if (n - first <= 0) {
@@ -284,7 +314,7 @@ class MlaDecode : public GpuTest {
           scores.assign(static_cast<size_t>(n - first), 0.0);
           double m = -INFINITY;
           for (int j = first; j < n; ++j) {
-            const size_t k0 = static_cast<size_t>(key_row(b, j)) * kHeadDim;
+            const size_t k0 = static_cast<size_t>(key_row(b, j)) * W;
             double dot = 0;
             for (int d = 0; d < c.head_dim; ++d) {
               dot += static_cast<double>(ref::to_float(q[q0 + d], c.dtype)) * ref::to_float(k[k0 + d], c.dtype);
@@ -297,9 +327,9 @@ class MlaDecode : public GpuTest {
           if (c.sinks) l += std::exp(sink - m);  // in the denominator only
           const size_t o0 = ((static_cast<size_t>(b) * c.seqlen_q + i) * c.heads_q + h) * kHeadDimV;
           for (int j = first; j < n; ++j) {
-            const size_t k0 = static_cast<size_t>(key_row(b, j)) * kHeadDim;
+            const size_t v0 = static_cast<size_t>(key_row(b, j)) * VS;
             const double w = scores[static_cast<size_t>(j - first)] / l;
-            for (int d = 0; d < kHeadDimV; ++d) ref_o[o0 + d] += w * ref::to_float(k[k0 + d], c.dtype);
+            for (int d = 0; d < kHeadDimV; ++d) ref_o[o0 + d] += w * ref::to_float(v[v0 + d], c.dtype);
           }
           ref_lse[(static_cast<size_t>(b) * c.heads_q + h) * c.seqlen_q + i] = m + std::log(l);
         }
@@ -310,7 +340,7 @@ class MlaDecode : public GpuTest {
     shape.batch = batch;
     shape.seqlen_q = c.seqlen_q;
     shape.heads_q = c.heads_q;
-    shape.head_dim = kHeadDim;
+    shape.head_dim = W;
     shape.head_dim_v = kHeadDimV;
     EXPECT_TRUE(check_attention(shape, o, lse, ref_o, ref_lse));
   }
@@ -341,6 +371,11 @@ class MlaDecode : public GpuTest {
       // A left window of 100 keys, whole and split; pages of 16.
       run({dtype, 16, 1, {700, 60}, 16, 1, false, kHeadDim, 0.f, 100}, kernel);
       run({dtype, 16, 3, {700, 60}, 16, 3, true, kHeadDim, 0.f, 100}, kernel);
+      // Head dim 512, V rows of their own (the split-D kernel only).
+      run({dtype, 8, 1, {700, 33, 1}, 0, 1, false, kWide, 0.f, -1, true}, kernel);
+      run({dtype, 8, 1, {700, 33, 1}, 16, 3, true, kWide, 0.f, -1, true}, kernel);
+      run({dtype, 4, 5, {300, 6, 90}, 3, 1, false, kWide, 0.f, -1, true}, kernel);
+      run({dtype, 8, 64, {300}, 64, 1, false, kWide, 0.f, 100, true}, kernel);  // 64 causal queries, windowed
       if (HasFatalFailure()) return;
     }
   }

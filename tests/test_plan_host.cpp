@@ -531,7 +531,48 @@ TEST(Plan, MlaArgumentsAreChecked) {
   expect(p, StatusCode::kInvalidArgument, "head_dim 576 is not supported");
   p = mla(4, 1024, 16);
   p.head_dim = 512;
+  p.head_dim_v = 256;
   expect(p, StatusCode::kInvalidArgument, "head_dim 512 is not supported");
+}
+
+TEST(Plan, HeadDim512RunsOnTheSplitDKernel) {
+  AttentionParams p = dense(512, 1, 8192);
+  ASSERT_TRUE(validate(p).ok()) << validate(p).message;
+  EXPECT_EQ(detail::split_row_width(p), 512);
+  Plan plan;
+  KernelChoice choice;
+  for (const DeviceCaps& caps : {kH200, kA100}) {
+    for (int64_t seqlen_q : {int64_t{1}, int64_t{2048}}) {
+      p.seqlen_q = seqlen_q;
+      p.set_contiguous_bnhd();
+      const Status s = detail::make_plan(p, caps, &plan);
+      ASSERT_TRUE(s.ok()) << s.message;
+      ASSERT_EQ(plan.num_candidates, 1);
+      EXPECT_EQ(plan.candidates[0].backend, Backend::kDecode);
+      ASSERT_TRUE(detail::describe(plan, plan.candidates[0], p, &choice));
+      EXPECT_EQ(std::string(choice.name).rfind("decode hd512 16x32 4w 2st", 0), 0u) << choice.name;
+    }
+  }
+  Status s = detail::make_plan(p, kL40, &plan);
+  EXPECT_EQ(s.code, StatusCode::kUnsupported);
+  EXPECT_NE(std::strstr(s.message, "needs 155648 bytes"), nullptr) << s.message;
+  for (Backend b : {Backend::kSm80, Backend::kSm90}) {
+    AttentionParams q = p;
+    q.backend = b;
+    s = validate(q);
+    EXPECT_EQ(s.code, StatusCode::kUnsupported);
+    EXPECT_NE(std::strstr(s.message, "split-D decode kernel"), nullptr) << s.message;
+  }
+  AttentionParams q = p;
+  q.head_dim_v = 512;
+  q.set_contiguous_bnhd();
+  EXPECT_TRUE(validate(q).ok()) << validate(q).message;
+  q.head_dim_v = 256;
+  q.set_contiguous_bnhd();
+  EXPECT_EQ(validate(q).code, StatusCode::kInvalidArgument);
+  q = p;
+  q.kv_dtype = KvDType::kFloat8E4M3;
+  EXPECT_EQ(validate(q).code, StatusCode::kUnsupported);
 }
 
 TEST(Plan, Fp8CacheRunsOnTheDecodeKernelAtAMultipleOf64) {

@@ -147,7 +147,7 @@ TEST(Validate, RejectsBadDtypeAndBackend) {
 }
 
 TEST(Validate, RejectsUnsupportedHeadDim) {
-  for (int64_t head_dim : {4, 12, 81, 100, 264, 512}) {
+  for (int64_t head_dim : {4, 12, 81, 100, 264, 520, 576}) {
     AttentionParams p = valid_params();
     p.head_dim = head_dim;
     p.set_contiguous_bnhd();

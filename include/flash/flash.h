@@ -103,7 +103,8 @@ typedef struct flash_attention_params {
   int64_t seqlen_k; /* Key/value rows per sequence. */
   int64_t heads_q;  /* Query heads; a multiple of heads_kv. */
   int64_t heads_kv; /* Key/value heads (== heads_q: MHA, 1: MQA, otherwise GQA). */
-  /* A multiple of 8 from 8 to 256 (or 576 with head_dim_v 512: MLA, see
+  /* A multiple of 8 from 8 to 256 (or 512 with head_dim_v 0 or 512: the
+   * split-D decode kernel; or 576 with head_dim_v 512: MLA, see
    * head_dim_v); one not compiled (FLASH_HEAD_DIMS: 32, 64,
    * 96, 128, 192, 256) runs on the next compiled one, at its cost. */
   int64_t head_dim;

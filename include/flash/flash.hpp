@@ -82,8 +82,9 @@ struct AttentionParams {
   int64_t seqlen_k = 0;  // Key/value rows per sequence.
   int64_t heads_q = 0;   // Query heads; a multiple of heads_kv.
   int64_t heads_kv = 0;  // Key/value heads (== heads_q: MHA, 1: MQA, otherwise GQA).
-  // A multiple of 8 from 8 to 256, or 576 with head_dim_v 512 (MLA, see
-  // head_dim_v). Kernels are compiled for 32, 64, 96,
+  // A multiple of 8 from 8 to 256, or 512 with head_dim_v 0 or 512 (the
+  // split-D decode kernel, Backend::kAuto or kDecode), or 576 with
+  // head_dim_v 512 (MLA, see head_dim_v). Kernels are compiled for 32, 64, 96,
   // 128, 192 and 256 (FLASH_HEAD_DIMS); another head dim runs on the next
   // compiled one (the sm90 kernel: the next of 64, 128, 192, 256), whose
   // extra columns are zero and never stored, at that size's cost.
@@ -254,7 +255,7 @@ struct AttentionParams {
   // bytes, after the append's bytes when k_new is set. W is the smallest compiled head dim at least max(head_dim, Dv);
   // with Backend::kAuto or kSm90 in a build with the Hopper kernel, and
   // with an fp8 cache (kv_dtype) on any backend, the larger of that and the
-  // smallest compiled multiple of 64 at least max(head_dim, Dv); 576 for MLA's shape). With num_splits = 0 the workspace never makes a call fail:
+  // smallest compiled multiple of 64 at least max(head_dim, Dv); 576 for MLA's shape, 512 for head_dim 512). With num_splits = 0 the workspace never makes a call fail:
   // flash takes the most splits, up to its choice, that the workspace holds
   // (none without one). One exception: the Hopper kernel does not split
   // calls with seqused_k or a paged cache. Under kAuto flash runs the ones

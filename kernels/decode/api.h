@@ -30,6 +30,13 @@ inline constexpr int kMlaBlockN = 32;
 template <DType kDType>
 cudaError_t run_mla(const detail::FwdParams& params, cudaStream_t stream);
 
+// Head dim 512 with V rows of its own (head_dim_v 512) on the same
+// split-D kernel, a V tile beside each K tile (two stages).
+inline constexpr int kWideHeadDim = 512;
+inline constexpr int kWideSmemBytes = 155648;
+template <DType kDType>
+cudaError_t run_wide(const detail::FwdParams& params, cudaStream_t stream);
+
 // Packed query rows per CTA, and keys per K/V block (the split
 // granularity): 64, or 128 in the fp8 kernels up to head_dim 128 (the
 // bytes of a bf16 block, twice the keys per warp).

@@ -1,7 +1,8 @@
 // Wide-head decode kernel: Q K^T up to 576 columns, V and O up to 512,
 // V being the first head_dim_v columns of the K rows (MLA's absorbed form:
 // DeepSeek-V2/V3, head_dim 576, head_dim_v 512, one K/V head shared by
-// every query head). sm_80 and newer.
+// every query head), or V rows of their own as wide as K's
+// (MlaTraits::kSeparateV: head dim 512). sm_80 and newer.
 //
 // The decode kernel (decode_kernel.cuh) gives each warp the whole O width
 // of its rows, 16 x 512 float32 accumulators a thread-quad here: more than a
@@ -15,7 +16,8 @@
 //     online softmax (masks, score modifiers and the lazy max included):
 //     no merge of softmax states at the end.
 //   - Warp w accumulates O's columns [kVSlice w, kVSlice (w + 1)) over all
-//     the block's keys, reading V from the K tile already in shared memory.
+//     the block's keys, reading V from the K tile already in shared memory
+//     (or, kSeparateV, from the V tile copied beside it).
 //
 // So no K byte is loaded twice and no product is computed twice. One CTA
 // owns 16 packed query rows (GQA packing as in decode_kernel.cuh) of one
@@ -37,16 +39,19 @@
 
 namespace flash::decode {
 
-template <int kHeadDim_, int kHeadDimV_, typename Element_>
+template <int kHeadDim_, int kHeadDimV_, typename Element_, bool kSeparateV_ = false>
 struct MlaTraits {
   using Element = Element_;
   static constexpr int kHeadDim = kHeadDim_;    // Q K^T's width (K rows)
-  static constexpr int kHeadDimV = kHeadDimV_;  // V's and O's width: K's first kHeadDimV columns
+  static constexpr int kHeadDimV = kHeadDimV_;  // V's and O's width
+  // false: V is K's first kHeadDimV columns (MLA); true: V rows of their
+  // own (p.v), as wide as K's, in a V tile beside each K tile.
+  static constexpr bool kSeparateV = kSeparateV_;
   static constexpr int kNWarps = 4;
   static constexpr int kNThreads = kNWarps * 32;
   static constexpr int kBlockM = 16;  // packed query rows per CTA
   static constexpr int kBlockN = 32;  // keys per K block: two k16 steps of P V
-  static constexpr int kStages = 3;
+  static constexpr int kStages = kSeparateV ? 2 : 3;
   static constexpr int kQKSlice = kHeadDim / kNWarps;  // Q K^T columns per warp
   static constexpr int kVSlice = kHeadDimV / kNWarps;  // O columns per warp
   static constexpr int kChunksPerRow = kHeadDim * 2 / 16;
@@ -55,7 +60,9 @@ struct MlaTraits {
   static constexpr int kNTilesO = kVSlice / 8;  // n8 tiles of a warp's O
   static constexpr int kQBytes = kBlockM * kHeadDim * 2;
   static constexpr int kKBytes = kBlockN * kHeadDim * 2;
-  static constexpr int kRingBytes = kStages * kKBytes;
+  static constexpr int kVBytes = kSeparateV ? kBlockN * kHeadDimV * 2 : 0;
+  static constexpr int kStageBytes = kKBytes + kVBytes;  // a stage: K, then V when separate
+  static constexpr int kRingBytes = kStages * kStageBytes;
   // The partial S tiles: [warp][n8 tile][lane] float4s. One buffer: a warp
   // writes the next block's only after the loop's first barrier, which every
   // warp reaches after its reads of this block's.
@@ -65,6 +72,7 @@ struct MlaTraits {
   static_assert(kHeadDim % (16 * kNWarps) == 0, "each warp's Q K^T columns are whole k16 steps");
   static_assert(kHeadDimV % (16 * kNWarps) == 0, "each warp's O columns are whole pairs of n8 tiles");
   static_assert(kHeadDimV <= kHeadDim, "V is the first kHeadDimV columns of the K rows");
+  static_assert(!kSeparateV || kHeadDimV == kHeadDim, "a separate V tile has K's layout");
   static_assert(kHeadDim % 64 == 0, "whole 128-byte swizzle rows");
   static_assert(kSmemBytes <= 160 * 1024, "must fit an A100's shared memory");
 };
@@ -75,19 +83,26 @@ struct MlaTraits {
 template <typename Traits>
 struct MlaPagedRows {
   static_assert(Traits::kBlockN <= 32, "a block's rows are looked up one per lane");
-  int64_t offset = -1;  // this lane's row: element offset from the head's page 0 (-1: none)
+  int64_t offset = -1;    // this lane's K row: element offset from the head's page 0 (-1: none)
+  int64_t v_offset = -1;  // the same row of V (Traits::kSeparateV)
 
   __device__ __forceinline__ void fetch(const int* table, int page_size, int page_shift, int first, int valid_rows,
-                                        int64_t page_stride, int64_t row_stride, int lane) {
+                                        int64_t page_stride, int64_t row_stride, int64_t v_page_stride,
+                                        int64_t v_row_stride, int lane) {
     offset = -1;
+    v_offset = -1;
     if (lane < Traits::kBlockN && lane < valid_rows) {
       const int key = first + lane;
       const int index = page_of_key(key, page_size, page_shift);
-      const int page = __ldg(table + index);
-      offset = page * page_stride + static_cast<int64_t>(key - index * page_size) * row_stride;
+      const int64_t page = __ldg(table + index);
+      const int64_t row = key - index * page_size;
+      offset = page * page_stride + row * row_stride;
+      if constexpr (Traits::kSeparateV) v_offset = page * v_page_stride + row * v_row_stride;
     }
   }
 
+  // kV: V's rows (v_offset), else K's.
+  template <bool kV = false>
   __device__ __forceinline__ void issue(uint32_t smem, const typename Traits::Element* head, int valid_chunks,
                                         int tid) const {
     constexpr int kCPR = Traits::kChunksPerRow;
@@ -98,7 +113,7 @@ struct MlaPagedRows {
       const int idx = tid + i * Traits::kNThreads;
       const int row = idx / kCPR;
       const int c = idx % kCPR;
-      const int64_t at = __shfl_sync(0xffffffffu, offset, row);
+      const int64_t at = __shfl_sync(0xffffffffu, kV ? v_offset : offset, row);
       const bool valid = at >= 0 && c < valid_chunks;
       ptx::cp_async_16(smem + sm80::chunk_offset<Traits, Traits::kBlockN>(row, c), valid ? head + at + c * 8 : head,
                        valid);
@@ -151,6 +166,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) mla_kernel(const __grid_
   const int s_end = min(n_end, s_begin + per_split);
 
   const Element* k = static_cast<const Element*>(p.k) + seq.k_offset + head_kv * p.k_head_stride;
+  const Element* v = static_cast<const Element*>(p.v) + seq.v_offset + head_kv * p.v_head_stride;
   const int* table = p.block_table != nullptr ? p.block_table + batch * p.block_table_batch_stride : nullptr;
 
   const uint32_t smem_q = ptx::smem_addr(smem);
@@ -161,17 +177,23 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) mla_kernel(const __grid_
   auto fetch_pages = [&](int n_block) {
     if (table != nullptr && n_block < s_end) {
       pages.fetch(table, p.page_size, p.page_shift, n_block * kBlockN, seq.len_k - n_block * kBlockN, p.k_batch_stride,
-                  p.k_seq_stride, lane);
+                  p.k_seq_stride, p.v_batch_stride, p.v_seq_stride, lane);
     }
   };
-  const int chunks = p.head_dim / 8;  // 16-byte chunks of a K row the call has
+  const int chunks = p.head_dim / 8;      // 16-byte chunks of a K row the call has
+  const int v_chunks = p.head_dim_v / 8;  // and of a V row (kSeparateV)
   auto load_k = [&](int n_block, int stage) {
-    const uint32_t sk = smem_k + stage * Traits::kKBytes;
+    const uint32_t sk = smem_k + stage * Traits::kStageBytes;
     const int first = n_block * kBlockN;
     if (table == nullptr) {
       sm80::load_tile<Traits, kBlockN>(sk, k + first * p.k_seq_stride, p.k_seq_stride, seq.len_k - first, chunks, tid);
+      if constexpr (Traits::kSeparateV) {
+        sm80::load_tile<Traits, kBlockN>(sk + Traits::kKBytes, v + first * p.v_seq_stride, p.v_seq_stride,
+                                         seq.len_k - first, v_chunks, tid);
+      }
     } else {
       pages.issue(sk, k, chunks, tid);
+      if constexpr (Traits::kSeparateV) pages.template issue<true>(sk + Traits::kKBytes, v, v_chunks, tid);
     }
   };
 
@@ -227,9 +249,10 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) mla_kernel(const __grid_
     ptx::cp_async_commit();
     fetch_pages(n_block + kStages);
 
-    const uint32_t sk = smem_k + (iter % kStages) * Traits::kKBytes;
+    const uint32_t sk = smem_k + (iter % kStages) * Traits::kStageBytes;
     const sm80::LdsmAddress<Traits, kBlockN> k_addr(sk, k_lane_row, (lane / 8) % 2);
-    const sm80::LdsmAddress<Traits, kBlockN> v_addr(sk, v_lane_row, lane / 16);
+    const sm80::LdsmAddress<Traits, kBlockN> v_addr(Traits::kSeparateV ? sk + Traits::kKBytes : sk, v_lane_row,
+                                                    lane / 16);
 
     // This warp's partial S over its Q K^T columns.
     float s[1][kNTilesS][4];
@@ -346,14 +369,16 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) mla_kernel(const __grid_
 // combine (workspace rows Traits::kHeadDim wide; splits count 32-key
 // blocks). The caller has checked the grid (seqlen_q x q_per_kv packed
 // rows below 2^30, batch and heads_kv within gridDim.z / y: the plan) and
-// that the device's shared memory holds Traits::kSmemBytes. V must be K's rows (the
-// kernel reads V's columns from the K tile): anything else is refused.
+// that the device's shared memory holds Traits::kSmemBytes. Without
+// Traits::kSeparateV, V must be K's rows (the kernel reads V's columns from
+// the K tile): anything else is refused.
 template <typename Traits>
 cudaError_t run_mla(const detail::FwdParams& params, cudaStream_t stream) {
-  if (params.v != params.k || params.v_batch_stride != params.k_batch_stride ||
-      params.v_seq_stride != params.k_seq_stride || params.v_head_stride != params.k_head_stride ||
-      params.head_dim_v > Traits::kHeadDimV || params.head_dim > Traits::kHeadDim ||
-      params.head_dim_v > params.head_dim) {
+  const bool v_is_k = params.v == params.k && params.v_batch_stride == params.k_batch_stride &&
+                      params.v_seq_stride == params.k_seq_stride && params.v_head_stride == params.k_head_stride;
+  if ((!Traits::kSeparateV && !v_is_k) || params.head_dim_v > Traits::kHeadDimV || params.head_dim > Traits::kHeadDim ||
+      (!Traits::kSeparateV && params.head_dim_v > params.head_dim) || params.head_dim % 8 != 0 ||
+      params.head_dim_v % 8 != 0) {
     return cudaErrorInvalidValue;
   }
   const bool window = params.window_left >= 0 || params.window_right >= 0;

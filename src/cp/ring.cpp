@@ -85,6 +85,7 @@ Status check_shape(const RingParams& rp) noexcept {
   if (p.head_dim_v != 0 && p.head_dim_v != p.head_dim) {
     return invalid("a V head dim of its own (head_dim_v) is not supported by the ring; leave it 0");
   }
+  if (p.head_dim > 256) return invalid("head_dim above 256 is not supported by the ring (merge_states stops there)");
   if (p.dtype != DType::kFloat16 && p.dtype != DType::kBFloat16) return invalid("dtype must be fp16 or bf16");
   if (!dense_bnhd(p.k_batch_stride, p.k_seq_stride, p.k_head_stride, p.k_dim_stride, p.seqlen_k, p.heads_kv,
                   p.head_dim) ||
