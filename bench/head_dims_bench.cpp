@@ -36,11 +36,11 @@ bool compiled(int64_t d) {
   return std::find(list.begin(), list.end(), d) != list.end();
 }
 
-// The compiled head dim whose kernel runs d: the smallest at least d (a
-// multiple of 64 on the sm90 kernel); 0 when none.
+// The compiled head dim whose kernel runs d: the smallest at least d (96 or
+// a multiple of 64 on the sm90 kernel); 0 when none.
 int64_t kernel_head_dim(int64_t d, bool sm90) {
   for (int64_t k : {32, 64, 96, 128, 192, 256}) {
-    if (k >= d && compiled(k) && (!sm90 || k % 64 == 0)) return k;
+    if (k >= d && compiled(k) && (!sm90 || k % 64 == 0 || k == 96)) return k;
   }
   return 0;
 }

@@ -4,7 +4,7 @@
 // 192, 224, 256 (those that run in the build). FLOPs are counted at the
 // true head dim (4 * heads * d * N^2). The summary gives each row's
 // TFLOP/s beside head dim 128's and beside that of the compiled head dim
-// whose kernel ran it (the next one: a multiple of 64 on the sm90 kernel).
+// whose kernel ran it (the next one: 96 or a multiple of 64 on the sm90 kernel).
 #pragma once
 
 #include <cstdio>

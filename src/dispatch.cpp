@@ -39,7 +39,7 @@ template <int kHeadDim>
 cudaError_t launch_decode(DType dtype, bool fp8, const FwdParams& f, cudaStream_t stream) {
   if (fp8) {
     // fp8 K/V tiles exist for the multiples of 64 (the plan picks one).
-    if constexpr (sm90_head_dim(kHeadDim)) {
+    if constexpr (fp8_head_dim(kHeadDim)) {
       return dtype == DType::kFloat16 ? decode::run_decode_fp8<DType::kFloat16, kHeadDim>(f, stream)
                                       : decode::run_decode_fp8<DType::kBFloat16, kHeadDim>(f, stream);
     }
@@ -55,8 +55,11 @@ cudaError_t launch_sm90(DType dtype, bool fp8, const FwdParams& f, MaskVariant m
   // KV-cache calls have one configuration (the plan offers only candidate 0).
   if (fp8) {
     if (index != 0) return cudaErrorInvalidValue;
-    return dtype == DType::kFloat16 ? sm90::run_fwd_cache_fp8<DType::kFloat16, kHeadDim>(f, mask, stream)
-                                    : sm90::run_fwd_cache_fp8<DType::kBFloat16, kHeadDim>(f, mask, stream);
+    if constexpr (fp8_head_dim(kHeadDim)) {
+      return dtype == DType::kFloat16 ? sm90::run_fwd_cache_fp8<DType::kFloat16, kHeadDim>(f, mask, stream)
+                                      : sm90::run_fwd_cache_fp8<DType::kBFloat16, kHeadDim>(f, mask, stream);
+    }
+    return cudaErrorInvalidValue;
   }
   if (f.seqused_k != nullptr || f.block_table != nullptr) {
     if (index != 0) return cudaErrorInvalidValue;
@@ -101,7 +104,8 @@ bool describe(const Plan& plan, const Candidate& c, const AttentionParams& p, Ke
   if (c.backend == Backend::kDecode) {
     choice->backend = Backend::kDecode;
     choice->block_m = decode::kBlockM;
-    const int kernel = kernel_head_dim(call_head_dim(p.head_dim, p.head_dim_v), p.kv_dtype != KvDType::kSame);
+    const int kernel = kernel_head_dim(call_head_dim(p.head_dim, p.head_dim_v),
+                                       p.kv_dtype != KvDType::kSame ? KernelSet::kFp8 : KernelSet::kAny);
     choice->block_n = decode::block_n(kernel, p.kv_dtype != KvDType::kSame);
     choice->warps = 4;
     const bool fp8 = p.kv_dtype != KvDType::kSame;
@@ -123,7 +127,8 @@ bool describe(const Plan& plan, const Candidate& c, const AttentionParams& p, Ke
     return true;
   }
   if (c.backend == Backend::kSm90) {
-    const int kernel = kernel_head_dim(call_head_dim(p.head_dim, p.head_dim_v), true);
+    const int kernel = kernel_head_dim(call_head_dim(p.head_dim, p.head_dim_v),
+                                       p.kv_dtype != KvDType::kSame ? KernelSet::kFp8 : KernelSet::kSm90);
     if (!sm90::describe_candidate(kernel, plan.mask != MaskVariant::kTail, c.index, choice)) return false;
     if (plan.num_splits > 1) append_to_name(choice, " %d splits", plan.num_splits);
     if (p.kv_dtype != KvDType::kSame) {
@@ -147,7 +152,8 @@ cudaError_t launch(const Plan& plan, const Candidate& c, const AttentionParams& 
   FwdParams f = make_fwd_params(p, plan.caps);
   f.follows_append = follows_append;
   const bool fp8 = p.kv_dtype != KvDType::kSame;  // the decode or sm90 kernel, at a multiple of 64
-  const int d = kernel_head_dim(call_head_dim(p.head_dim, p.head_dim_v), c.backend == Backend::kSm90 || fp8);
+  const int d = kernel_head_dim(call_head_dim(p.head_dim, p.head_dim_v),
+                                fp8 ? KernelSet::kFp8 : c.backend == Backend::kSm90 ? KernelSet::kSm90 : KernelSet::kAny);
   if (plan.num_splits > 1) {
     f.num_splits = plan.num_splits;
     const size_t rows = static_cast<size_t>(plan.num_splits) * static_cast<size_t>(p.batch) *

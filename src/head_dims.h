@@ -39,17 +39,23 @@ inline bool head_dim_compiled(int64_t head_dim) {
   return with_head_dim(head_dim, false, [](auto) { return true; });
 }
 
-// The head dims kernels can be compiled for, narrowest first; the sm90
-// (Hopper) kernel has the multiples of 64 among them.
+// The head dims kernels can be compiled for, narrowest first. The sm90
+// (Hopper) kernel has 96 and the multiples of 64 among them; the fp8 (e4m3)
+// cache kernels (decode and sm90) the multiples of 64.
 inline constexpr int kKernelHeadDims[] = {32, 64, 96, 128, 192, 256};
-constexpr bool sm90_head_dim(int d) { return d % 64 == 0; }
+constexpr bool sm90_head_dim(int d) { return d % 64 == 0 || d == 96; }
+constexpr bool fp8_head_dim(int d) { return d % 64 == 0; }
+
+// Which kernels run a call: the sm80 and decode kernels (every compiled
+// head dim), the sm90 kernel, or an fp8 cache's kernels.
+enum class KernelSet { kAny, kSm90, kFp8 };
 
 // The compiled head dim whose kernels run a call of head dim `d`: the
-// smallest compiled one at least d (the sm80 and decode kernels), or the
-// smallest such multiple of 64 (`sm90`). 0 when none is compiled.
-inline int kernel_head_dim(int64_t d, bool sm90 = false) {
+// smallest compiled one at least d that `set` has. 0 when none is compiled.
+inline int kernel_head_dim(int64_t d, KernelSet set = KernelSet::kAny) {
   for (const int k : kKernelHeadDims) {
-    if (k >= d && head_dim_compiled(k) && (!sm90 || sm90_head_dim(k))) return k;
+    const bool in_set = set == KernelSet::kAny || (set == KernelSet::kSm90 ? sm90_head_dim(k) : fp8_head_dim(k));
+    if (k >= d && head_dim_compiled(k) && in_set) return k;
   }
   return 0;
 }
@@ -82,9 +88,11 @@ constexpr bool wide_shape(int64_t head_dim, int64_t head_dim_v) {
 
 // Columns of a split-KV partial row in the workspace: as wide as every
 // kernel that may run the call writes its rows (each writes rows of its
-// compiled head dim), the Hopper kernel's only when `hopper` (it may run).
-inline int workspace_head_dim(int64_t d, bool hopper) {
-  const int a = kernel_head_dim(d), b = hopper ? kernel_head_dim(d, true) : 0;
+// compiled head dim): `wider`, the set of the other kernel that may run
+// (KernelSet::kSm90 when the Hopper kernel may, kFp8 for an fp8 cache), or
+// kAny for the sm80 and decode kernels alone.
+inline int workspace_head_dim(int64_t d, KernelSet wider) {
+  const int a = kernel_head_dim(d), b = kernel_head_dim(d, wider);
   return a > b ? a : b;
 }
 

@@ -32,10 +32,15 @@ MaskVariant mask_variant(const AttentionParams& p, int window_left, int window_r
 // the sm90 kernel (src/head_dims.h); 0 when none is compiled.
 int64_t width(const AttentionParams& p) { return call_head_dim(p.head_dim, p.head_dim_v); }
 int sm80_head_dim(const AttentionParams& p) { return kernel_head_dim(width(p)); }
-int sm90_head_dim(const AttentionParams& p) { return kernel_head_dim(width(p), /*sm90=*/true); }
 bool fp8_cache(const AttentionParams& p) { return p.kv_dtype != KvDType::kSame; }
+// The sm90 kernel's; with an fp8 cache, its fp8 kernels' (the multiples of 64).
+int sm90_head_dim(const AttentionParams& p) {
+  return kernel_head_dim(width(p), fp8_cache(p) ? KernelSet::kFp8 : KernelSet::kSm90);
+}
 // The decode kernel's: its fp8 tiles come in the multiples of 64.
-int decode_head_dim(const AttentionParams& p) { return fp8_cache(p) ? sm90_head_dim(p) : sm80_head_dim(p); }
+int decode_head_dim(const AttentionParams& p) {
+  return fp8_cache(p) ? kernel_head_dim(width(p), KernelSet::kFp8) : sm80_head_dim(p);
+}
 int decode_smem(const AttentionParams& p) { return decode::smem_bytes(decode_head_dim(p), fp8_cache(p)); }
 
 bool decode_fits(const AttentionParams& p, const DeviceCaps& caps) {
@@ -165,7 +170,7 @@ const char* sm90_problem(const AttentionParams& p, const DeviceCaps& caps, const
   if (sm90::num_candidates(sm90_head_dim(p), plan.mask != MaskVariant::kTail) == 0) {
     std::snprintf(buf, len,
                   "Backend::kSm90 has no kernel for head_dim %lld in this build (it runs a head dim on the next of "
-                  "64, 128, 192, 256 in FLASH_HEAD_DIMS)",
+                  "64, 96, 128, 192, 256 in FLASH_HEAD_DIMS; with an fp8 cache, of 64, 128, 192, 256)",
                   static_cast<long long>(width(p)));
     return buf;
   }
@@ -364,9 +369,10 @@ bool uses_engine_features(const AttentionParams& p) noexcept {
 int split_row_width(const AttentionParams& p) noexcept {
   if (mla_shape(p.head_dim, p.head_dim_v)) return static_cast<int>(kMlaHeadDim);  // combine_kernel<576>
   if (wide_shape(p.head_dim, p.head_dim_v)) return static_cast<int>(kWideHeadDim);
-  // An fp8 cache's decode kernel has the Hopper kernel's widths.
-  const bool hopper = (FLASH_HAS_SM90 && (p.backend == Backend::kAuto || p.backend == Backend::kSm90)) || fp8_cache(p);
-  return workspace_head_dim(width(p), hopper);
+  // An fp8 cache's kernels (decode and sm90) have the multiples of 64.
+  if (fp8_cache(p)) return workspace_head_dim(width(p), KernelSet::kFp8);
+  const bool hopper = FLASH_HAS_SM90 && (p.backend == Backend::kAuto || p.backend == Backend::kSm90);
+  return workspace_head_dim(width(p), hopper ? KernelSet::kSm90 : KernelSet::kAny);
 }
 
 size_t decode_workspace_bytes(const AttentionParams& p, int num_splits) noexcept {

@@ -87,9 +87,9 @@ uint64_t case_seed(uint64_t index) { return splitmix64(run_seed() ^ splitmix64(i
 
 std::vector<Backend> backends_for(const CaseConfig& cfg) {
   std::vector<Backend> backends{Backend::kSm80};
-  // The Hopper kernel runs a head dim on the next compiled multiple of 64.
+  // The Hopper kernel runs a head dim on the next compiled one of 64, 96, 128, 192, 256.
   bool sm90_head_dim = false;
-  for (int64_t d : {64, 128, 192, 256}) sm90_head_dim = sm90_head_dim || (d >= cfg.head_dim && head_dim_compiled(d));
+  for (int64_t d : {64, 96, 128, 192, 256}) sm90_head_dim = sm90_head_dim || (d >= cfg.head_dim && head_dim_compiled(d));
   if (FLASH_TEST_HAS_SM90 && sm90_head_dim && device_major() == 9) backends.push_back(Backend::kSm90);
   return backends;
 }

@@ -59,9 +59,9 @@ std::vector<FeatureRow> paged_rows() {
   // Chunked prefill as the Hopper kernel's KV-cache path sees it: lengths
   // around its 64- to 192-row tiles and 64- to 128-key blocks, pages of 8
   // (8-row TMA boxes; gathered at head dim 256) and 128 keys, and pages of
-  // 1 and 3 (gathered row by row), every head dim, with masks.
+  // 1 and 3 (gathered row by row), every Hopper head dim, with masks.
   for (int64_t page_size : {1, 3, 8, 128}) {
-    for (int64_t hd : {64, 128, 192, 256}) {
+    for (int64_t hd : {64, 96, 128, 192, 256}) {
       if (!head_dim_compiled(hd)) continue;
       ++variant;
       FeatureConfig cfg = make_config(variant % 2 ? DType::kBFloat16 : DType::kFloat16, hd, 8, 2, seed++);

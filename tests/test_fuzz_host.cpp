@@ -62,11 +62,11 @@ uintptr_t region_base(int r) { return (uintptr_t{1} << 40) * static_cast<uintptr
 
 // The split workspace's row width for head dim d: the smallest compiled head
 // dim at least d, or, where the Hopper kernel may run the call (a build with
-// it, Backend::kAuto or kSm90), the smallest compiled multiple of 64 at
-// least d when that is wider (the FLASH_HAS_HEAD_DIM_* macros and
+// it, Backend::kAuto or kSm90), the smallest compiled one of 64, 96, 128,
+// 192, 256 at least d when that is wider (the FLASH_HAS_HEAD_DIM_* macros and
 // FLASH_HAS_SM90 are the library's, which this binary is compiled with).
-// A call on an fp8 cache (`fp8`) always has the Hopper kernel's width: its
-// decode kernels come in the Hopper kernel's head dims.
+// A call on an fp8 cache (`fp8`) has the width of its kernels (decode and
+// sm90), the smallest compiled multiple of 64 at least d.
 int64_t workspace_width(int64_t d, Backend backend, bool fp8) {
   std::vector<int64_t> dims;
 #if FLASH_HAS_HEAD_DIM_32
@@ -87,13 +87,15 @@ int64_t workspace_width(int64_t d, Backend backend, bool fp8) {
 #if FLASH_HAS_HEAD_DIM_256
   dims.push_back(256);
 #endif
-  int64_t any = 0, sm90 = 0;
+  int64_t any = 0, sm90 = 0, fp8_dim = 0;
   for (int64_t c : dims) {
     if (c < d) continue;
     if (any == 0) any = c;
-    if (sm90 == 0 && c % 64 == 0) sm90 = c;
+    if (sm90 == 0 && (c % 64 == 0 || c == 96)) sm90 = c;
+    if (fp8_dim == 0 && c % 64 == 0) fp8_dim = c;
   }
-  const bool hopper = (FLASH_HAS_SM90 && (backend == Backend::kAuto || backend == Backend::kSm90)) || fp8;
+  if (fp8) return std::max(any, fp8_dim);
+  const bool hopper = FLASH_HAS_SM90 && (backend == Backend::kAuto || backend == Backend::kSm90);
   return hopper ? std::max(any, sm90) : any;
 }
 

@@ -100,8 +100,8 @@ TEST_P(PlanTable, PicksTheFamilyAndOnlyCompiledConfigurations) {
   c.edit(p);
   ASSERT_TRUE(validate(p).ok()) << validate(p).message;
   Expect expect = c.expect;
-  bool sm90_kernel = false;  // a compiled Hopper head dim (a multiple of 64) at least c.head_dim
-  for (int64_t d : {64, 128, 192, 256}) sm90_kernel = sm90_kernel || (d >= c.head_dim && head_dim_compiled(d));
+  bool sm90_kernel = false;  // a compiled Hopper head dim (96 or a multiple of 64) at least c.head_dim
+  for (int64_t d : {64, 96, 128, 192, 256}) sm90_kernel = sm90_kernel || (d >= c.head_dim && head_dim_compiled(d));
   if (expect == Expect::kSm90 && (!kHasSm90 || !sm90_kernel)) {
     expect = p.backend == Backend::kSm90 ? Expect::kUnsupported : Expect::kSm80;
   }
@@ -344,7 +344,7 @@ TEST(Plan, OneMaskDecision) {
 }
 
 // A head dim between the compiled ones runs on the next compiled kernel of
-// each path (the Hopper kernel's next multiple of 64); one wider than every
+// each path (the Hopper kernel's next of 64, 96, 128, 192, 256); one wider than every
 // compiled head dim is refused as unsupported. A split call's workspace
 // holds rows as wide as the widest kernel that may run it.
 TEST(Plan, ValueHeadDimRunsAsTheWiderOfTheTwo) {
@@ -652,10 +652,10 @@ TEST(Plan, Fp8CacheOnHopperUnlessFlashSplits) {
 }
 
 TEST(Plan, HeadDimRunsOnTheNextCompiledKernel) {
-  // The smallest compiled head dim at least d (a multiple of 64: `sm90`), or 0.
+  // The smallest compiled head dim at least d (96 or a multiple of 64: `sm90`), or 0.
   auto next_compiled = [](int64_t d, bool sm90) -> int64_t {
     for (int64_t c = d; c <= 256; ++c) {
-      if (head_dim_compiled(c) && (!sm90 || c % 64 == 0)) return c;
+      if (head_dim_compiled(c) && (!sm90 || c % 64 == 0 || c == 96)) return c;
     }
     return 0;
   };

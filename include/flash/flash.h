@@ -45,7 +45,7 @@ typedef enum flash_kv_dtype {
 typedef enum flash_backend {
   FLASH_BACKEND_AUTO = 0, /* the Hopper kernel on sm_90 where it supports the shape, else the sm80 kernel */
   FLASH_BACKEND_SM80 = 1, /* the FlashAttention-2 mma.sync kernel (sm_80 and newer) */
-  FLASH_BACKEND_SM90 = 2, /* the Hopper wgmma/TMA kernel (sm_90 with an sm_90a build; runs head dims on 64, 128, 192, 256) */
+  FLASH_BACKEND_SM90 = 2, /* the Hopper wgmma/TMA kernel (sm_90 with an sm_90a build; runs head dims on 64, 96, 128, 192, 256) */
   FLASH_BACKEND_DECODE = 3 /* the split-KV decode kernel (mma.sync, sm_80 and newer; short queries: seqlen_q <= 16;
                               AUTO also takes it for every call on an fp8 KV cache) */
 } flash_backend;

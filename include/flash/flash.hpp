@@ -34,7 +34,7 @@ enum class KvDType : int32_t {
 enum class Backend : int32_t {
   kAuto = 0,  // the Hopper kernel on sm_90 where it supports the shape, else the sm80 kernel
   kSm80 = 1,  // the FlashAttention-2 mma.sync kernel (sm_80 and newer)
-  kSm90 = 2,  // the Hopper wgmma/TMA kernel (sm_90 with an sm_90a build; runs head dims on 64, 128, 192, 256)
+  kSm90 = 2,  // the Hopper wgmma/TMA kernel (sm_90 with an sm_90a build; runs head dims on 64, 96, 128, 192, 256)
   kDecode = 3,  // the split-KV decode kernel (mma.sync, sm_80 and newer); for short queries (kAuto takes it
                 // for seqlen_q <= 16, and for every call on an fp8 cache), correct but slow for long ones
 };
@@ -86,7 +86,7 @@ struct AttentionParams {
   // split-D decode kernel, Backend::kAuto or kDecode), or 576 with
   // head_dim_v 512 (MLA, see head_dim_v). Kernels are compiled for 32, 64, 96,
   // 128, 192 and 256 (FLASH_HEAD_DIMS); another head dim runs on the next
-  // compiled one (the sm90 kernel: the next of 64, 128, 192, 256), whose
+  // compiled one (the sm90 kernel: the next of 64, 96, 128, 192, 256), whose
   // extra columns are zero and never stored, at that size's cost.
   int64_t head_dim = 0;
   // Width of V and O (DeepSeek-V2/V3 prefill: head_dim 192, head_dim_v 128);
@@ -253,9 +253,11 @@ struct AttentionParams {
   // needs a workspace of attention_workspace_size() bytes (for n > 1,
   // validate() checks it: n * batch * heads_q * seqlen_q * (W + 1) * 4
   // bytes, after the append's bytes when k_new is set. W is the smallest compiled head dim at least max(head_dim, Dv);
-  // with Backend::kAuto or kSm90 in a build with the Hopper kernel, and
-  // with an fp8 cache (kv_dtype) on any backend, the larger of that and the
-  // smallest compiled multiple of 64 at least max(head_dim, Dv); 576 for MLA's shape, 512 for head_dim 512). With num_splits = 0 the workspace never makes a call fail:
+  // with Backend::kAuto or kSm90 in a build with the Hopper kernel, the
+  // larger of that and the smallest compiled one of 64, 96, 128, 192, 256 at
+  // least max(head_dim, Dv); with an fp8 cache (kv_dtype) on any backend, the
+  // smallest compiled multiple of 64 at least max(head_dim, Dv); 576 for
+  // MLA's shape, 512 for head_dim 512). With num_splits = 0 the workspace never makes a call fail:
   // flash takes the most splits, up to its choice, that the workspace holds
   // (none without one). One exception: the Hopper kernel does not split
   // calls with seqused_k or a paged cache. Under kAuto flash runs the ones

@@ -37,6 +37,7 @@ bool describe_head_dim(int index, KernelChoice* c) {
 int num_candidates(int64_t head_dim, bool masked) {
   switch (head_dim) {
     case 64: return masked ? kNumCandidates<64, true> : kNumCandidates<64, false>;
+    case 96: return masked ? kNumCandidates<96, true> : kNumCandidates<96, false>;
     case 128: return masked ? kNumCandidates<128, true> : kNumCandidates<128, false>;
     case 192: return masked ? kNumCandidates<192, true> : kNumCandidates<192, false>;
     case 256: return masked ? kNumCandidates<256, true> : kNumCandidates<256, false>;
@@ -47,6 +48,7 @@ int num_candidates(int64_t head_dim, bool masked) {
 bool describe_candidate(int64_t head_dim, bool masked, int index, KernelChoice* choice) {
   switch (head_dim) {
     case 64: return masked ? describe_head_dim<64, true>(index, choice) : describe_head_dim<64, false>(index, choice);
+    case 96: return masked ? describe_head_dim<96, true>(index, choice) : describe_head_dim<96, false>(index, choice);
     case 128:
       return masked ? describe_head_dim<128, true>(index, choice) : describe_head_dim<128, false>(index, choice);
     case 192:

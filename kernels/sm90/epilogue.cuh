@@ -128,6 +128,7 @@ struct Epilogue {
       const int row = wg * kWarpgroupRows + row_in_wg(hi);
 #pragma unroll
       for (int nt = pass * kStageColBlocks * 8; nt < (pass + 1) * kStageColBlocks * 8; ++nt) {
+        if (nt * 8 >= kHeadDim) break;  // head dim 96: the second column block's last half is never stored
         const int cb = nt / 8 - pass * kStageColBlocks;
         const int chunk = (nt % 8) ^ (row % 8);
         const uint32_t packed =

@@ -39,8 +39,8 @@ struct FwdTraits {
   // The lazy max (OnlineSoftmax::update<true>): the running max, and O's
   // rescale, move only when a row outgrows it by 2^8. It pays at head_dim
   // 128 and 256 and costs at 64 (docs/perf/sm90-pingpong-and-lazy-max.md);
-  // 192 takes it with its neighbours.
-  static constexpr bool kLazyMax = kHeadDim >= 128;
+  // 96 and 192 take it with 128 and 256, whose tiles they share.
+  static constexpr bool kLazyMax = kHeadDim >= 96;
 
   // Row sums on the tensor cores (head_dim 64): P V_j runs as m64n72, its
   // last eight columns reading a block of ones in shared memory, so O's
@@ -62,10 +62,13 @@ struct FwdTraits {
   using WithoutLseSums = FwdTraits<kHeadDim_, kBlockM_, kBlockN_, kStages_, Element_, false>;
 
   // Tiles live in shared memory as TMA's SWIZZLE_128B writes them: column
-  // blocks of 64 elements (128 bytes a row), each rows x 128 B, 1024-byte aligned.
-  static constexpr int kColBlocks = kHeadDim / 64;
-  static constexpr int kQBytes = kBlockM * kHeadDim * 2;
-  static constexpr int kKVBytes = kBlockN * kHeadDim * 2;  // one K or one V block
+  // blocks of 64 elements (128 bytes a row), each rows x 128 B, 1024-byte
+  // aligned. Head dim 96 has two, the second half used: TMA zero-fills its
+  // columns 96-127, Q K^T stops at column 96 and P V's N is 96, so those
+  // columns are never multiplied.
+  static constexpr int kColBlocks = (kHeadDim + 63) / 64;
+  static constexpr int kQBytes = kBlockM * kColBlocks * kSwizzleBytes;
+  static constexpr int kKVBytes = kBlockN * kColBlocks * kSwizzleBytes;  // one K or one V block
   // The ones block: one column block of kBlockN rows, every element 1, read
   // as V's second column block (the descriptor's leading byte offset points
   // from each V stage to it).
@@ -107,7 +110,8 @@ struct FwdTraits {
 
   static_assert(sizeof(Element) == 2, "Element must be a 16-bit type (fp16 or bf16)");
   static_assert(kLseSums || kRowSumInO, "only kernels with O's row sums on the tensor cores may drop the float32 sums");
-  static_assert(kHeadDim % 64 == 0 && kHeadDim <= 256, "sm90 kernel: head_dim must be 64, 128, 192 or 256");
+  static_assert((kHeadDim % 64 == 0 || kHeadDim == 96) && kHeadDim <= 256,
+                "sm90 kernel: head_dim must be 64, 96, 128, 192 or 256");
   static_assert(kBlockM % 64 == 0 && (kConsumerWarpgroups == 2 || kConsumerWarpgroups == 3),
                 "sm90 kernel: two or three consumer warpgroups of 64 query rows");
   static_assert(kBlockN % 16 == 0 && kBlockN <= 256, "kBlockN must be a multiple of 16, at most 256 (wgmma N)");
@@ -127,6 +131,10 @@ template <int kHeadDim, bool kMasked, int kIndex>
 struct CandidateTile;
 template <bool kMasked> struct CandidateTile<64, kMasked, 0>  { static constexpr int kBlockM = 192, kBlockN = 128, kStages = 2; };
 template <bool kMasked> struct CandidateTile<64, kMasked, 1>  { static constexpr int kBlockM = 128, kBlockN = 128, kStages = 3; };
+// 96: head dim 128's tiles (the same shared memory: two column blocks),
+// P V and O 96 columns wide.
+template <bool kMasked> struct CandidateTile<96, kMasked, 0>  { static constexpr int kBlockM = 128, kBlockN = 128, kStages = 2; };
+template <bool kMasked> struct CandidateTile<96, kMasked, 1>  { static constexpr int kBlockM = 128, kBlockN = 176, kStages = 2; };
 template <> struct CandidateTile<128, false, 0> { static constexpr int kBlockM = 128, kBlockN = 128, kStages = 2; };
 template <> struct CandidateTile<128, false, 1> { static constexpr int kBlockM = 128, kBlockN = 160, kStages = 2; };
 template <> struct CandidateTile<128, false, 2> { static constexpr int kBlockM = 128, kBlockN = 176, kStages = 2; };

@@ -1,0 +1,6 @@
+// One instantiation per file so builds parallelise and head dims can be pruned.
+#include "../launch.cuh"
+
+namespace flash::sm90 {
+template cudaError_t run_fwd<DType::kFloat16, 96>(const detail::FwdParams&, MaskVariant, int, cudaStream_t);
+}  // namespace flash::sm90
