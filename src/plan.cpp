@@ -474,7 +474,13 @@ Status make_plan(const AttentionParams& p, const DeviceCaps& caps, Plan* plan) n
     if (sm90_why == nullptr) {
 #if FLASH_HAS_SM90
       const int candidates = cache ? 1 : sm90::num_candidates(sm90_head_dim(p), plan->mask != MaskVariant::kTail);
-      for (int i = 0; i < candidates; ++i) add(plan, Backend::kSm90, i);
+      // Score modifiers (ALiBi, softcap) under a short left window at head
+      // dim 64: the 128-row tile first. The 192-row one spills in that
+      // variant, and with a window of a block or two nearly all its rows
+      // straddle a mask edge (docs/perf/score-features.md).
+      const bool swap = !cache && candidates > 1 && plan->mask == MaskVariant::kScoreMod &&
+                        sm90_head_dim(p) == 64 && p.window_left >= 0 && p.window_left <= 256;
+      for (int i = 0; i < candidates; ++i) add(plan, Backend::kSm90, swap && i < 2 ? 1 - i : i);
       plan_splits(p, cache ? 1 : prefill_splits_wanted(p, caps), plan);
       want_split_workspace(split, plan);
 #endif

@@ -343,6 +343,35 @@ TEST(Plan, OneMaskDecision) {
   }
 }
 
+// Score modifiers at head dim 64 under a left window of at most 256 keys
+// run the 128-row tile (candidate 1) first; unwindowed, wider windows, and
+// other head dims keep candidate 0 first.
+TEST(Plan, ShortWindowedScoreModsAtHeadDim64TakeThe128RowTile) {
+  if (!kHasSm90 || !head_dim_compiled(64)) GTEST_SKIP() << "needs the Hopper kernel and head_dim 64";
+  struct Case {
+    int64_t head_dim, window_left;
+    bool alibi;
+    int first;
+  };
+  const Case cases[] = {{64, 128, true, 1},  {64, 256, true, 1},  {64, 0, true, 1},     {64, 257, true, 0},
+                        {64, -1, true, 0},   {64, 128, false, 0}, {128, 128, true, 0}};
+  const float slopes = 0.f;
+  for (const Case& c : cases) {
+    SCOPED_TRACE("head_dim " + std::to_string(c.head_dim) + ", window_left " + std::to_string(c.window_left) +
+                 (c.alibi ? ", alibi" : ""));
+    if (!head_dim_compiled(c.head_dim)) continue;
+    AttentionParams p = dense(c.head_dim, 4096, 4096, true);
+    p.window_left = c.window_left;
+    if (c.alibi) p.alibi_slopes = &slopes;  // never read by the plan
+    Plan plan;
+    ASSERT_TRUE(detail::make_plan(p, kH200, &plan).ok());
+    ASSERT_GE(plan.num_candidates, 2);
+    EXPECT_EQ(plan.candidates[0].backend, Backend::kSm90);
+    EXPECT_EQ(plan.candidates[0].index, c.first);
+    EXPECT_EQ(plan.candidates[1].index, 1 - c.first);
+  }
+}
+
 // A head dim between the compiled ones runs on the next compiled kernel of
 // each path (the Hopper kernel's next of 64, 96, 128, 192, 256); one wider than every
 // compiled head dim is refused as unsupported. A split call's workspace
