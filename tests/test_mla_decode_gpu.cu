@@ -61,6 +61,8 @@ struct MlaCase {
   float scale = 0.f;        // softmax_scale; 0: 1/sqrt(head_dim)
   int window_left = -1;     // a left window (keys at most this far before the diagonal)
   bool separate_v = false;  // head dim 512, V rows of their own (else MLA: V is K's first 512 columns)
+  float softcap = 0.f;      // a logit softcap (0: none)
+  bool alibi = false;       // ALiBi slopes, one per query head
   std::string name() const {
     std::string s = dtype == DType::kBFloat16 ? "bf16" : "fp16";
     s += " heads " + std::to_string(heads_q) + " q " + std::to_string(seqlen_q) + " keys";
@@ -70,6 +72,8 @@ struct MlaCase {
     if (scale != 0.f) s += " scale " + std::to_string(scale);
     if (window_left >= 0) s += " window " + std::to_string(window_left);
     if (separate_v) s += " separate V";
+    if (softcap > 0.f) s += " softcap " + std::to_string(softcap);
+    if (alibi) s += " alibi";
     return sinks ? s + " sinks" : s;
   }
 };
@@ -130,13 +134,16 @@ class MlaDecode : public GpuTest {
     std::vector<float> sinks;
     for (int h = 0; h < c.heads_q && c.sinks; ++h)
       sinks.push_back(h % 3 == 0 ? -INFINITY : 0.25f * static_cast<float>(h % 7));
+    std::vector<float> slopes;
+    for (int h = 0; h < c.heads_q && c.alibi; ++h)
+      slopes.push_back(std::exp2(-8.f * static_cast<float>(h + 1) / static_cast<float>(c.heads_q)));
     auto key_row = [&](int b, int j) -> int64_t {
       if (!c.page_size) return static_cast<int64_t>(b) * capacity + j;
       return static_cast<int64_t>(table[static_cast<size_t>(b * pages_per_seq + j / c.page_size)]) * c.page_size +
              j % c.page_size;
     };
 
-    Buf q_dev, k_dev, v_dev, o_dev, lse_dev, used_dev, table_dev, o_part, lse_part, sinks_dev;
+    Buf q_dev, k_dev, v_dev, o_dev, lse_dev, used_dev, table_dev, o_part, lse_part, sinks_dev, slopes_dev;
     ASSERT_EQ(q_dev.allocate(q_count * 2), cudaSuccess);
     ASSERT_EQ(k_dev.allocate(k_count * 2), cudaSuccess);
     if (c.separate_v) {
@@ -159,6 +166,10 @@ class MlaDecode : public GpuTest {
     if (c.sinks) {
       ASSERT_EQ(sinks_dev.allocate(sinks.size() * 4), cudaSuccess);
       ASSERT_EQ(ref::upload_sync(sinks_dev.ptr, sinks.data(), sinks.size() * 4, stream_), cudaSuccess);
+    }
+    if (c.alibi) {
+      ASSERT_EQ(slopes_dev.allocate(slopes.size() * 4), cudaSuccess);
+      ASSERT_EQ(ref::upload_sync(slopes_dev.ptr, slopes.data(), slopes.size() * 4, stream_), cudaSuccess);
     }
     if (c.splits > 1) {
       ASSERT_EQ(o_part.allocate(static_cast<size_t>(c.splits) * rows * W * 4), cudaSuccess);
@@ -198,8 +209,18 @@ class MlaDecode : public GpuTest {
     f.sinks = c.sinks ? static_cast<const float*>(sinks_dev.ptr) : nullptr;
     f.num_sms = 132;
     f.cc_major = 9;
-    f.softmax_scale = c.scale != 0.f ? c.scale : 1.f / std::sqrt(static_cast<float>(c.head_dim));
+    const float scale = c.scale != 0.f ? c.scale : 1.f / std::sqrt(static_cast<float>(c.head_dim));
+    f.softmax_scale = scale;
     f.softmax_scale_log2 = f.softmax_scale * 1.4426950408889634f;
+    // What make_fwd_params does with a softcap: tanh(s * scale / cap) goes
+    // through the softmax with scale cap.
+    f.softcap = c.softcap;
+    if (c.softcap > 0.f) {
+      f.softcap_prescale = scale / c.softcap;
+      f.softmax_scale = c.softcap;
+      f.softmax_scale_log2 = c.softcap * 1.4426950408889634f;
+    }
+    f.alibi_slopes = c.alibi ? static_cast<const float*>(slopes_dev.ptr) : nullptr;
     f.seqused_k = static_cast<const int*>(used_dev.ptr);
     f.block_table = c.page_size ? static_cast<const int*>(table_dev.ptr) : nullptr;
     f.block_table_batch_stride = pages_per_seq;
@@ -240,7 +261,9 @@ class MlaDecode : public GpuTest {
       a.k_seq_stride = f.k_seq_stride, a.v_seq_stride = f.v_seq_stride;
       a.k_head_stride = f.k_head_stride, a.v_head_stride = f.v_head_stride;
       a.o_batch_stride = f.o_batch_stride, a.o_seq_stride = f.o_seq_stride, a.o_head_stride = f.o_head_stride;
-      a.softmax_scale = f.softmax_scale;
+      a.softmax_scale = scale;
+      a.softcap = c.softcap;
+      a.alibi_slopes = f.alibi_slopes;
       a.causal = c.seqlen_q > 1;
       a.window_left = c.window_left;
       a.seqused_k = f.seqused_k;
@@ -319,7 +342,10 @@ class MlaDecode : public GpuTest {
             for (int d = 0; d < c.head_dim; ++d) {
               dot += static_cast<double>(ref::to_float(q[q0 + d], c.dtype)) * ref::to_float(k[k0 + d], c.dtype);
             }
-            scores[static_cast<size_t>(j - first)] = dot * f.softmax_scale;
+            double sc = dot * scale;
+            if (c.softcap > 0.f) sc = c.softcap * std::tanh(sc / c.softcap);
+            if (c.alibi) sc -= slopes[static_cast<size_t>(h)] * std::abs(diag - j);
+            scores[static_cast<size_t>(j - first)] = sc;
             m = std::max(m, scores[static_cast<size_t>(j - first)]);
           }
           double l = 0;
@@ -371,11 +397,18 @@ class MlaDecode : public GpuTest {
       // A left window of 100 keys, whole and split; pages of 16.
       run({dtype, 16, 1, {700, 60}, 16, 1, false, kHeadDim, 0.f, 100}, kernel);
       run({dtype, 16, 3, {700, 60}, 16, 3, true, kHeadDim, 0.f, 100}, kernel);
+      // Score modifiers: a softcap that bites (scale 1, cap 5), ALiBi with
+      // sinks and splits, both under causal tokens and a window.
+      run({dtype, 16, 1, {700, 33, 1}, 64, 1, false, kHeadDim, 1.f, -1, false, 5.f}, kernel);
+      run({dtype, 16, 1, {700, 33, 1}, 0, 3, true, kHeadDim, 0.f, -1, false, 0.f, true}, kernel);
+      run({dtype, 4, 5, {300, 6, 90}, 16, 1, false, kHeadDim, 0.5f, 100, false, 20.f, true}, kernel);
+      if (!quick) run({dtype, 128, 1, {1500, 257}, 64, 2, false, kHeadDim, 0.f, -1, false, 0.f, true}, kernel);
       // Head dim 512, V rows of their own (the split-D kernel only).
       run({dtype, 8, 1, {700, 33, 1}, 0, 1, false, kWide, 0.f, -1, true}, kernel);
       run({dtype, 8, 1, {700, 33, 1}, 16, 3, true, kWide, 0.f, -1, true}, kernel);
       run({dtype, 4, 5, {300, 6, 90}, 3, 1, false, kWide, 0.f, -1, true}, kernel);
       run({dtype, 8, 64, {300}, 64, 1, false, kWide, 0.f, 100, true}, kernel);  // 64 causal queries, windowed
+      run({dtype, 8, 1, {700, 33, 1}, 16, 2, true, kWide, 1.f, -1, true, 5.f, true}, kernel);
       if (HasFatalFailure()) return;
     }
   }
