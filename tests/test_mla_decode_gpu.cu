@@ -63,6 +63,7 @@ struct MlaCase {
   bool separate_v = false;  // head dim 512, V rows of their own (else MLA: V is K's first 512 columns)
   float softcap = 0.f;      // a logit softcap (0: none)
   bool alibi = false;       // ALiBi slopes, one per query head
+  int heads_kv = 1;         // K/V heads (heads_q / heads_kv query heads each)
   std::string name() const {
     std::string s = dtype == DType::kBFloat16 ? "bf16" : "fp16";
     s += " heads " + std::to_string(heads_q) + " q " + std::to_string(seqlen_q) + " keys";
@@ -74,6 +75,7 @@ struct MlaCase {
     if (separate_v) s += " separate V";
     if (softcap > 0.f) s += " softcap " + std::to_string(softcap);
     if (alibi) s += " alibi";
+    if (heads_kv > 1) s += " heads_kv " + std::to_string(heads_kv);
     return sinks ? s + " sinks" : s;
   }
 };
@@ -108,11 +110,12 @@ class MlaDecode : public GpuTest {
     // Host data: Q [batch, seqlen_q, heads_q, W]; K [rows, 1, W]; a separate V [rows, 1, 512] with rows
     // VS apart; O [batch, seqlen_q, heads_q, 512].
     const size_t q_count = static_cast<size_t>(batch) * c.seqlen_q * c.heads_q * W;
-    const size_t k_count = static_cast<size_t>(k_rows) * W;
+    const int H = c.heads_kv, g = c.heads_q / c.heads_kv;  // K/V heads, query heads each
+    const size_t k_count = static_cast<size_t>(k_rows) * H * W;
     // A separate V has rows of its own stride (VS, padded past W), so a V
     // read through K's strides or K's offsets would show.
     const int VS = c.separate_v ? W + 64 : W;
-    const size_t v_count = static_cast<size_t>(k_rows) * VS;
+    const size_t v_count = static_cast<size_t>(k_rows) * H * VS;
     std::vector<uint16_t> q(q_count), k(k_count), v_sep(c.separate_v ? v_count : 0);
     uint64_t state = 0x9e3779b97f4a7c15ull ^ static_cast<uint64_t>(c.heads_q * 131 + c.page_size * 7 + c.splits);
     auto uniform = [&]() {
@@ -188,13 +191,11 @@ class MlaDecode : public GpuTest {
     f.q_seq_stride = static_cast<int64_t>(c.heads_q) * W;
     f.q_batch_stride = f.q_seq_stride * c.seqlen_q;
     f.k_head_stride = W;
-    f.k_seq_stride = W;
-    f.k_batch_stride =
-        c.page_size ? static_cast<int64_t>(c.page_size) * W : static_cast<int64_t>(capacity) * W;
+    f.k_seq_stride = static_cast<int64_t>(H) * W;
+    f.k_batch_stride = (c.page_size ? c.page_size : capacity) * f.k_seq_stride;
     f.v_head_stride = VS;
-    f.v_seq_stride = VS;
-    f.v_batch_stride =
-        c.page_size ? static_cast<int64_t>(c.page_size) * VS : static_cast<int64_t>(capacity) * VS;
+    f.v_seq_stride = static_cast<int64_t>(H) * VS;
+    f.v_batch_stride = (c.page_size ? c.page_size : capacity) * f.v_seq_stride;
     f.o_head_stride = kHeadDimV;
     f.o_seq_stride = static_cast<int64_t>(c.heads_q) * kHeadDimV;
     f.o_batch_stride = f.o_seq_stride * c.seqlen_q;
@@ -202,8 +203,8 @@ class MlaDecode : public GpuTest {
     f.seqlen_q = c.seqlen_q;
     f.seqlen_k = capacity;
     f.heads_q = c.heads_q;
-    f.heads_kv = 1;
-    f.q_per_kv = c.heads_q;
+    f.heads_kv = H;
+    f.q_per_kv = g;
     f.head_dim = c.head_dim;
     f.head_dim_v = kHeadDimV;
     f.sinks = c.sinks ? static_cast<const float*>(sinks_dev.ptr) : nullptr;
@@ -253,7 +254,7 @@ class MlaDecode : public GpuTest {
       a.seqlen_q = c.seqlen_q;
       a.seqlen_k = capacity;
       a.heads_q = c.heads_q;
-      a.heads_kv = 1;
+      a.heads_kv = H;
       a.head_dim = W;
       a.head_dim_v = kHeadDimV;
       a.q_batch_stride = f.q_batch_stride, a.q_seq_stride = f.q_seq_stride, a.q_head_stride = f.q_head_stride;
@@ -337,7 +338,7 @@ class MlaDecode : public GpuTest {
           scores.assign(static_cast<size_t>(n - first), 0.0);
           double m = -INFINITY;
           for (int j = first; j < n; ++j) {
-            const size_t k0 = static_cast<size_t>(key_row(b, j)) * W;
+            const size_t k0 = (static_cast<size_t>(key_row(b, j)) * H + h / g) * W;
             double dot = 0;
             for (int d = 0; d < c.head_dim; ++d) {
               dot += static_cast<double>(ref::to_float(q[q0 + d], c.dtype)) * ref::to_float(k[k0 + d], c.dtype);
@@ -353,7 +354,7 @@ class MlaDecode : public GpuTest {
           if (c.sinks) l += std::exp(sink - m);  // in the denominator only
           const size_t o0 = ((static_cast<size_t>(b) * c.seqlen_q + i) * c.heads_q + h) * kHeadDimV;
           for (int j = first; j < n; ++j) {
-            const size_t v0 = static_cast<size_t>(key_row(b, j)) * VS;
+            const size_t v0 = (static_cast<size_t>(key_row(b, j)) * H + h / g) * VS;
             const double w = scores[static_cast<size_t>(j - first)] / l;
             for (int d = 0; d < kHeadDimV; ++d) ref_o[o0 + d] += w * ref::to_float(v[v0 + d], c.dtype);
           }
@@ -403,6 +404,10 @@ class MlaDecode : public GpuTest {
       run({dtype, 16, 1, {700, 33, 1}, 0, 3, true, kHeadDim, 0.f, -1, false, 0.f, true}, kernel);
       run({dtype, 4, 5, {300, 6, 90}, 16, 1, false, kHeadDim, 0.5f, 100, false, 20.f, true}, kernel);
       if (!quick) run({dtype, 128, 1, {1500, 257}, 64, 2, false, kHeadDim, 0.f, -1, false, 0.f, true}, kernel);
+      // Two and three K/V heads (GQA over MLA's rows), causal tokens, splits.
+      run({dtype, 8, 2, {401, 64}, 16, 1, false, kHeadDim, 0.f, -1, false, 0.f, false, 2}, kernel);
+      run({dtype, 12, 1, {700, 33, 1}, 0, 3, true, kHeadDim, 0.f, -1, false, 0.f, true, 3}, kernel);
+      run({dtype, 8, 1, {300, 90}, 3, 2, false, kWide, 0.f, -1, true, 0.f, false, 2}, kernel);
       // Head dim 512, V rows of their own (the split-D kernel only).
       run({dtype, 8, 1, {700, 33, 1}, 0, 1, false, kWide, 0.f, -1, true}, kernel);
       run({dtype, 8, 1, {700, 33, 1}, 16, 3, true, kWide, 0.f, -1, true}, kernel);
