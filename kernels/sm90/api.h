@@ -12,8 +12,8 @@ namespace flash::sm90 {
 
 using detail::MaskVariant;
 
-// Launches compiled configuration `candidate` (0: the heuristic's choice;
-// see describe_candidate) of the Hopper forward kernel for one dtype, head
+// Launches compiled configuration `candidate` (0: the heuristic's usual
+// choice, see CandidateTile; describe_candidate) of the Hopper forward kernel for one dtype, head
 // dim and mask variant. The plan (src/plan.cpp) has checked that TMA can
 // describe the tensors (kernels/sm90/tma_limits.h); cudaErrorNotSupported
 // means the driver's tensor-map encoder refused them anyway, and nothing

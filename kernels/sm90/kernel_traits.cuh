@@ -124,9 +124,12 @@ struct FwdTraits {
 };
 
 // The compiled tile configurations per head dim, unmasked and masked.
-// Candidate 0 is the heuristic's pick at every length; the others are
-// runners-up only the autotuner picks. The choice and the measurements
-// behind it: docs/perf/sm90-tiles.md.
+// Candidate 0 is the heuristic's pick at every length (and the KV-cache
+// kernels' only tile), but for score-modifier calls at head dim 64 under a
+// left window of at most 256 keys, which the plan starts with candidate 1
+// (docs/perf/score-features.md); the others are runners-up only the
+// autotuner picks. The choice and the measurements behind it:
+// docs/perf/sm90-tiles.md.
 template <int kHeadDim, bool kMasked, int kIndex>
 struct CandidateTile;
 template <bool kMasked> struct CandidateTile<64, kMasked, 0>  { static constexpr int kBlockM = 192, kBlockN = 128, kStages = 2; };
