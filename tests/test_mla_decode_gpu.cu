@@ -9,6 +9,7 @@
 // and bf16.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -372,6 +373,150 @@ class MlaDecode : public GpuTest {
     EXPECT_TRUE(check_attention(shape, o, lse, ref_o, ref_lse));
   }
 
+  // Varlen MLA through attention_forward: Q, O packed [total_q, heads_q,
+  // ...] (cu_seqlens_q), K packed [total_k, heads_kv, 576] (cu_seqlens_k),
+  // V its first 512 columns, causal (bottom-right) query tokens, flash's
+  // own splits. `backend`: kAuto (the Hopper MLA kernel on sm_90) or
+  // kDecode (the split-D kernel).
+  void run_varlen(DType dtype, int heads_q, int heads_kv, const std::vector<int>& q_lens,
+                  const std::vector<int>& k_lens, Backend backend) {
+    const int W = kHeadDim, H = heads_kv, g = heads_q / heads_kv;
+    const int batch = static_cast<int>(q_lens.size());
+    std::string name = std::string(dtype == DType::kBFloat16 ? "bf16" : "fp16") + " varlen heads " +
+                       std::to_string(heads_q) + "/" + std::to_string(heads_kv) + " q";
+    for (int l : q_lens) name += " " + std::to_string(l);
+    name += " keys";
+    for (int l : k_lens) name += " " + std::to_string(l);
+    SCOPED_TRACE(name + (backend == Backend::kDecode ? " (Backend::kDecode)" : " (Backend::kAuto)"));
+    std::vector<int> cu_q{0}, cu_k{0};
+    for (int b = 0; b < batch; ++b) {
+      cu_q.push_back(cu_q.back() + q_lens[static_cast<size_t>(b)]);
+      cu_k.push_back(cu_k.back() + k_lens[static_cast<size_t>(b)]);
+    }
+    const int total_q = cu_q.back(), total_k = cu_k.back();
+    const int max_q = *std::max_element(q_lens.begin(), q_lens.end());
+    const int max_k = *std::max_element(k_lens.begin(), k_lens.end());
+    const size_t q_count = static_cast<size_t>(total_q) * heads_q * W;
+    const size_t k_count = static_cast<size_t>(total_k) * H * W;
+    const size_t o_count = static_cast<size_t>(total_q) * heads_q * kHeadDimV;
+    const size_t rows = static_cast<size_t>(total_q) * heads_q;
+    std::vector<uint16_t> q(q_count), k(k_count);
+    uint64_t state = 0x2545f4914f6cdd1dull ^ static_cast<uint64_t>(heads_q * 37 + total_k);
+    auto uniform = [&]() {
+      state = state * 6364136223846793005ull + 1442695040888963407ull;
+      return static_cast<float>((state >> 40) & 0xffffff) / 8388608.f - 1.f;
+    };
+    for (auto& x : q) x = ref::from_float(uniform(), dtype);
+    for (auto& x : k) x = ref::from_float(uniform(), dtype);
+
+    Buf q_dev, k_dev, o_dev, lse_dev, cu_q_dev, cu_k_dev, workspace;
+    ASSERT_EQ(q_dev.allocate(q_count * 2), cudaSuccess);
+    ASSERT_EQ(k_dev.allocate(k_count * 2), cudaSuccess);
+    ASSERT_EQ(o_dev.allocate(o_count * 2), cudaSuccess);
+    ASSERT_EQ(lse_dev.allocate(rows * 4), cudaSuccess);
+    ASSERT_EQ(cu_q_dev.allocate(cu_q.size() * 4), cudaSuccess);
+    ASSERT_EQ(cu_k_dev.allocate(cu_k.size() * 4), cudaSuccess);
+    ASSERT_EQ(ref::upload_sync(q_dev.ptr, q.data(), q_count * 2, stream_), cudaSuccess);
+    ASSERT_EQ(ref::upload_sync(k_dev.ptr, k.data(), k_count * 2, stream_), cudaSuccess);
+    ASSERT_EQ(ref::upload_sync(cu_q_dev.ptr, cu_q.data(), cu_q.size() * 4, stream_), cudaSuccess);
+    ASSERT_EQ(ref::upload_sync(cu_k_dev.ptr, cu_k.data(), cu_k.size() * 4, stream_), cudaSuccess);
+    ASSERT_EQ(ref::poison(o_dev.ptr, o_count * 2, stream_), cudaSuccess);
+    ASSERT_EQ(ref::poison(lse_dev.ptr, rows * 4, stream_), cudaSuccess);
+
+    const float scale = 1.f / std::sqrt(192.f);  // DeepSeek's 1/sqrt(128 + 64), not 1/sqrt(576)
+    AttentionParams a;
+    a.backend = backend;
+    a.dtype = dtype;
+    a.q = q_dev.ptr;
+    a.k = k_dev.ptr;
+    a.v = k_dev.ptr;  // V: the first 512 columns of K's rows
+    a.o = o_dev.ptr;
+    a.lse = static_cast<float*>(lse_dev.ptr);
+    a.batch = batch;
+    a.seqlen_q = max_q;
+    a.seqlen_k = max_k;
+    a.heads_q = heads_q;
+    a.heads_kv = H;
+    a.head_dim = W;
+    a.head_dim_v = kHeadDimV;
+    a.q_seq_stride = static_cast<int64_t>(heads_q) * W, a.q_head_stride = W;
+    a.k_seq_stride = a.v_seq_stride = static_cast<int64_t>(H) * W;
+    a.k_head_stride = a.v_head_stride = W;
+    a.o_seq_stride = static_cast<int64_t>(heads_q) * kHeadDimV, a.o_head_stride = kHeadDimV;
+    a.cu_seqlens_q = static_cast<const int32_t*>(cu_q_dev.ptr);
+    a.cu_seqlens_k = static_cast<const int32_t*>(cu_k_dev.ptr);
+    a.total_q = total_q;
+    a.total_k = total_k;
+    a.softmax_scale = scale;
+    a.causal = true;
+    size_t bytes = 0;
+    const Status ws = attention_workspace_size(a, &bytes);
+    ASSERT_TRUE(ws.ok()) << ws.message;
+    if (bytes > 0) {
+      ASSERT_EQ(workspace.allocate(bytes), cudaSuccess);
+      a.workspace = workspace.ptr;
+      a.workspace_bytes = bytes;
+    }
+    KernelChoice choice;
+    const Status qs = query_kernel_choice(a, &choice);
+    ASSERT_TRUE(qs.ok()) << qs.message;
+    const char* expected = backend == Backend::kDecode ? "decode mla" : "sm90 mla";
+    EXPECT_EQ(std::string(choice.name).rfind(expected, 0), 0u) << choice.name;
+    const Status s = attention_forward(a, stream_);
+    ASSERT_TRUE(s.ok()) << s.message;
+    ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
+    std::vector<uint16_t> o_raw(o_count);
+    std::vector<float> lse(rows);
+    ASSERT_EQ(cudaMemcpy(o_raw.data(), o_dev.ptr, o_count * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(lse.data(), lse_dev.ptr, rows * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    std::vector<float> o(o_count);
+    for (size_t x = 0; x < o_count; ++x) o[x] = ref::to_float(o_raw[x], dtype);
+
+    // float64 reference: O [total_q, heads_q, 512], LSE [heads_q, total_q].
+    std::vector<double> ref_o(o_count, 0.0), ref_lse(rows, -INFINITY), scores;
+    for (int b = 0; b < batch; ++b) {
+      const int len_q = q_lens[static_cast<size_t>(b)], len_k = k_lens[static_cast<size_t>(b)];
+      for (int i = 0; i < len_q; ++i) {
+        const int t = cu_q[static_cast<size_t>(b)] + i;
+        const int n = std::min(i + len_k - len_q, len_k - 1) + 1;  // keys [0, n) are visible
+        for (int h = 0; h < heads_q; ++h) {
+          if (n <= 0) continue;
+          const size_t q0 = (static_cast<size_t>(t) * heads_q + h) * W;
+          scores.assign(static_cast<size_t>(n), 0.0);
+          double m = -INFINITY;
+          for (int j = 0; j < n; ++j) {
+            const size_t k0 = (static_cast<size_t>(cu_k[static_cast<size_t>(b)] + j) * H + h / g) * W;
+            double dot = 0;
+            for (int d = 0; d < W; ++d) {
+              dot += static_cast<double>(ref::to_float(q[q0 + d], dtype)) * ref::to_float(k[k0 + d], dtype);
+            }
+            scores[static_cast<size_t>(j)] = dot * scale;
+            m = std::max(m, scores[static_cast<size_t>(j)]);
+          }
+          double l = 0;
+          for (double& x : scores) l += (x = std::exp(x - m));
+          const size_t o0 = (static_cast<size_t>(t) * heads_q + h) * kHeadDimV;
+          for (int j = 0; j < n; ++j) {
+            const size_t v0 = (static_cast<size_t>(cu_k[static_cast<size_t>(b)] + j) * H + h / g) * W;
+            const double w = scores[static_cast<size_t>(j)] / l;
+            for (int d = 0; d < kHeadDimV; ++d) ref_o[o0 + d] += w * ref::to_float(k[v0 + d], dtype);
+          }
+          ref_lse[static_cast<size_t>(h) * total_q + t] = m + std::log(l);
+        }
+      }
+    }
+    // check_attention's dense layout with batch 1 and seqlen_q = total_q is
+    // the packed one: O [total_q, heads_q, 512], LSE [heads_q, total_q].
+    AttentionParams shape;
+    shape.dtype = dtype;
+    shape.batch = 1;
+    shape.seqlen_q = total_q;
+    shape.heads_q = heads_q;
+    shape.head_dim = W;
+    shape.head_dim_v = kHeadDimV;
+    EXPECT_TRUE(check_attention(shape, o, lse, ref_o, ref_lse));
+  }
+
   // FLASH_MLA_QUICK (scripts/sanitize.sh): bf16 only, and not the 128-head
   // cases, whose host reference and sanitized kernels take the longest.
   void run_all(MlaKernel kernel) {
@@ -449,6 +594,23 @@ TEST_F(MlaDecode, AttentionForwardRunsTheHopperKernel) {
 }
 
 TEST_F(MlaDecode, AttentionForwardRunsTheSplitDKernel) { run_all(MlaKernel::kApiDecode); }
+
+// Varlen MLA (cu_seqlens_q / cu_seqlens_k, several query tokens a sequence,
+// causal rows that see no key, one and two K/V heads) on both kernels.
+TEST_F(MlaDecode, AttentionForwardRunsVarlenMla) {
+  int device = 0, major = 0;
+  ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), cudaSuccess);
+  std::vector<Backend> backends{Backend::kDecode};
+  if (FLASH_TEST_HAS_SM90 && major == 9) backends.push_back(Backend::kAuto);
+  for (Backend backend : backends) {
+    for (DType dtype : {DType::kBFloat16, DType::kFloat16}) {
+      run_varlen(dtype, 16, 1, {1, 3, 2, 3}, {700, 33, 90, 1}, backend);  // last: two rows see no key
+      run_varlen(dtype, 8, 2, {2, 1, 4}, {300, 5, 1000}, backend);
+      if (HasFatalFailure()) return;
+    }
+  }
+}
 
 }  // namespace
 }  // namespace flash::test
