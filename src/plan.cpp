@@ -249,16 +249,40 @@ int mla_splits_wanted(const AttentionParams& p, const DeviceCaps& caps, int64_t 
   return static_cast<int>(std::max(accurate, std::min(ceil_div(target, units), max_splits)));
 }
 
+constexpr const char* kMlaShapeName = "MLA (head_dim 576, head_dim_v 512)";
+constexpr const char* kWideShapeName = "head_dim 512";
+
+// The MLA and split-D kernels number packed rows (seqlen_q x query heads a
+// K/V head) in int.
+Status check_packed_rows(const AttentionParams& p, const char* shape) {
+  if (p.seqlen_q * (p.heads_q / p.heads_kv) > (int64_t{1} << 30)) {
+    return make_status(StatusCode::kUnsupported,
+                       "%s takes at most 2^30 query rows per K/V head and sequence (seqlen_q x heads_q / heads_kv); "
+                       "split the call",
+                       shape);
+  }
+  return Status{};
+}
+
+// The split-D decode kernel's one candidate (`smem` bytes of shared memory
+// a block), with MLA's split rule.
+Status plan_split_d(const AttentionParams& p, const DeviceCaps& caps, int smem, const char* shape, Plan* plan) {
+  if (caps.max_smem > 0 && caps.max_smem < smem) {
+    return make_status(StatusCode::kUnsupported,
+                       "%s on the split-D decode kernel needs %d bytes of shared memory per block; device %d "
+                       "(sm_%d%d) allows %d",
+                       shape, smem, caps.device, caps.major, caps.minor, caps.max_smem);
+  }
+  add(plan, Backend::kDecode, 0);
+  plan_splits(p, mla_splits_wanted(p, caps, decode::kMlaBlockM, decode::kMlaBlockN), plan);
+  return Status{};
+}
+
 // MLA's (576, 512): the Hopper MLA kernel on sm_90 (Backend::kAuto or
 // kSm90), else the split-D decode kernel (kAuto or kDecode).
 Status plan_mla(const AttentionParams& p, const DeviceCaps& caps, Plan* plan) {
   const Backend b = p.backend;
-  // Both kernels number packed rows (seqlen_q x query heads a K/V head) in int.
-  if (p.seqlen_q * (p.heads_q / p.heads_kv) > (int64_t{1} << 30)) {
-    return make_status(StatusCode::kUnsupported,
-                       "MLA (head_dim 576, head_dim_v 512) takes at most 2^30 query rows per K/V head and sequence "
-                       "(seqlen_q x heads_q / heads_kv); split the call");
-  }
+  if (const Status rows = check_packed_rows(p, kMlaShapeName); !rows.ok()) return rows;
   bool hopper = FLASH_HAS_SM90 && caps.major == 9;
 #if FLASH_HAS_SM90
   if (b == Backend::kAuto && caps.max_smem > 0 && caps.max_smem < sm90::kMlaSmemBytes) hopper = false;
@@ -285,34 +309,13 @@ Status plan_mla(const AttentionParams& p, const DeviceCaps& caps, Plan* plan) {
                        "Backend::kAuto runs MLA on the split-D decode kernel");
 #endif
   }
-  if (caps.max_smem > 0 && caps.max_smem < decode::kMlaSmemBytes) {
-    return make_status(StatusCode::kUnsupported,
-                       "MLA (head_dim 576, head_dim_v 512) on the split-D decode kernel needs %d bytes of shared "
-                       "memory per block; device %d (sm_%d%d) allows %d",
-                       decode::kMlaSmemBytes, caps.device, caps.major, caps.minor, caps.max_smem);
-  }
-  add(plan, Backend::kDecode, 0);
-  plan_splits(p, mla_splits_wanted(p, caps, decode::kMlaBlockM, decode::kMlaBlockN), plan);
-  return Status{};
+  return plan_split_d(p, caps, decode::kMlaSmemBytes, kMlaShapeName, plan);
 }
 
 // Head dim 512 with its own V: the split-D decode kernel, any seqlen_q.
 Status plan_wide(const AttentionParams& p, const DeviceCaps& caps, Plan* plan) {
-  // The kernel numbers packed rows (seqlen_q x query heads a K/V head) in int.
-  if (p.seqlen_q * (p.heads_q / p.heads_kv) > (int64_t{1} << 30)) {
-    return make_status(StatusCode::kUnsupported,
-                       "head_dim 512 takes at most 2^30 query rows per K/V head and sequence (seqlen_q x heads_q / "
-                       "heads_kv); split the call");
-  }
-  if (caps.max_smem > 0 && caps.max_smem < decode::kWideSmemBytes) {
-    return make_status(StatusCode::kUnsupported,
-                       "head_dim 512 runs on the split-D decode kernel, which needs %d bytes of shared memory per "
-                       "block; device %d (sm_%d%d) allows %d",
-                       decode::kWideSmemBytes, caps.device, caps.major, caps.minor, caps.max_smem);
-  }
-  add(plan, Backend::kDecode, 0);
-  plan_splits(p, mla_splits_wanted(p, caps, decode::kMlaBlockM, decode::kMlaBlockN), plan);
-  return Status{};
+  if (const Status rows = check_packed_rows(p, kWideShapeName); !rows.ok()) return rows;
+  return plan_split_d(p, caps, decode::kWideSmemBytes, kWideShapeName, plan);
 }
 
 // ---------------------------------------------------------------- sm80

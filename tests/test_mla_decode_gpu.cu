@@ -83,6 +83,25 @@ struct MlaCase {
 
 class MlaDecode : public GpuTest {
  protected:
+  // attention_forward on `a` with a workspace of its size (kept in
+  // `workspace`), after checking that flash's choice starts with `expected`.
+  void forward(AttentionParams* a, Buf* workspace, const char* expected) {
+    size_t bytes = 0;
+    const Status ws = attention_workspace_size(*a, &bytes);
+    ASSERT_TRUE(ws.ok()) << ws.message;
+    if (bytes > 0) {
+      ASSERT_EQ(workspace->allocate(bytes), cudaSuccess);
+      a->workspace = workspace->ptr;
+      a->workspace_bytes = bytes;
+    }
+    KernelChoice choice;
+    const Status qs = query_kernel_choice(*a, &choice);
+    ASSERT_TRUE(qs.ok()) << qs.message;
+    EXPECT_EQ(std::string(choice.name).rfind(expected, 0), 0u) << choice.name;
+    const Status s = attention_forward(*a, stream_);
+    ASSERT_TRUE(s.ok()) << s.message;
+  }
+
   void run(const MlaCase& c, MlaKernel kernel) {
     const bool api = kernel == MlaKernel::kApi || kernel == MlaKernel::kApiDecode;
     SCOPED_TRACE(c.name() + (kernel == MlaKernel::kHopper ? " (sm90)"
@@ -278,23 +297,11 @@ class MlaDecode : public GpuTest {
       }
       a.sinks = f.sinks;
       a.num_splits = c.splits == 1 ? 0 : c.splits;  // 0: flash's own choice
-      size_t bytes = 0;
-      const Status ws = attention_workspace_size(a, &bytes);
-      ASSERT_TRUE(ws.ok()) << ws.message;
-      if (bytes > 0) {
-        ASSERT_EQ(workspace.allocate(bytes), cudaSuccess);
-        a.workspace = workspace.ptr;
-        a.workspace_bytes = bytes;
-      }
-      KernelChoice choice;
-      const Status qs = query_kernel_choice(a, &choice);
-      ASSERT_TRUE(qs.ok()) << qs.message;
-      const char* expected = c.separate_v                       ? "decode hd512"
-                             : kernel == MlaKernel::kApiDecode ? "decode mla"
-                                                               : "sm90 mla";
-      EXPECT_EQ(std::string(choice.name).rfind(expected, 0), 0u) << choice.name;
-      const Status s = attention_forward(a, stream_);
-      ASSERT_TRUE(s.ok()) << s.message;
+      forward(&a, &workspace,
+              c.separate_v                       ? "decode hd512"
+              : kernel == MlaKernel::kApiDecode ? "decode mla"
+                                                : "sm90 mla");
+      if (HasFatalFailure()) return;
       err = cudaSuccess;
     } else if (kernel == MlaKernel::kSplitD) {
       if (c.separate_v) {
@@ -449,21 +456,8 @@ class MlaDecode : public GpuTest {
     a.total_k = total_k;
     a.softmax_scale = scale;
     a.causal = true;
-    size_t bytes = 0;
-    const Status ws = attention_workspace_size(a, &bytes);
-    ASSERT_TRUE(ws.ok()) << ws.message;
-    if (bytes > 0) {
-      ASSERT_EQ(workspace.allocate(bytes), cudaSuccess);
-      a.workspace = workspace.ptr;
-      a.workspace_bytes = bytes;
-    }
-    KernelChoice choice;
-    const Status qs = query_kernel_choice(a, &choice);
-    ASSERT_TRUE(qs.ok()) << qs.message;
-    const char* expected = backend == Backend::kDecode ? "decode mla" : "sm90 mla";
-    EXPECT_EQ(std::string(choice.name).rfind(expected, 0), 0u) << choice.name;
-    const Status s = attention_forward(a, stream_);
-    ASSERT_TRUE(s.ok()) << s.message;
+    forward(&a, &workspace, backend == Backend::kDecode ? "decode mla" : "sm90 mla");
+    if (HasFatalFailure()) return;
     ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
     std::vector<uint16_t> o_raw(o_count);
     std::vector<float> lse(rows);
