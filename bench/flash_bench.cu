@@ -54,6 +54,7 @@
 #include "device_tensor.h"
 #include "flash/flash.hpp"
 #include "features_bench.h"
+#include "fp8_prefill_bench.h"
 #include "head_dims_bench.h"
 #include "mla_rows.h"
 #include "gemm_ceiling.h"
@@ -204,6 +205,7 @@ void register_benchmarks(BenchEnv* env) {
   if (o.window) register_window_benchmarks(env);
   if (o.features) register_feature_benchmarks(env);
   if (o.head_dim_rows) register_head_dim_benchmarks(env);
+  if (o.fp8_prefill) register_fp8_prefill_benchmarks(env);
   if (o.mla) register_mla_benchmarks(env);
   if (!o.run_sweep) return;
   for (flash::DType dtype : o.dtypes) {
@@ -285,6 +287,7 @@ int run(int argc, char** argv) {
   if (env.options.serving) print_serving_summary(stdout, env);
   if (env.options.features) print_feature_summary(stdout, env);
   if (env.options.head_dim_rows) print_head_dim_summary(stdout, env);
+  if (env.options.fp8_prefill) print_fp8_prefill_summary(stdout, env);
   if (env.options.mla) print_mla_summary(stdout, env);
   benchmark::Shutdown();
   return 0;

@@ -152,6 +152,9 @@ const char* usage() {
          "                              and with ALiBi\n"
          "  --fp8                       run the fp8 KV cache decode rows: the --decode shapes (--decode_head_dims)\n"
          "                              on dense and paged16 caches, K and V in bf16 and in e4m3 side by side\n"
+         "  --fp8_prefill               run the FP8 prefill rows (bench/fp8_prefill_bench.h): e4m3 Q, K and V with\n"
+         "                              bf16 O beside the same calls in bf16, N 16384, head dims 64, 128, 256,\n"
+         "                              causal and not, and a cublasLt fp8 GEMM ceiling (8192^3)\n"
          "  --head_dim_rows              run the head-dim rows (bench/head_dims_bench.h): bf16, N 16384, not causal,\n"
          "                              head dims 64 to 256 between and at the compiled ones, each against hd128\n"
          "                              and against the compiled head dim that ran it\n"
@@ -170,8 +173,8 @@ const char* usage() {
          "  --serving_head_dims=LIST    the serving rows' head dims (default: those of 64,128,256 compiled in)\n"
          "  --mla                       run MLA's absorbed decode rows (bench/mla_rows.h): head_dim 576, head_dim_v\n"
          "                              512, V read from K's rows, bf16, 64-key pages, against the read ceiling\n"
-         "  --sweep                     with --decode, --varlen, --window, --serving, --features, --head_dim_rows or --mla:\n"
-         "                              run the seed's sweep too (else they replace it)\n"
+         "  --sweep                     with --decode, --varlen, --window, --serving, --features, --head_dim_rows,\n"
+         "                              --fp8_prefill or --mla: run the seed's sweep too (else they replace it)\n"
          "  --autotune                  also run each flash row with autotuning on (the first warm-up call\n"
          "                              tunes) and print heuristic vs autotuned\n"
          "  --flash_iters=N             timed launches per flash row (default 30, after 5 warm-up)\n"
@@ -209,6 +212,8 @@ std::string parse_options(int* argc, char** argv, Options* options, bool* help) 
       options->fp8 = true;
     } else if (std::strcmp(arg, "--features") == 0) {
       options->features = true;
+    } else if (std::strcmp(arg, "--fp8_prefill") == 0) {
+      options->fp8_prefill = true;
     } else if (std::strcmp(arg, "--head_dim_rows") == 0) {
       options->head_dim_rows = true;
     } else if (std::strcmp(arg, "--sweep") == 0) {
@@ -261,7 +266,7 @@ std::string parse_options(int* argc, char** argv, Options* options, bool* help) 
   argv[kept] = nullptr;
   options->run_sweep =
       sweep_flag || (!options->decode && !options->varlen && !options->window && !options->serving && !options->features &&
-                     !options->head_dim_rows && !options->fp8 && !options->mla);
+                     !options->head_dim_rows && !options->fp8 && !options->fp8_prefill && !options->mla);
   return {};
 }
 

@@ -28,6 +28,7 @@ struct Options {
   bool varlen = false;       // --varlen: varlen prefill against an equal-length dense batch
   bool window = false;       // --window: causal sliding-window prefill, flash's pick against the sm80 kernel
   bool fp8 = false;            // --fp8: decode on an e4m3 KV cache beside bf16 (inference_bench.h)
+  bool fp8_prefill = false;    // --fp8_prefill: e4m3 Q, K, V beside bf16 and an fp8 GEMM (fp8_prefill_bench.h)
   bool head_dim_rows = false;  // --head_dim_rows: head dims between the compiled ones (head_dims_bench.h)
   bool features = false;     // --features: each feature's cost against the same call without it (features_bench.h)
   bool mla = false;          // --mla: MLA's absorbed decode (576 / 512) through attention_forward (mla_rows.h)

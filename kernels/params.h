@@ -87,6 +87,13 @@ struct FwdParams {
   const float* k_descale;
   const float* v_descale;
   int64_t descale_head_stride;
+  // FP8 prefill (AttentionParams::q_dtype e4m3; kernels/sm90/fp8_kernel.cuh):
+  // Q = q_descale[h * descale_head_stride] * Q_fp8 for K/V head h (null: 1),
+  // and V transposed into the workspace, fp8_vt_cols one-byte columns per
+  // (K/V head, head-dim row) (kernels/sm90/fp8_vt.h); null otherwise.
+  const float* q_descale;
+  void* fp8_vt;
+  int64_t fp8_vt_cols;
 
   // Split-KV (decode and sm90 kernels): num_splits > 1 writes fp32 partial O and LSE
   // per split to the workspace, [num_splits, batch, heads_q, seqlen_q, kHeadDim]

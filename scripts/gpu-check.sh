@@ -2,7 +2,7 @@
 # Build, test and benchmark flash on a GPU machine in one go.
 #
 #   scripts/gpu-check.sh [phases...]     phases: build sass test ctest sanitize stress python ncu bench quickbench decode serving
-#                                        features headdims fp8 mla
+#                                        features headdims fp8 fp8prefill mla
 #                                        (default: build sass test sanitize bench)
 #
 # stress: flash_stress_tests (tests/test_stress_gpu.cpp: millions of keys,
@@ -30,6 +30,10 @@
 # fp8: flash_bench --fp8 --decode_head_dims=64,128,256 --no-standard (decode on
 # an e4m3 KV cache beside bf16, dense and paged16, against the read
 # ceiling), JSON in $OUT/bench_fp8.json. FP8_ARGS: extra flags.
+#
+# fp8prefill: flash_bench --fp8_prefill --no-standard (e4m3 Q, K, V beside
+# bf16 at N 16384, and a cublasLt fp8 GEMM ceiling; fp8_prefill_bench.h),
+# JSON in $OUT/bench_fp8_prefill.json, its table and ceilings in the summary.
 #
 # mla: flash_bench --mla --no-standard (MLA's absorbed decode through
 # attention_forward, bench/mla_rows.h), JSON in $OUT/bench_mla.json, and
@@ -183,7 +187,7 @@ bench_rows() {
   "$BUILD_DIR/bench/flash_bench" "$@" --no-standard \
     --benchmark_out="$OUT/bench_$name.json" --benchmark_out_format=json >"$OUT/bench_$name.log" 2>&1
   note "$label bench: exit $? in $(( $(date +%s) - t0 ))s"
-  grep -E "^- read ceiling|^\| " "$OUT/bench_$name.log" >>"$SUMMARY"
+  grep -E "^- read ceiling|^- batch 1|^\| " "$OUT/bench_$name.log" >>"$SUMMARY"
   grep -E "ERROR OCCURRED" "$OUT/bench_$name.log" | head -10 | tee -a "$SUMMARY"
 }
 
@@ -194,6 +198,7 @@ has_phase features && bench_rows features features --features
 has_phase headdims && bench_rows head_dims head-dim --head_dim_rows
 # shellcheck disable=SC2086
 has_phase fp8 && bench_rows fp8 fp8 --fp8 --decode_head_dims=64,128,256 ${FP8_ARGS:-}
+has_phase fp8prefill && bench_rows fp8_prefill fp8-prefill --fp8_prefill
 if has_phase mla; then
   bench_rows mla mla --mla
   if [[ -x "$BUILD_DIR/bench/mla_bench" ]]; then

@@ -80,6 +80,7 @@ FLASH_SAME_FIELD_TYPE(flash_attention_params, AttentionParams, rotary_positions)
 FLASH_SAME_FIELD_TYPE(flash_attention_params, AttentionParams, k_descale);
 FLASH_SAME_FIELD_TYPE(flash_attention_params, AttentionParams, v_descale);
 FLASH_SAME_FIELD_TYPE(flash_attention_params, AttentionParams, descale_head_stride);
+FLASH_SAME_FIELD_TYPE(flash_attention_params, AttentionParams, q_descale);
 FLASH_SAME_FIELD_TYPE(flash_merge_params, MergeParams, num_states);
 FLASH_SAME_FIELD_TYPE(flash_merge_params, MergeParams, batch);
 FLASH_SAME_FIELD_TYPE(flash_merge_params, MergeParams, seqlen_q);
@@ -148,9 +149,12 @@ static_assert(offsetof(flash_attention_params, kv_dtype) ==
                   offsetof(flash_attention_params, rotary_interleaved) +
                       sizeof(flash_attention_params::rotary_interleaved),
               "the fp8 KV cache's fields must start where the struct before them ended");
-static_assert(sizeof(flash_attention_params) ==
+static_assert(offsetof(flash_attention_params, q_dtype) ==
                   offsetof(flash_attention_params, descale_head_stride) +
                       sizeof(flash_attention_params::descale_head_stride),
+              "the FP8 prefill's fields must start where the struct before them ended");
+static_assert(sizeof(flash_attention_params) ==
+                  offsetof(flash_attention_params, q_descale) + sizeof(flash_attention_params::q_descale),
               "the last field must end the struct: a tail padding would hold a later version's first field");
 static_assert(sizeof(flash_attention_params) % kStructSizeGranule == 0, "the struct must end on a multiple of 8");
 
@@ -319,6 +323,7 @@ void copy_same_fields(const Src& src, Dst& dst) noexcept {
   dst.k_descale = src.k_descale;
   dst.v_descale = src.v_descale;
   dst.descale_head_stride = src.descale_head_stride;
+  dst.q_descale = src.q_descale;
 }
 
 // Converts `c` to *p, or says which bool field holds neither 0 nor 1. The
@@ -342,6 +347,7 @@ Status to_cpp(const flash_attention_params& c, AttentionParams* out) noexcept {
   p.autotune = c.autotune != 0;
   p.rotary_interleaved = c.rotary_interleaved != 0;
   p.kv_dtype = static_cast<KvDType>(raw_value<int32_t>(c.kv_dtype));
+  p.q_dtype = static_cast<KvDType>(raw_value<int32_t>(c.q_dtype));
   return Status{};
 }
 
@@ -356,6 +362,8 @@ void to_c(const AttentionParams& p, flash_attention_params* c) noexcept {
   c->rotary_interleaved = p.rotary_interleaved ? 1 : 0;
   const auto kv_dtype = static_cast<int32_t>(p.kv_dtype);
   std::memcpy(&c->kv_dtype, &kv_dtype, sizeof(kv_dtype));
+  const auto q_dtype = static_cast<int32_t>(p.q_dtype);
+  std::memcpy(&c->q_dtype, &q_dtype, sizeof(q_dtype));
 }
 
 // The same for flash_merge_params and MergeParams: every field but dtype.

@@ -10,6 +10,7 @@
 #include "kernels/sm80/api.h"
 #if FLASH_HAS_SM90
 #include "kernels/sm90/api.h"
+#include "kernels/sm90/fp8_vt.h"
 #include "kernels/sm90/tma_limits.h"
 #endif
 
@@ -115,6 +116,7 @@ bool describe(const Plan& plan, const Candidate& c, const AttentionParams& p, Ke
     return true;
   }
 #if FLASH_HAS_SM90
+  if (plan.fp8_prefill) return c.backend == Backend::kSm90 && c.index == 0 && sm90::describe_fp8(p.head_dim, choice);
   if (c.backend == Backend::kSm90 && mla_shape(p.head_dim, p.head_dim_v)) {
     if (c.index != 0) return false;
     choice->backend = Backend::kSm90;
@@ -161,6 +163,20 @@ cudaError_t launch(const Plan& plan, const Candidate& c, const AttentionParams& 
     f.o_partial = static_cast<float*>(p.workspace);
     f.lse_partial = f.o_partial + rows * static_cast<size_t>(split_row_width(p));
   }
+#if FLASH_HAS_SM90
+  if (plan.fp8_prefill) {
+    if (c.index != 0 || c.backend != Backend::kSm90 || p.dtype != DType::kBFloat16) return cudaErrorInvalidValue;
+    f.fp8_vt = p.workspace;
+    f.fp8_vt_cols = sm90::fp8_vt_cols(p.cu_seqlens_k != nullptr ? p.total_k : p.batch * p.seqlen_k, p.batch);
+    return with_head_dim(p.head_dim, cudaErrorInvalidValue, [&](auto head_dim) -> cudaError_t {
+      constexpr int kHeadDim = decltype(head_dim)::value;
+      if constexpr (kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256) {
+        return sm90::run_fwd_fp8<DType::kBFloat16, kHeadDim>(f, plan.mask, stream);
+      }
+      return cudaErrorInvalidValue;
+    });
+  }
+#endif
   if (wide_shape(p.head_dim, p.head_dim_v)) {
     if (c.index != 0 || c.backend != Backend::kDecode) return cudaErrorInvalidValue;
     return p.dtype == DType::kFloat16 ? decode::run_wide<DType::kFloat16>(f, stream)
@@ -256,6 +272,7 @@ FwdParams make_fwd_params(const AttentionParams& p, const DeviceCaps& caps) noex
   f.k_descale = p.k_descale;
   f.v_descale = p.v_descale;
   f.descale_head_stride = p.descale_head_stride;
+  f.q_descale = p.q_descale;
   f.alibi_slopes = p.alibi_slopes;
   f.alibi_scale = 1.f / f.softmax_scale;  // the scale the kernels apply, after the softcap's folding
   f.num_splits = 1;

@@ -7,6 +7,7 @@
 #include "head_dims.h"
 #include "kernels/decode/api.h"
 #include "kernels/sm80/api.h"
+#include "kernels/sm90/fp8_vt.h"
 #include "kernels/sm90/tma_limits.h"
 #include "src/dispatch.h"
 #include "src/status.h"
@@ -313,6 +314,60 @@ Status plan_mla(const AttentionParams& p, const DeviceCaps& caps, Plan* plan) {
 }
 
 // Head dim 512 with its own V: the split-D decode kernel, any seqlen_q.
+// FP8 prefill (q_dtype e4m3; validate() has limited the call to what the
+// kernel takes): the Hopper FP8 kernel, unsplit, V^T in the workspace.
+Status plan_fp8_prefill(const AttentionParams& p, const DeviceCaps& caps, Plan* plan) {
+#if FLASH_HAS_SM90
+  if (!fp8_head_dim(p.head_dim) || kernel_head_dim(p.head_dim, KernelSet::kFp8) != p.head_dim) {
+    return make_status(StatusCode::kUnsupported,
+                       "the FP8 prefill at head_dim %lld needs it in FLASH_HEAD_DIMS (this build has: %s)",
+                       static_cast<long long>(p.head_dim), FLASH_HEAD_DIMS_STRING);
+  }
+  if (caps.major != 9) {
+    return make_status(StatusCode::kUnsupported,
+                       "the FP8 prefill (q_dtype kFloat8E4M3) runs on sm_90 (Hopper) only; device %d is sm_%d%d",
+                       caps.device, caps.major, caps.minor);
+  }
+  if (!caps.tma_encoder) {
+    return make_status(StatusCode::kUnsupported,
+                       "the FP8 prefill needs the driver's tensor-map encoder (cuTensorMapEncodeTiled), which this "
+                       "driver does not offer");
+  }
+  if (ceil_div(p.seqlen_q, 64) * p.heads_q * p.batch > INT32_MAX - 4096) {
+    return make_status(StatusCode::kUnsupported,
+                       "the FP8 prefill needs fewer than 2^31 (64-row query block, head, batch) units");
+  }
+  const int64_t keys = p.cu_seqlens_k != nullptr ? p.total_k : p.batch * p.seqlen_k;
+  if (sm90::fp8_vt_cols(keys, p.batch) > sm90::kTmaMaxRows) {
+    return make_status(StatusCode::kUnsupported,
+                       "the FP8 prefill takes fewer than 2^31 keys in all (with 48 a sequence of padding)");
+  }
+  if (p.batch > 0 && p.seqlen_q > 0) {
+    const FwdParams f = make_fwd_params(p, caps);
+    sm90::TmaTensors t = sm90::tma_tensors(f);
+    t.q.elem_bytes = t.k.elem_bytes = t.v.elem_bytes = 1;
+    const char* const names[4] = {"q", "k", "v", "o"};
+    const sm90::TmaTensor* const tensors[4] = {&t.q, &t.k, &t.v, &t.o};
+    for (int i = 0; i < 4; ++i) {
+      if (const char* why = sm90::tma_problem(*tensors[i])) {
+        return make_status(StatusCode::kUnsupported, "the FP8 prefill cannot describe %s to TMA: %s", names[i], why);
+      }
+    }
+  }
+  plan->mask = plan->window_right >= 0 ? MaskVariant::kCausal : MaskVariant::kTail;
+  plan->fp8_prefill = true;
+  add(plan, Backend::kSm90, 0);
+  plan->num_splits = 1;
+  plan->workspace_bytes = plan->workspace_wanted = fp8_prefill_workspace_bytes(p);
+  return Status{};
+#else
+  (void)p, (void)caps, (void)plan;
+  return make_status(StatusCode::kUnsupported,
+                     "the FP8 prefill (q_dtype kFloat8E4M3) runs on the Hopper kernel; this build has none (add 90a "
+                     "to CMAKE_CUDA_ARCHITECTURES)");
+#endif
+}
+
 Status plan_wide(const AttentionParams& p, const DeviceCaps& caps, Plan* plan) {
   if (const Status rows = check_packed_rows(p, kWideShapeName); !rows.ok()) return rows;
   return plan_split_d(p, caps, decode::kWideSmemBytes, kWideShapeName, plan);
@@ -378,6 +433,16 @@ int split_row_width(const AttentionParams& p) noexcept {
   return workspace_head_dim(width(p), hopper ? KernelSet::kSm90 : KernelSet::kAny);
 }
 
+size_t fp8_prefill_workspace_bytes(const AttentionParams& p) noexcept {
+  const int64_t keys = p.cu_seqlens_k != nullptr ? p.total_k : p.batch * p.seqlen_k;
+  if (keys < 0 || p.batch < 0 || p.heads_kv < 0 || p.head_dim < 0) return SIZE_MAX;
+  uint64_t bytes = static_cast<uint64_t>(sm90::fp8_vt_cols(keys, p.batch));
+  for (const int64_t factor : {p.heads_kv, p.head_dim}) {
+    if (__builtin_mul_overflow(bytes, static_cast<uint64_t>(factor), &bytes)) return SIZE_MAX;
+  }
+  return bytes > SIZE_MAX ? SIZE_MAX : static_cast<size_t>(bytes);
+}
+
 size_t decode_workspace_bytes(const AttentionParams& p, int num_splits) noexcept {
   if (num_splits <= 1) return 0;
   // num_splits * batch * heads_q * seqlen_q rows of W + 1 floats
@@ -405,6 +470,7 @@ Status make_plan(const AttentionParams& p, const DeviceCaps& caps, Plan* plan) n
                        static_cast<long long>(width(p)), FLASH_HEAD_DIMS_STRING);
   }
   const Backend b = p.backend;
+  if (p.q_dtype != KvDType::kSame) return plan_fp8_prefill(p, caps, plan);
   if (fp8_cache(p)) {
     // validate() leaves kAuto, kDecode or kSm90.
     if (decode_head_dim(p) == 0) {

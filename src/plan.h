@@ -60,6 +60,9 @@ struct Plan {
   // 1). splits_wanted / workspace_wanted are flash's choice before that rule
   // (what attention_workspace_size reports).
   int num_splits = 1;
+  // The FP8 prefill (q_dtype e4m3; kernels/sm90/fp8_kernel.cuh): candidate
+  // {kSm90, 0} runs it, V^T in the workspace.
+  bool fp8_prefill = false;
   size_t workspace_bytes = 0;
   int splits_wanted = 1;
   size_t workspace_wanted = 0;
@@ -80,6 +83,9 @@ bool uses_engine_features(const AttentionParams& p) noexcept;
 // head dim a kernel that may run p writes (the Hopper kernel's counted only
 // when the build has it and p.backend is kAuto or kSm90).
 int split_row_width(const AttentionParams& p) noexcept;
+// Bytes of workspace the FP8 prefill (q_dtype e4m3) needs for V^T
+// (kernels/sm90/fp8_vt.h); SIZE_MAX when it does not fit in size_t.
+size_t fp8_prefill_workspace_bytes(const AttentionParams& p) noexcept;
 size_t decode_workspace_bytes(const AttentionParams& p, int num_splits) noexcept;
 
 }  // namespace flash::detail

@@ -400,6 +400,61 @@ Status check_fp8_cache(const AttentionParams& p) noexcept {
   return Status{};
 }
 
+// FP8 prefill (AttentionParams::q_dtype), after check_fp8_cache.
+Status check_fp8_prefill(const AttentionParams& p) noexcept {
+  if (p.q_dtype == KvDType::kSame) {
+    if (p.q_descale != nullptr) {
+      return make_status(StatusCode::kInvalidArgument,
+                         "q_descale needs an fp8 Q (q_dtype KvDType::kFloat8E4M3); with q_dtype kSame it must be null");
+    }
+    return Status{};
+  }
+  if (p.q_dtype != KvDType::kFloat8E4M3) {
+    return make_status(StatusCode::kInvalidArgument,
+                       "q_dtype %lld is not valid; use KvDType::kSame (0) or kFloat8E4M3 (1)",
+                       static_cast<long long>(p.q_dtype));
+  }
+  if (p.kv_dtype != KvDType::kFloat8E4M3) {
+    return make_status(StatusCode::kInvalidArgument,
+                       "q_dtype kFloat8E4M3 (FP8 prefill) needs K and V in e4m3 too: set kv_dtype kFloat8E4M3");
+  }
+  if (p.dtype != DType::kBFloat16) {
+    return make_status(StatusCode::kUnsupported, "the FP8 prefill writes O in bf16: dtype must be DType::kBFloat16");
+  }
+  const int64_t dv = detail::value_head_dim(p.head_dim, p.head_dim_v);
+  if ((p.head_dim != 64 && p.head_dim != 128 && p.head_dim != 256) || dv != p.head_dim) {
+    return make_status(StatusCode::kUnsupported,
+                       "the FP8 prefill runs head_dim 64, 128 or 256 with head_dim_v 0 or the same; got %lld / %lld",
+                       static_cast<long long>(p.head_dim), static_cast<long long>(p.head_dim_v));
+  }
+  if (p.backend != Backend::kAuto && p.backend != Backend::kSm90) {
+    return make_status(StatusCode::kUnsupported,
+                       "the FP8 prefill (q_dtype kFloat8E4M3) runs on the Hopper kernel only: use Backend::kAuto or "
+                       "kSm90");
+  }
+  const char* what = p.seqused_k != nullptr              ? "seqused_k"
+                     : p.block_table != nullptr          ? "a paged cache (block_table)"
+                     : p.window_left >= 0 || (p.window_right >= 0 && !p.causal) ? "a sliding window"
+                     : p.softcap > 0.f                   ? "softcap"
+                     : p.alibi_slopes != nullptr         ? "alibi_slopes"
+                     : p.num_splits > 1                  ? "num_splits > 1"
+                                                         : nullptr;
+  if (what != nullptr) {
+    return make_status(StatusCode::kUnsupported,
+                       "the FP8 prefill (q_dtype kFloat8E4M3) does not support %s; it takes dense or varlen tensors, "
+                       "causal or no mask, lse and sinks",
+                       what);
+  }
+  if ((p.cu_seqlens_q != nullptr && p.total_q == 0) || (p.cu_seqlens_k != nullptr && p.total_k == 0)) {
+    return make_status(StatusCode::kInvalidArgument,
+                       "the FP8 prefill with cu_seqlens needs total_q and total_k (the packed tensors' rows)");
+  }
+  if (reinterpret_cast<uintptr_t>(p.q_descale) % alignof(float) != 0) {
+    return make_status(StatusCode::kInvalidArgument, "q_descale must be 4-byte aligned");
+  }
+  return Status{};
+}
+
 }  // namespace
 
 Status validate(const AttentionParams& p) noexcept { return detail::validate_call(p, /*check_workspace=*/true); }
@@ -447,7 +502,8 @@ Status validate_call(const AttentionParams& p, bool check_workspace) noexcept {
     }
   }
   {
-    const Status s = check_fp8_cache(p);
+    Status s = check_fp8_cache(p);
+    if (s.ok()) s = check_fp8_prefill(p);
     if (!s.ok()) return s;
   }
   if (p.heads_q < 1 || p.heads_kv < 1) {
@@ -513,7 +569,8 @@ Status validate_call(const AttentionParams& p, bool check_workspace) noexcept {
   const int64_t kv_rows = paged ? p.page_size : (varlen_k ? k_rows_varlen : p.seqlen_k);
   const int64_t dv = value_head_dim(p.head_dim, p.head_dim_v);
   const TensorView q{"q", p.q, {q_batches, q_rows, p.heads_q},
-                     {varlen_q ? 0 : p.q_batch_stride, p.q_seq_stride, p.q_head_stride}, p.head_dim, 2};
+                     {varlen_q ? 0 : p.q_batch_stride, p.q_seq_stride, p.q_head_stride}, p.head_dim,
+                     p.q_dtype == KvDType::kSame ? 2 : 1};
   const int64_t kv_bytes = p.kv_dtype == KvDType::kSame ? 2 : 1;
   const TensorView k{"k", p.k, {kv_batches, kv_rows, p.heads_kv},
                      {varlen_k ? 0 : p.k_batch_stride, p.k_seq_stride, p.k_head_stride}, p.head_dim, kv_bytes};
@@ -581,6 +638,14 @@ Status validate_call(const AttentionParams& p, bool check_workspace) noexcept {
                          needed, p.rotary_cos != nullptr ? ", the rotated Q" : "",
                          p.num_splits > 1 ? ", the split partials" : "", p.workspace == nullptr ? "null" : "set",
                          p.workspace_bytes);
+    }
+  } else if (check_workspace && p.q_dtype != KvDType::kSame) {
+    const size_t needed = fp8_prefill_workspace_bytes(p);
+    if (p.workspace == nullptr || p.workspace_bytes < needed) {
+      return make_status(StatusCode::kInvalidArgument,
+                         "the FP8 prefill needs a workspace of %zu bytes (attention_workspace_size(): V transposed); "
+                         "workspace is %s with workspace_bytes %zu",
+                         needed, p.workspace == nullptr ? "null" : "set", p.workspace_bytes);
     }
   } else if (check_workspace && p.num_splits > 1) {
     // The split count is the caller's here, so the workspace it needs is

@@ -680,6 +680,38 @@ TEST(Plan, Fp8CacheOnHopperUnlessFlashSplits) {
   EXPECT_EQ(plan.candidates[0].backend, Backend::kSm90) << "any page size";
 }
 
+TEST(Plan, Fp8PrefillRunsTheHopperFp8Kernel) {
+  // q_dtype e4m3: the FP8 kernel, unsplit, its workspace V^T; on Hopper
+  // only, at a compiled head dim.
+  for (int64_t d : {64, 128, 256}) {
+    SCOPED_TRACE("head_dim " + std::to_string(d));
+    AttentionParams p = dense(d, 4096, 4096, d == 128);
+    p.q_dtype = p.kv_dtype = KvDType::kFloat8E4M3;
+    Plan plan;
+    const Status s = detail::make_plan(p, kH200, &plan);
+    if (!kHasSm90 || !head_dim_compiled(d)) {
+      EXPECT_EQ(s.code, StatusCode::kUnsupported) << s.message;
+      continue;
+    }
+    ASSERT_TRUE(s.ok()) << s.message;
+    EXPECT_TRUE(plan.fp8_prefill);
+    ASSERT_EQ(plan.num_candidates, 1);
+    EXPECT_EQ(plan.candidates[0].backend, Backend::kSm90);
+    EXPECT_EQ(plan.num_splits, 1);
+    EXPECT_EQ(plan.mask, d == 128 ? MaskVariant::kCausal : MaskVariant::kTail);
+    EXPECT_FALSE(plan.tunable);
+    // 2 sequences of 4096 keys, 8 K/V heads of d rows, (8192 + 96) columns.
+    EXPECT_EQ(plan.workspace_wanted, static_cast<size_t>(8 * d * 8288));
+    EXPECT_EQ(plan.workspace_bytes, plan.workspace_wanted);
+    KernelChoice choice;
+    ASSERT_TRUE(detail::describe(plan, plan.candidates[0], p, &choice));
+    EXPECT_EQ(std::string(choice.name).rfind("sm90 fp8 ", 0), 0u) << choice.name;
+    const Status a100 = detail::make_plan(p, kA100, &plan);
+    EXPECT_EQ(a100.code, StatusCode::kUnsupported);
+    EXPECT_NE(std::string(a100.message).find("sm_90 (Hopper) only"), std::string::npos) << a100.message;
+  }
+}
+
 TEST(Plan, HeadDimRunsOnTheNextCompiledKernel) {
   // The smallest compiled head dim at least d (96 or a multiple of 64: `sm90`), or 0.
   auto next_compiled = [](int64_t d, bool sm90) -> int64_t {

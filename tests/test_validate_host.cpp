@@ -895,6 +895,92 @@ TEST(Validate, RejectsTotalsOverflowingInt64) {
   EXPECT_TRUE(invalid(p, {"k:", "overflow"}));
 }
 
+// FP8 prefill (q_dtype kFloat8E4M3): what it takes, and the reason for
+// everything else.
+TEST(Validate, ChecksAnFp8Prefill) {
+  AttentionParams p = valid_params();
+  p.q_dtype = KvDType::kFloat8E4M3;
+  p.kv_dtype = KvDType::kFloat8E4M3;
+  p.q_descale = static_cast<const float*>(fake_ptr(5));
+  p.workspace = fake_ptr(6);
+  p.workspace_bytes = size_t{1} << 30;
+  EXPECT_TRUE(flash::validate(p).ok()) << flash::validate(p).message;
+  p.causal = true;
+  EXPECT_TRUE(flash::validate(p).ok()) << flash::validate(p).message;
+
+  // The workspace: V^T, heads_kv * head_dim * columns; none or too small is refused.
+  AttentionParams bad = p;
+  bad.workspace = nullptr;
+  bad.workspace_bytes = 0;
+  EXPECT_TRUE(invalid(bad, {"FP8 prefill needs a workspace of", "attention_workspace_size"}));
+  // 2 sequences of 200 keys: (400 + 48 * 2 + 15) / 16 * 16 = 496 columns
+  // for each of the 2 K/V heads' 128 rows.
+  bad = p;
+  bad.workspace_bytes = size_t{2} * 128 * 496 - 1;
+  EXPECT_TRUE(invalid(bad, {"needs a workspace of 126976 bytes"}));
+  bad.workspace_bytes += 1;
+  EXPECT_TRUE(flash::validate(bad).ok()) << flash::validate(bad).message;
+
+  // Q is one-byte: a row stride of 8 elements is 8 bytes.
+  bad = p;
+  bad.q_head_stride = 136;
+  EXPECT_TRUE(invalid(bad, {"q_head_stride", "16"}));
+
+  bad = p;
+  bad.kv_dtype = KvDType::kSame;
+  bad.q_descale = nullptr;
+  EXPECT_TRUE(invalid(bad, {"needs K and V in e4m3 too"}));
+  bad = p;
+  bad.q_dtype = static_cast<KvDType>(3);
+  EXPECT_TRUE(invalid(bad, {"q_dtype 3"}));
+  bad = p;
+  bad.q_dtype = KvDType::kSame;
+  EXPECT_TRUE(invalid(bad, {"q_descale needs an fp8 Q"}));
+  bad = p;
+  bad.q_descale = static_cast<const float*>(fake_ptr(5, 2));
+  EXPECT_TRUE(invalid(bad, {"q_descale must be 4-byte aligned"}));
+
+  auto unsupported = [](const AttentionParams& q, const char* words) {
+    const Status s = flash::validate(q);
+    return s.code == StatusCode::kUnsupported && std::string(s.message).find(words) != std::string::npos
+               ? ::testing::AssertionSuccess()
+               : ::testing::AssertionFailure() << "code " << static_cast<int>(s.code) << ": " << s.message;
+  };
+  bad = p;
+  bad.dtype = DType::kFloat16;
+  EXPECT_TRUE(unsupported(bad, "dtype must be DType::kBFloat16"));
+  for (int64_t d : {96, 192, 80}) {
+    bad = p;
+    bad.head_dim = d;
+    bad.set_contiguous_bnhd();
+    EXPECT_TRUE(unsupported(bad, "head_dim 64, 128 or 256")) << d;
+  }
+  bad = p;
+  bad.head_dim_v = 64;
+  bad.set_contiguous_bnhd();
+  EXPECT_TRUE(unsupported(bad, "head_dim 64, 128 or 256"));
+  bad = p;
+  bad.backend = Backend::kDecode;
+  EXPECT_TRUE(unsupported(bad, "Hopper kernel only"));
+  bad = p;
+  bad.seqused_k = static_cast<const int32_t*>(fake_ptr(7));
+  EXPECT_TRUE(unsupported(bad, "seqused_k"));
+  bad = p;
+  bad.causal = false;
+  bad.window_left = 64;
+  EXPECT_TRUE(unsupported(bad, "sliding window"));
+  bad = p;
+  bad.softcap = 30.f;
+  EXPECT_TRUE(unsupported(bad, "softcap"));
+  bad = p;
+  bad.num_splits = 2;
+  EXPECT_TRUE(unsupported(bad, "num_splits > 1"));
+  bad = p;
+  bad.cu_seqlens_q = static_cast<const int32_t*>(fake_ptr(8));
+  bad.cu_seqlens_k = static_cast<const int32_t*>(fake_ptr(9));
+  EXPECT_TRUE(invalid(bad, {"needs total_q and total_k"}));
+}
+
 TEST(Validate, ChecksAnFp8Cache) {
   AttentionParams p = valid_params();
   p.kv_dtype = KvDType::kFloat8E4M3;

@@ -276,6 +276,19 @@ typedef struct flash_attention_params {
   const float* k_descale;
   const float* v_descale;
   int64_t descale_head_stride;
+
+  /* FP8 prefill (flash.hpp's AttentionParams says it in full). With q_dtype
+   * FLASH_KV_DTYPE_FLOAT8_E4M3 and kv_dtype FLASH_KV_DTYPE_FLOAT8_E4M3, Q
+   * holds e4m3 too, standing for q_descale[h * descale_head_stride] * Q_fp8
+   * (h the K/V head; null: 1), and both products run on e4m3 tensor cores;
+   * O is bf16 (dtype FLASH_DTYPE_BFLOAT16). Hopper only (FLASH_BACKEND_AUTO
+   * or FLASH_BACKEND_SM90); head_dim 64, 128 or 256 with head_dim_v 0 or
+   * the same; dense or varlen (with total_q and total_k); no mask or causal;
+   * lse and sinks. Needs a workspace of flash_attention_workspace_size()
+   * bytes (V transposed). FLASH_KV_DTYPE_SAME (the default) takes a null
+   * q_descale. */
+  flash_kv_dtype q_dtype;
+  const float* q_descale;
 } flash_attention_params;
 
 /* Sets struct_size to `struct_size` and every field within the first
@@ -286,7 +299,7 @@ typedef struct flash_attention_params {
  * window_right -1, softcap 0, num_splits 0, no workspace, total_q and
  * total_k 0, no sinks, no ALiBi, head_dim_v 0, no append, no rotary,
  * kv_dtype FLASH_KV_DTYPE_SAME with null descales and descale_head_stride
- * 0); padding zeroed. Writes nothing past struct_size bytes, and
+ * 0, q_dtype FLASH_KV_DTYPE_SAME with a null q_descale); padding zeroed. Writes nothing past struct_size bytes, and
  * when struct_size is not one the library accepts (see
  * flash_attention_params) only struct_size itself (nothing if it is below
  * sizeof(size_t)), which the other calls then reject. A null `params` is

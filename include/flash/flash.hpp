@@ -241,6 +241,24 @@ struct AttentionParams {
   const float* k_descale = nullptr;
   const float* v_descale = nullptr;
   int64_t descale_head_stride = 0;
+  // FP8 prefill (FlashAttention-3's FP8 forward). With q_dtype kFloat8E4M3
+  // (and kv_dtype kFloat8E4M3), Q holds e4m3 elements too and stands for
+  //   Q = q_descale[h * descale_head_stride] * Q_fp8
+  // (h the K/V head its query head reads; null: 1), and both products run
+  // on the e4m3 tensor cores: Q K^T, then P V with P rounded to e4m3 (each
+  // row's probabilities scaled so its largest is 256; terms below 2^-17 of
+  // it are dropped). O is bf16: dtype must be kBFloat16. The Hopper kernel
+  // only (Backend::kAuto or kSm90, sm_90 with an sm_90a build); head_dim
+  // 64, 128 or 256 with head_dim_v 0 or the same; dense or varlen tensors
+  // (varlen with total_q and total_k); no mask or causal; lse and sinks.
+  // Not with seqused_k, a paged cache, k_new, a window, softcap, ALiBi or
+  // num_splits > 1. Q, K and V strides in multiples of 16 elements.
+  // Needs a workspace of attention_workspace_size() bytes, about heads_kv *
+  // head_dim * (batch * seqlen_k, or total_k) bytes: V is first written
+  // transposed into it (e4m3 wgmma reads its B operand only K-major), on the
+  // same stream.
+  KvDType q_dtype = KvDType::kSame;
+  const float* q_descale = nullptr;
 
   // Split-KV (flash-decoding): the keys are split across CTAs, each writing
   // a partial output that a combine kernel merges in a fixed order (so

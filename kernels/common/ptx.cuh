@@ -75,6 +75,22 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
   }
 }
 
+// Four floats rounded to e4m3 (round to nearest even, saturating at +-448),
+// byte i from x_i: x0 in the lowest byte. The cvt puts its first source in
+// the upper byte of each pair. sm_89 and newer.
+__device__ __forceinline__ uint32_t pack4_e4m3(float x0, float x1, float x2, float x3) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  uint16_t lo, hi;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;\n" : "=h"(lo) : "f"(x1), "f"(x0));
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;\n" : "=h"(hi) : "f"(x3), "f"(x2));
+  return static_cast<uint32_t>(lo) | (static_cast<uint32_t>(hi) << 16);
+#else
+  (void)x0, (void)x1, (void)x2, (void)x3;
+  __trap();
+  return 0;
+#endif
+}
+
 // One float rounded to Element.
 template <typename Element>
 __device__ __forceinline__ Element from_float(float x) {

@@ -76,13 +76,17 @@ struct OnlineSoftmax {
   // exponents take s against m - shift, so the offset costs a few
   // instructions per row instead of one per score.
   static constexpr float kLazyLog2 = 8.f;
-  template <bool kLazy = false, bool kSum = true, int kNTiles>
+  //
+  // kPOffset: the probabilities are 2^kPOffset times larger (exponents
+  // against m - kPOffset), l with them; the caller's O and log-sum-exp take
+  // the factor out (the FP8 prefill scales P into e4m3's range this way).
+  template <bool kLazy = false, bool kSum = true, int kPOffset = 0, int kNTiles>
   __device__ __forceinline__ bool update(float (&s)[kMTiles][kNTiles][4], float scale_log2,
                                          float (&correction)[kRows]) {
     const float none[kRows] = {};
-    return update_shifted<kLazy, kSum, false>(s, scale_log2, correction, none);
+    return update_shifted<kLazy, kSum, false, kPOffset>(s, scale_log2, correction, none);
   }
-  template <bool kLazy, bool kSum, bool kShift, int kNTiles>
+  template <bool kLazy, bool kSum, bool kShift, int kPOffset = 0, int kNTiles>
   __device__ __forceinline__ bool update_shifted(float (&s)[kMTiles][kNTiles][4], float scale_log2,
                                                  float (&correction)[kRows], const float (&shift)[kRows]) {
     constexpr int kAcc = kNTiles < 4 ? kNTiles : 4;  // independent partial max / sum chains per row
@@ -113,7 +117,8 @@ struct OnlineSoftmax {
       const float m_scaled = m_new == -INFINITY ? 0.f : __fmul_ru(m_new, scale_log2);
       correction[r] = ptx::exp2_approx(__fmul_ru(m[r], scale_log2) - m_scaled);
       // The exponents' reference: the max as seen from the shifted scores.
-      const float ref = kShift ? (m_new == -INFINITY ? 0.f : __fmul_ru(m_new - shift[r], scale_log2)) : m_scaled;
+      const float ref =
+          (kShift ? (m_new == -INFINITY ? 0.f : __fmul_ru(m_new - shift[r], scale_log2)) : m_scaled) - kPOffset;
       m[r] = m_new;
       float part_sum[kAcc];
 #pragma unroll

@@ -33,6 +33,14 @@ cudaError_t run_fwd_cache(const detail::FwdParams& params, MaskVariant mask, cud
 template <DType kDType, int kHeadDim>
 cudaError_t run_fwd_cache_fp8(const detail::FwdParams& params, MaskVariant mask, cudaStream_t stream);
 
+// FP8 prefill (kernels/sm90/fp8_kernel.cuh): Q, K and V in e4m3 (dense or
+// varlen), O in kDType, head dims 64, 128 and 256, no mask or causal
+// (kTail, kCausal; else cudaErrorInvalidValue). params.fp8_vt is workspace
+// for V^T (fp8_vt.h), written first on the same stream. Defined in
+// instantiations/fwd_fp8_*.cu.
+template <DType kDType, int kHeadDim>
+cudaError_t run_fwd_fp8(const detail::FwdParams& params, MaskVariant mask, cudaStream_t stream);
+
 // MLA decode (kernels/sm90/mla_kernel.cuh): Q K^T over up to 576 columns,
 // V and O over up to 512, V being K's rows (params.v == params.k, same
 // strides), any K/V head count, dense, varlen or paged caches (any page
@@ -42,6 +50,9 @@ cudaError_t run_fwd_cache_fp8(const detail::FwdParams& params, MaskVariant mask,
 inline constexpr int kMlaSmemBytes = 230912;
 template <DType kDType>
 cudaError_t run_mla(const detail::FwdParams& params, cudaStream_t stream);
+
+// The FP8 prefill's configuration at head_dim (64, 128, 256). False if none.
+bool describe_fp8(int64_t head_dim, KernelChoice* choice);
 
 // Number of compiled configurations for (head_dim, masked) (0 if none).
 int num_candidates(int64_t head_dim, bool masked);

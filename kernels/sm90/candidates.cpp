@@ -32,7 +32,28 @@ bool describe_head_dim(int index, KernelChoice* c) {
                                            std::make_integer_sequence<int, kNumCandidates<kHeadDim, kMasked>>{});
 }
 
+template <int kHeadDim>
+void describe_fp8_tile(KernelChoice* c) {
+  using Tile = Fp8Tile<kHeadDim>;
+  c->backend = Backend::kSm90;
+  c->block_m = Tile::kBlockM;
+  c->block_n = Tile::kBlockN;
+  c->warps = Tile::kBlockM / kWarpgroupRows;
+  c->stages = Tile::kStages;
+  std::snprintf(c->name, sizeof(c->name), "sm90 fp8 %dx%d %dwg %dst", Tile::kBlockM, Tile::kBlockN, c->warps,
+                Tile::kStages);
+}
+
 }  // namespace
+
+bool describe_fp8(int64_t head_dim, KernelChoice* choice) {
+  switch (head_dim) {
+    case 64: return describe_fp8_tile<64>(choice), true;
+    case 128: return describe_fp8_tile<128>(choice), true;
+    case 256: return describe_fp8_tile<256>(choice), true;
+    default: return false;
+  }
+}
 
 int num_candidates(int64_t head_dim, bool masked) {
   switch (head_dim) {

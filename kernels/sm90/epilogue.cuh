@@ -73,6 +73,12 @@ struct Epilogue {
     } else {
       softmax.finalize(scale, inv_l, lse);
     }
+    // The probabilities' offset (FP8 prefill) is in l, hence in 1/l, but
+    // not in the log-sum-exp.
+    if constexpr (Traits::kPOffsetLog2 != 0) {
+      lse[0] -= Traits::kPOffsetLog2 * 0.6931471805599453f;
+      lse[1] -= Traits::kPOffsetLog2 * 0.6931471805599453f;
+    }
   }
 
   // No key visible to any row (a window, or len_k = 0): zeros, stored from

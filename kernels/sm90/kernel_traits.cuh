@@ -59,6 +59,10 @@ struct FwdTraits {
   // kRowSumInO traits are compiled without them (WithoutLseSums), for
   // tail-only and causal calls that ask for no log-sum-exp (launch.cuh).
   static constexpr bool kLseSums = kLseSums_;
+  // Q, K and V are Element (the FP8 prefill's traits, Fp8FwdTraits, set it).
+  static constexpr bool kFp8In = false;
+  // The probabilities' exponent offset: P = 2^(s - m + kPOffsetLog2).
+  static constexpr int kPOffsetLog2 = 0;
   using WithoutLseSums = FwdTraits<kHeadDim_, kBlockM_, kBlockN_, kStages_, Element_, false>;
 
   // Tiles live in shared memory as TMA's SWIZZLE_128B writes them: column
@@ -122,6 +126,90 @@ struct FwdTraits {
   static_assert(kSmemBytes <= kMaxSmemPerBlock, "tiles do not fit in shared memory");
   static_assert(kOPasses * kOStageColBlocks == kColBlocks, "O is staged in equal parts");
 };
+
+// FP8 prefill (Q, K and V in e4m3; fp8_kernel.cuh): the same names as
+// FwdTraits where the shared parts (SmemLayout, TileScheduler, Mainloop,
+// Epilogue) read them. Element is O's type. Tiles of one-byte elements are
+// TMA's 128-byte swizzle rows of 128 elements: Q and K are (rows, head dim)
+// in kInColBlocks column blocks (head dim 64 fills half of one, TMA
+// zero-fills the rest, and Q K^T reads only its 64 columns); V arrives
+// transposed (V^T, head dim rows of kBlockN keys, one column block of 128
+// keys), because e4m3 wgmma reads B only K-major. O is staged for its TMA
+// store in a buffer of its own, in Element.
+template <int kHeadDim_, int kBlockM_, int kBlockN_, int kStages_, typename Element_>
+struct Fp8FwdTraits {
+  using Element = Element_;
+  static constexpr int kHeadDim = kHeadDim_;
+  static constexpr int kBlockM = kBlockM_;
+  static constexpr int kBlockN = kBlockN_;
+  static constexpr int kStages = kStages_;
+  static constexpr int kConsumerWarpgroups = kBlockM / 64;
+  static constexpr int kConsumerWarps = 4 * kConsumerWarpgroups;
+  static constexpr int kNThreads = 128 * (kConsumerWarpgroups + 1);
+  static constexpr int kProducerRegs = kConsumerWarpgroups == 2 ? 24 : 32;
+  static constexpr int kConsumerRegs = kConsumerWarpgroups == 2 ? 240 : 160;
+  template <bool kMasked>
+  static constexpr bool kPingpong = !(kHeadDim == 256 && !kMasked);
+  // P goes to e4m3 (at most 448, smallest subnormal 2^-9): each block's
+  // probabilities take the exact row max and an offset of 2^8, so a row's
+  // largest is 256 and terms down to 2^-17 of it survive. The lazy max
+  // would let them reach 2^16.
+  static constexpr bool kLazyMax = false;
+  static constexpr int kPOffsetLog2 = 8;
+  static constexpr bool kRowSumInO = false;
+  static constexpr bool kLseSums = true;
+  static constexpr bool kFp8In = true;
+  static constexpr int kOCols = kHeadDim;
+  using WithoutLseSums = Fp8FwdTraits;
+  using Fp8QKElement = Element;  // (the fp8 cache kernels' type; unused here)
+
+  static constexpr int kInColBlocks = (kHeadDim + 127) / 128;
+  static constexpr int kQBytes = kBlockM * kInColBlocks * kSwizzleBytes;
+  static constexpr int kKBytes = kBlockN * kInColBlocks * kSwizzleBytes;
+  static constexpr int kVtBytes = kHeadDim * kBlockN;  // kHeadDim rows of kBlockN one-byte keys
+  static constexpr int kKVBytes = kKBytes > kVtBytes ? kKBytes : kVtBytes;  // one stage of K or of V^T
+  static constexpr int kOnesBytes = 0;
+  static constexpr int kNumBarriers = 2 + 4 * kStages;
+  // O in Element: column blocks of 64.
+  static constexpr int kColBlocks = kHeadDim / 64;
+  static constexpr int kOColBlockBytes = kBlockM * kSwizzleBytes;
+  static constexpr bool kSeparateO = true;
+  static constexpr int kOBufColBlocks = kColBlocks;
+  static constexpr int kOBufBytes = kColBlocks * kOColBlockBytes;
+  static constexpr int kOStageColBlocks = kColBlocks;
+  static constexpr int kOPasses = 1;
+  static constexpr int kQOffset = 0;
+  static constexpr int kKOffset = kQOffset + kQBytes;
+  static constexpr int kVOffset = kKOffset + kStages * kKVBytes;
+  static constexpr int kOnesOffset = kVOffset + kStages * kKVBytes;
+  static constexpr int kOOffset = kOnesOffset;
+  static constexpr int kBarrierOffset = kOOffset + kOBufBytes;
+  static constexpr int kTileSmemBytes = kBarrierOffset + 8 * kNumBarriers + 1024;
+  static constexpr int kSchedOffset = kBarrierOffset + 8 * kNumBarriers;
+  static constexpr int kSchedRoom = (kMaxSmemPerBlock - kTileSmemBytes) / 8 - 1;
+  static constexpr int kSchedSeqs = (kSchedRoom < kNThreads ? kSchedRoom : kNThreads) / 32 * 32;
+  static constexpr int kSmemBytes = kTileSmemBytes + 8 * (kSchedSeqs + 1);
+
+  static_assert(sizeof(Element) == 2, "O is fp16 or bf16");
+  static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256, "FP8 prefill: head dim 64, 128 or 256");
+  static_assert(kBlockN == 128, "V^T's block is one 128-byte swizzle row of keys");
+  static_assert(kBlockM % 64 == 0 && (kConsumerWarpgroups == 2 || kConsumerWarpgroups == 3),
+                "two or three consumer warpgroups of 64 query rows");
+  static_assert(kStages >= 2, "the K/V rings need two stages to overlap loads with compute");
+  static_assert(128 * kProducerRegs + 128 * kConsumerWarpgroups * kConsumerRegs <= 65536,
+                "register split exceeds the register file");
+  static_assert(kSchedSeqs >= 32 && kSmemBytes <= kMaxSmemPerBlock, "tiles do not fit in shared memory");
+};
+
+// The FP8 prefill's tile per head dim.
+template <int kHeadDim>
+struct Fp8Tile;
+template <> struct Fp8Tile<64>  { static constexpr int kBlockM = 192, kBlockN = 128, kStages = 3; };
+template <> struct Fp8Tile<128> { static constexpr int kBlockM = 128, kBlockN = 128, kStages = 3; };
+template <> struct Fp8Tile<256> { static constexpr int kBlockM = 128, kBlockN = 128, kStages = 2; };
+template <int kHeadDim, typename Element>
+using Fp8Traits = Fp8FwdTraits<kHeadDim, Fp8Tile<kHeadDim>::kBlockM, Fp8Tile<kHeadDim>::kBlockN,
+                               Fp8Tile<kHeadDim>::kStages, Element>;
 
 // The compiled tile configurations per head dim, unmasked and masked.
 // Candidate 0 is the heuristic's pick at every length (and the KV-cache

@@ -60,6 +60,14 @@ struct Turns {
 // and within 2^-25 below. Q K^T on fp16 (up to head dim 128): a bf16 Q is
 // turned into fp16 in shared memory (convert_q), each row scaled by a
 // power of two; the scores are scaled back with K's descale.
+//
+// Traits::kFp8In (the FP8 prefill, Fp8FwdTraits): Q, K and V^T are e4m3 in
+// shared memory. Q K^T runs as e4m3 wgmma k32 steps, P goes to e4m3 in
+// registers (convert_p), and P V reads V^T K-major. P's k32 fragment holds
+// keys 4q .. 4q + 3 and 16 + 4q .. of row g (lane = 4g + q), where S's
+// accumulators hold keys 2q, 2q + 1, 8 + 2q, 9 + 2q, ...: convert_p packs
+// the accumulators as they lie, and V^T's columns are keys in the matching
+// order (fp8_key_of_column, kernels/sm90/fp8_transpose.cuh).
 template <typename Traits, bool kMasked, bool kLeft, bool kScoreMod, bool kCache = false, bool kFp8 = false>
 struct Mainloop {
   using Element = typename Traits::Element;
@@ -77,8 +85,9 @@ struct Mainloop {
   // (Q's once per kernel), which keeps a pingpong turn short; head_dim 64
   // rebuilds them (docs/perf/sm90-pingpong-and-lazy-max.md).
   static constexpr bool kDescriptorAdd = kHeadDim != 64;
+  static constexpr bool kFp8In = Traits::kFp8In;
   using STile = float[kBlockN / 2];
-  using PTile = uint32_t[kBlockN / 16][4];
+  using PTile = uint32_t[kBlockN / (kFp8In ? 32 : 16)][4];
   using OTile = float[kOCols / 2];
 
   const Smem& smem;
@@ -114,16 +123,27 @@ struct Mainloop {
   // inside a 128-byte swizzle row, then to the next column block.
   __device__ __forceinline__ void issue_qk(int stage, STile& s) const {
     const uint64_t desc_k = smem_descriptor(smem.k(stage), 0);
+    if constexpr (kFp8In) {
+      // 32 one-byte elements (32 bytes) a step: the same byte offsets.
 #pragma unroll
-    for (int kk = 0; kk < kHeadDim / 16; ++kk) {
-      const uint32_t q_offset = (kk / 4) * kBlockM * kSwizzleBytes + (kk % 4) * 32;
-      const uint32_t k_offset = (kk / 4) * kBlockN * kSwizzleBytes + (kk % 4) * 32;
-      if constexpr (kDescriptorAdd) {
-        wgmma_ss<kBlockN, 0, QKElement>(s, smem_descriptor_at(desc_q, q_offset), smem_descriptor_at(desc_k, k_offset),
-                                        kk > 0 ? 1 : 0);
-      } else {
-        wgmma_ss<kBlockN, 0, QKElement>(s, smem_descriptor(smem_q_wg + q_offset, 0),
-                                        smem_descriptor(smem.k(stage) + k_offset, 0), kk > 0 ? 1 : 0);
+      for (int kk = 0; kk < kHeadDim / 32; ++kk) {
+        const uint32_t q_offset = (kk / 4) * kBlockM * kSwizzleBytes + (kk % 4) * 32;
+        const uint32_t k_offset = (kk / 4) * kBlockN * kSwizzleBytes + (kk % 4) * 32;
+        wgmma_ss_e4m3<kBlockN>(s, smem_descriptor_at(desc_q, q_offset), smem_descriptor_at(desc_k, k_offset),
+                               kk > 0 ? 1 : 0);
+      }
+    } else {
+#pragma unroll
+      for (int kk = 0; kk < kHeadDim / 16; ++kk) {
+        const uint32_t q_offset = (kk / 4) * kBlockM * kSwizzleBytes + (kk % 4) * 32;
+        const uint32_t k_offset = (kk / 4) * kBlockN * kSwizzleBytes + (kk % 4) * 32;
+        if constexpr (kDescriptorAdd) {
+          wgmma_ss<kBlockN, 0, QKElement>(s, smem_descriptor_at(desc_q, q_offset),
+                                          smem_descriptor_at(desc_k, k_offset), kk > 0 ? 1 : 0);
+        } else {
+          wgmma_ss<kBlockN, 0, QKElement>(s, smem_descriptor(smem_q_wg + q_offset, 0),
+                                          smem_descriptor(smem.k(stage) + k_offset, 0), kk > 0 ? 1 : 0);
+        }
       }
     }
     wgmma_commit();
@@ -136,15 +156,25 @@ struct Mainloop {
     return Traits::kRowSumInO ? smem.ones() - smem.v(stage) : kBlockN * kSwizzleBytes;
   }
   __device__ __forceinline__ void issue_pv(int stage, const PTile& pa, OTile& o) const {
-    const uint64_t desc_v = smem_descriptor(smem.v(stage), v_lead_bytes(stage));
+    if constexpr (kFp8In) {
+      // V^T: kHeadDim rows (P V's N) of kBlockN keys (its K), K-major, one
+      // 128-byte swizzle row a head-dim row; 32 keys a step.
+      const uint64_t desc_vt = smem_descriptor(smem.v(stage), 0);
 #pragma unroll
-    for (int kk = 0; kk < kBlockN / 16; ++kk) {
-      if constexpr (kDescriptorAdd) {
-        wgmma_rs<kOCols, 1, PVElement>(o, pa[kk], smem_descriptor_at(desc_v, kk * 16 * kSwizzleBytes), 1);
-      } else {
-        wgmma_rs<kOCols, 1, PVElement>(o, pa[kk], smem_descriptor(smem.v(stage) + kk * 16 * kSwizzleBytes,
-                                                                  v_lead_bytes(stage)),
-                                       1);
+      for (int kk = 0; kk < kBlockN / 32; ++kk) {
+        wgmma_rs_e4m3<kOCols>(o, pa[kk], smem_descriptor_at(desc_vt, kk * 32), 1);
+      }
+    } else {
+      const uint64_t desc_v = smem_descriptor(smem.v(stage), v_lead_bytes(stage));
+#pragma unroll
+      for (int kk = 0; kk < kBlockN / 16; ++kk) {
+        if constexpr (kDescriptorAdd) {
+          wgmma_rs<kOCols, 1, PVElement>(o, pa[kk], smem_descriptor_at(desc_v, kk * 16 * kSwizzleBytes), 1);
+        } else {
+          wgmma_rs<kOCols, 1, PVElement>(o, pa[kk], smem_descriptor(smem.v(stage) + kk * 16 * kSwizzleBytes,
+                                                                    v_lead_bytes(stage)),
+                                         1);
+        }
       }
     }
     wgmma_commit();
@@ -192,16 +222,32 @@ struct Mainloop {
                                                                                        correction, shift);
     } else {
       if (tile.needs_mask(n_block)) apply_mask<kLeft>(s_frag, ranges, n_block * kBlockN, lane);
-      return softmax.template update<Traits::kLazyMax, Traits::kLseSums>(s_frag, p.softmax_scale_log2, correction);
+      return softmax.template update<Traits::kLazyMax, Traits::kLseSums, Traits::kPOffsetLog2>(
+          s_frag, p.softmax_scale_log2, correction);
     }
   }
 
   // P as the register A operand: per 16 keys, two adjacent n8 fragments.
   __device__ __forceinline__ static void convert_p(const STile& s, PTile& pa) {
+    if constexpr (kFp8In) {
+      // Per 32 keys (four n8 accumulator fragments, 16 floats: fragment f's
+      // row g pair at 4f, 4f + 1, row g + 8's at 4f + 2, 4f + 3): register
+      // 0 row g, 1 row g + 8, each from fragments 0 and 1; 2 and 3 the same
+      // from fragments 2 and 3.
 #pragma unroll
-    for (int kk = 0; kk < kBlockN / 16; ++kk) {
+      for (int kk = 0; kk < kBlockN / 32; ++kk) {
+        const float* x = s + 16 * kk;
+        pa[kk][0] = ptx::pack4_e4m3(x[0], x[1], x[4], x[5]);
+        pa[kk][1] = ptx::pack4_e4m3(x[2], x[3], x[6], x[7]);
+        pa[kk][2] = ptx::pack4_e4m3(x[8], x[9], x[12], x[13]);
+        pa[kk][3] = ptx::pack4_e4m3(x[10], x[11], x[14], x[15]);
+      }
+    } else {
 #pragma unroll
-      for (int r = 0; r < 4; ++r) pa[kk][r] = ptx::pack2<PVElement>(s[8 * kk + 2 * r], s[8 * kk + 2 * r + 1]);
+      for (int kk = 0; kk < kBlockN / 16; ++kk) {
+#pragma unroll
+        for (int r = 0; r < 4; ++r) pa[kk][r] = ptx::pack2<PVElement>(s[8 * kk + 2 * r], s[8 * kk + 2 * r + 1]);
+      }
     }
   }
 

@@ -11,12 +11,13 @@
 
 namespace flash::sm90 {
 
-// A strided 4-d view (head_dim, rows, heads, batch) of 16-bit elements;
-// strides in elements.
+// A strided 4-d view (head_dim, rows, heads, batch) of 16-bit elements
+// (one-byte ones with elem_bytes 1: the FP8 prefill); strides in elements.
 struct TmaTensor {
   const void* base;
   int64_t head_dim, rows, heads, batch;
   int64_t seq_stride, head_stride, batch_stride;
+  int64_t elem_bytes = 2;
 };
 
 // Tensor-map limits (cuTensorMapEncodeTiled): strides are multiples of 16
@@ -27,8 +28,8 @@ inline constexpr int64_t kTmaMaxRows = (int64_t{1} << 31) - 512;
 
 // The byte stride TMA is given for one dimension: a size-1 dimension's
 // stride is never used, so any legal value does (16 bytes).
-inline int64_t tma_stride_bytes(int64_t size, int64_t stride) noexcept {
-  return size == 1 ? 16 : stride * 2;
+inline int64_t tma_stride_bytes(int64_t size, int64_t stride, int64_t elem_bytes = 2) noexcept {
+  return size == 1 ? 16 : stride * elem_bytes;
 }
 
 // Null when TMA can describe `t`, else why not (a static string).
@@ -42,8 +43,8 @@ inline const char* tma_problem(const TmaTensor& t) noexcept {
   for (int d = 0; d < 3; ++d) {
     if (sizes[d] == 1) continue;
     if (strides[d] == 0) return "a dimension is broadcast (stride 0)";
-    if (strides[d] < 0 || strides[d] >= kTmaMaxStrideBytes / 2) return "a stride is 2^40 bytes or more";
-    if (strides[d] % 8 != 0) return "a stride is not a multiple of 16 bytes";
+    if (strides[d] < 0 || strides[d] >= kTmaMaxStrideBytes / t.elem_bytes) return "a stride is 2^40 bytes or more";
+    if (strides[d] * t.elem_bytes % 16 != 0) return "a stride is not a multiple of 16 bytes";
   }
   return nullptr;
 }
