@@ -3,16 +3,21 @@
 // (kernels/sm90/fp8_kernel.cuh), against a float64 reference on the host
 // computed from the dequantised inputs.
 //
-// Tolerance. Q K^T multiplies e4m3 values exactly and sums them in float32;
-// the error that matters is P's rounding to e4m3 for P V: each probability
-// (scaled so the row's largest is 256) is off by at most 2^-4 of itself,
-// and those below e4m3's smallest subnormal (2^-17 of the row's largest)
-// are dropped. So |O - O_ref| <= (2^-4 + keys * 2^-17 / 2) * max|V| + the
-// bf16 rounding of O (2^-9 of |O|); the checks allow 2^-8 for the latter.
-// On top, the root-mean-square error must stay within 3% of V's: P's
-// rounding is unbiased, so a wrong key order or a wrong scale cannot pass
-// on the rows whose attention is peaked (the "peaked" cases make most of
-// them so). The LSE takes no e4m3 rounding: within 1e-3 + 1e-4 |LSE|.
+// Tolerance. Two roundings matter:
+//   - Q K^T: the products of e4m3 values are exact, but Hopper's e4m3 wgmma
+//     keeps only about 14 bits in its accumulator (the DeepSeek-V3 report
+//     measured this on the H800), so a score is off by up to about 2^-14 of
+//     sum_t |q_t k_t|. The checks allow e = 2^-12 * scale * max_j sum_t
+//     |q_t k_t| per row (the row's largest such sum, dequantised);
+//   - P V: each probability (scaled so the row's largest is 256) is rounded
+//     to e4m3, off by at most 2^-4 of itself, and those below e4m3's
+//     smallest subnormal (2^-17 of the row's largest) are dropped.
+// So |O - O_ref| <= (2^-4 + keys * 2^-18 + (e^(2e) - 1)) * max|V| + the
+// bf16 rounding of O (2^-9 of |O|; the checks allow 2^-8), and the LSE is
+// within e + 1e-3 + 1e-4 |LSE|. On top, the root-mean-square error must
+// stay within 3% of V's: P's rounding is unbiased, so a wrong key order or
+// a wrong scale cannot pass on rows whose attention is peaked (the
+// "peaked" cases make most rows so, with small e).
 #include <gtest/gtest.h>
 
 #include <cuda_runtime.h>
@@ -56,6 +61,7 @@ struct Fp8Case {
   bool descales = true;        // per K/V head powers of two
   bool outlier_channel = false;  // K column 3 at +-448 (e4m3's largest), with a small K descale
   bool sinks = false;
+  double min_peak = 0.0;  // the rows' mean largest probability must reach this (the peaked cases)
 };
 
 // e4m3 codes (finite, both signs) with |value| <= limit.
@@ -125,16 +131,23 @@ void Fp8PrefillTest::run_case(const Fp8Case& c) {
     return f.empty() ? 1.0 : static_cast<double>(f[f.size() == 1 ? 0 : h]);
   };
 
-  // The float64 reference on the dequantised inputs.
+  // The float64 reference on the dequantised inputs (descales applied in the scores and O).
+  auto widen = [](const std::vector<uint8_t>& bytes) {
+    std::vector<double> out(bytes.size());
+    for (size_t i = 0; i < bytes.size(); ++i) out[i] = e4m3_to_float(bytes[i]);
+    return out;
+  };
+  const std::vector<double> qf = widen(q8), kf = widen(k8), vf = widen(v8);
   const int64_t q_per_kv = c.heads_q / c.heads_kv;
   const double scale = c.softmax_scale != 0.f ? c.softmax_scale : 1.0 / std::sqrt(static_cast<double>(d));
   std::vector<double> ref_o(rows_q * c.heads_q * d, 0.0), ref_lse(batch * c.heads_q * max_q, -INFINITY);
+  std::vector<double> acc_err(rows_q * c.heads_q, 0.0);  // e of each (row, head): the scores' accumulation
   std::vector<double> max_v(c.heads_kv, 0.0);
   double v_sq = 0.0;
   for (int64_t r = 0; r < rows_k; ++r) {
     for (int64_t h = 0; h < c.heads_kv; ++h) {
       for (int64_t j = 0; j < d; ++j) {
-        const double v = e4m3_to_float(v8[(r * c.heads_kv + h) * d + j]) * descale_of(v_descale, h);
+        const double v = vf[(r * c.heads_kv + h) * d + j] * descale_of(v_descale, h);
         max_v[h] = std::max(max_v[h], std::fabs(v));
         v_sq += v * v;
       }
@@ -142,21 +155,28 @@ void Fp8PrefillTest::run_case(const Fp8Case& c) {
   }
   const double v_rms = std::sqrt(v_sq / static_cast<double>(std::max<int64_t>(1, rows_k * c.heads_kv * d)));
   std::vector<double> s(max_k);
+  double peak_sum = 0.0;
+  int64_t peak_rows = 0;
   for (int64_t b = 0; b < batch; ++b) {
     const int64_t lq = c.lens_q[b], lk = c.lens_k[b];
     for (int64_t hq = 0; hq < c.heads_q; ++hq) {
       const int64_t h = hq / q_per_kv;
       for (int64_t i = 0; i < lq; ++i) {
-        const uint8_t* q = &q8[((cu_q[b] + i) * c.heads_q + hq) * d];
-        double m = -INFINITY;
+        const double* q = &qf[((cu_q[b] + i) * c.heads_q + hq) * d];
+        const double qk_scale = descale_of(q_descale, h) * descale_of(k_descale, h) * scale;
+        double m = -INFINITY, abs_max = 0.0;
         int64_t visible = lk;
         if (c.causal) visible = std::clamp<int64_t>(i + lk - lq + 1, 0, lk);
         for (int64_t j = 0; j < visible; ++j) {
-          const uint8_t* k = &k8[((cu_k[b] + j) * c.heads_kv + h) * d];
-          double dot = 0.0;
-          for (int64_t t = 0; t < d; ++t) dot += static_cast<double>(e4m3_to_float(q[t])) * e4m3_to_float(k[t]);
-          s[j] = dot * descale_of(q_descale, h) * descale_of(k_descale, h) * scale;
+          const double* k = &kf[((cu_k[b] + j) * c.heads_kv + h) * d];
+          double dot = 0.0, abs_dot = 0.0;
+          for (int64_t t = 0; t < d; ++t) {
+            dot += q[t] * k[t];
+            abs_dot += std::fabs(q[t] * k[t]);
+          }
+          s[j] = dot * qk_scale;
           m = std::max(m, s[j]);
+          abs_max = std::max(abs_max, abs_dot * qk_scale);
         }
         double l = 0.0;
         for (int64_t j = 0; j < visible; ++j) l += std::exp(s[j] - m);
@@ -168,17 +188,25 @@ void Fp8PrefillTest::run_case(const Fp8Case& c) {
                                                     std::exp(sinks[hq] - std::max(lse, static_cast<double>(sinks[hq]))))
                                      : sinks[hq];
         }
+        acc_err[(cu_q[b] + i) * c.heads_q + hq] = std::ldexp(abs_max, -12);
+        if (visible > 0) {
+          peak_sum += std::exp(m - total);
+          ++peak_rows;
+        }
         double* o = &ref_o[((cu_q[b] + i) * c.heads_q + hq) * d];
         for (int64_t j = 0; j < visible; ++j) {
-          const double w = std::exp(s[j] - total);
-          const uint8_t* v = &v8[((cu_k[b] + j) * c.heads_kv + h) * d];
-          for (int64_t t = 0; t < d; ++t) o[t] += w * e4m3_to_float(v[t]) * descale_of(v_descale, h);
+          const double w = std::exp(s[j] - total) * descale_of(v_descale, h);
+          const double* v = &vf[((cu_k[b] + j) * c.heads_kv + h) * d];
+          for (int64_t t = 0; t < d; ++t) o[t] += w * v[t];
         }
         const int64_t lse_at = c.varlen ? hq * rows_q + cu_q[b] + i : (b * c.heads_q + hq) * max_q + i;
         ref_lse[lse_at] = total;
       }
     }
   }
+
+  const double peak = peak_sum / static_cast<double>(std::max<int64_t>(peak_rows, 1));
+  ASSERT_GE(peak, c.min_peak) << "the inputs are not as peaked as the case needs";
 
   // Device tensors and the call.
   Buf q_dev, k_dev, v_dev, o_dev, lse_dev, ws, cuq_dev, cuk_dev, qd_dev, kd_dev, vd_dev, sinks_dev;
@@ -280,11 +308,13 @@ void Fp8PrefillTest::run_case(const Fp8Case& c) {
       for (int64_t hq = 0; hq < c.heads_q; ++hq) {
         const int64_t h = hq / q_per_kv;
         const double keys = static_cast<double>(c.lens_k[b]);
+        const double e = acc_err[(cu_q[b] + i) * c.heads_q + hq];
         for (int64_t t = 0; t < d; ++t) {
           const int64_t at = ((cu_q[b] + i) * c.heads_q + hq) * d + t;
           const double got = to_float(o_bits[at], DType::kBFloat16);
           const double want = ref_o[at];
-          const double bound = (0.0625 + keys * std::ldexp(1.0, -18)) * max_v[h] + std::ldexp(std::fabs(want), -8) + 1e-6;
+          const double bound = (0.0625 + keys * std::ldexp(1.0, -18) + std::expm1(2 * e)) * max_v[h] +
+                               std::ldexp(std::fabs(want), -8) + 1e-6;
           const double err = std::fabs(got - want);
           err_sq += std::isfinite(err) ? err * err : 1e30;
           worst = std::max(worst, std::isfinite(err) ? err / bound : 1e30);
@@ -303,8 +333,8 @@ void Fp8PrefillTest::run_case(const Fp8Case& c) {
   const double rms = std::sqrt(err_sq / static_cast<double>(std::max<int64_t>(checked, 1)));
   EXPECT_EQ(bad, 0) << bad << " of " << checked << " outputs past the bound; first: " << first_bad;
   EXPECT_LE(rms, 0.03 * v_rms) << "root-mean-square error " << rms << ", V's " << v_rms;
-  std::printf("[ fp8 ] %-28s rms err %.3e (V rms %.3e), worst / bound %.3f, kernel %s\n", c.name.c_str(), rms,
-              v_rms, worst, choice.name);
+  std::printf("[ fp8 ] %-24s rms err %.3e (V rms %.3e), worst / bound %.3f, mean peak %.2f, kernel %s\n",
+              c.name.c_str(), rms, v_rms, worst, peak, choice.name);
 
   if (c.with_lse) {
     int64_t lse_bad = 0;
@@ -314,7 +344,8 @@ void Fp8PrefillTest::run_case(const Fp8Case& c) {
           const int64_t at = c.varlen ? hq * rows_q + cu_q[b] + i : (b * c.heads_q + hq) * max_q + i;
           const double want = ref_lse[at];
           const double got = lse[at];
-          const bool ok = std::isinf(want) ? got == want : std::fabs(got - want) <= 1e-3 + 1e-4 * std::fabs(want);
+          const double e = acc_err[(cu_q[b] + i) * c.heads_q + hq];
+          const bool ok = std::isinf(want) ? got == want : std::fabs(got - want) <= e + 1e-3 + 1e-4 * std::fabs(want);
           if (!ok && lse_bad++ == 0) {
             ADD_FAILURE() << "lse b " << b << " head " << hq << " row " << i << ": " << got << " vs " << want;
           }
@@ -341,8 +372,9 @@ TEST_F(Fp8PrefillTest, DenseEveryHeadDim) {
   }
 }
 
-// Peaked attention (a large scale): most rows weigh a few keys, so a key
-// order in V^T that did not match P's fragment could not pass.
+// Peaked attention (scores spread over tens of units): most rows weigh a
+// few keys, so a key order in V^T that did not match P's fragment could
+// not pass.
 TEST_F(Fp8PrefillTest, PeakedAttention) {
   for (int64_t d : {64, 128, 256}) {
     Fp8Case c;
@@ -352,8 +384,9 @@ TEST_F(Fp8PrefillTest, PeakedAttention) {
     c.heads_kv = 4;
     c.lens_q = {257};
     c.lens_k = {700};
-    c.max_qk = 8.f;
-    c.softmax_scale = 1.f;
+    c.max_qk = 2.f;
+    c.softmax_scale = 12.f / std::sqrt(static_cast<float>(d));
+    c.min_peak = 0.3;
     c.causal = true;
     run_case(c);
   }

@@ -193,12 +193,14 @@ struct Epilogue {
   }
 
   // `split`: the tile's key range of a split-KV call (else unused).
-  // `o_scale` multiplies the stored O (an fp8 cache's V descale), not the LSE.
+  // `o_scale` multiplies the stored O (an fp8 cache's V descale), not the
+  // LSE; `score_scale` the softmax's scale for the LSE (the FP8 prefill's
+  // q and k descales, left out of the scores).
   __device__ __forceinline__ void store(const Tile& tile, int split, const OTile& o, OnlineSoftmax<1>& softmax,
-                                        float o_scale = 1.f) const {
+                                        float o_scale = 1.f, float score_scale = 1.f) const {
     float inv_l[2];
     float lse[2];
-    finalize(o, softmax, p.softmax_scale, inv_l, lse);
+    finalize(o, softmax, p.softmax_scale * score_scale, inv_l, lse);
     if (!kSplit && p.sinks != nullptr) {
       const float sink = p.sinks[tile.head];
       add_sink(sink, inv_l[0], lse[0]);

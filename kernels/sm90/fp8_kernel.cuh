@@ -8,8 +8,8 @@
 //     by fp8_transpose.cuh first: e4m3 wgmma takes B only K-major;
 //   - P goes to e4m3 in registers, scaled by 2^8 (Fp8FwdTraits::kPOffsetLog2),
 //     its fragment's key order matched by V^T's column order (fp8_vt.h);
-//   - the scores are multiplied by q_descale * k_descale of the tile's K/V
-//     head, and O by v_descale.
+//   - q_descale * k_descale of the tile's K/V head joins the softmax's
+//     scale (the scores stay raw), and v_descale multiplies O.
 #pragma once
 
 #include <cstdint>
@@ -155,10 +155,10 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fp8_fwd_kernel(const __g
         const float row_scale[2] = {qk_scale, qk_scale};
         turns.open_once();
         const bool last_of_cta = Loop::kPingpong && !scheduler.template has_work_after<false>(u, k, num_units, p);
-        loop.template run_tile<true>(tile, ranges, kv_count, o, softmax, turns, last_of_cta, row_scale);
+        loop.template run_tile<false>(tile, ranges, kv_count, o, softmax, turns, last_of_cta, row_scale);
         kv_count += tile.n_blocks;
       }
-      epilogue.store(tile, 0, o, softmax, v_scale);
+      epilogue.store(tile, 0, o, softmax, v_scale, qk_scale);
     }
   }
   epilogue.drain();

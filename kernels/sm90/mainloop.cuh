@@ -207,9 +207,11 @@ struct Mainloop {
   // online softmax. Returns whether O must be rescaled by `correction`:
   // with the lazy max (Traits::kLazyMax) most blocks leave the max, and O,
   // alone.
+  // `scale_log2`: the factor of raw scores in exp2 units (p.softmax_scale_log2,
+  // times the FP8 prefill's descales).
   __device__ __forceinline__ bool softmax_step(const Tile& tile, const RowRange<1>& ranges, float alibi_neg, STile& s,
-                                               int n_block, OnlineSoftmax<1>& softmax,
-                                               float (&correction)[2]) const {
+                                               int n_block, OnlineSoftmax<1>& softmax, float (&correction)[2],
+                                               float scale_log2) const {
     auto& s_frag = *reinterpret_cast<float(*)[1][kBlockN / 8][4]>(&s);
     if constexpr (kScoreMod) {
       // ALiBi's bias leaves part of itself in `shift`, a row offset (ScoreMod::apply_shifted).
@@ -218,12 +220,12 @@ struct Mainloop {
           s_frag, n_block * kBlockN, lane, [&](int, int hi) { return row(tile, hi) + tile.len_k - tile.len_q; },
           alibi_neg, shift);
       if (tile.needs_mask(n_block)) apply_mask<kLeft>(s_frag, ranges, n_block * kBlockN, lane);
-      return softmax.template update_shifted<Traits::kLazyMax, Traits::kLseSums, true>(s_frag, p.softmax_scale_log2,
+      return softmax.template update_shifted<Traits::kLazyMax, Traits::kLseSums, true>(s_frag, scale_log2,
                                                                                        correction, shift);
     } else {
       if (tile.needs_mask(n_block)) apply_mask<kLeft>(s_frag, ranges, n_block * kBlockN, lane);
-      return softmax.template update<Traits::kLazyMax, Traits::kLseSums, Traits::kPOffsetLog2>(
-          s_frag, p.softmax_scale_log2, correction);
+      return softmax.template update<Traits::kLazyMax, Traits::kLseSums, Traits::kPOffsetLog2>(s_frag, scale_log2,
+                                                                                               correction);
     }
   }
 
@@ -344,11 +346,16 @@ struct Mainloop {
   // softmax statistics over its blocks, visited from the last down. `ranges`
   // is row_ranges(tile); the tile's K/V blocks are the CTA's kv_count-th onwards. `last_of_cta`: no
   // later tile of this CTA has work (ends the pingpong rotation).
-  // kScaleScores: S is multiplied by `row_scale` (scale_scores).
+  // kScaleScores: S is multiplied by `row_scale` (scale_scores); with
+  // kFp8In the scores keep their raw values and row_scale[0] (the tile's
+  // q and k descales) joins the softmax's scale instead, one multiply a
+  // tile rather than one a score.
   template <bool kScaleScores, typename TurnsT>
   __device__ __forceinline__ void run_tile(const Tile& tile, const RowRange<1>& ranges, int kv_count, OTile& o,
                                            OnlineSoftmax<1>& softmax, const TurnsT& turns, bool last_of_cta,
                                            const float (&row_scale)[2]) const {
+    static_assert(!(kFp8In && kScaleScores), "the FP8 prefill folds its descales into the softmax's scale");
+    const float scale_log2 = kFp8In ? p.softmax_scale_log2 * row_scale[0] : p.softmax_scale_log2;
     auto& o_frag = *reinterpret_cast<float(*)[1][kOCols / 8][4]>(&o);
     const int n = tile.n_blocks;
     STile s;
@@ -367,7 +374,7 @@ struct Mainloop {
     if (kEarlyQ && n == 1) release_q();
     if constexpr (kScaleScores) scale_scores(s, row_scale);
     const float alibi_neg = alibi_neg_slope(tile);
-    bool rescale_o = softmax_step(tile, ranges, alibi_neg, s, tile.n_first + n - 1, softmax, correction);
+    bool rescale_o = softmax_step(tile, ranges, alibi_neg, s, tile.n_first + n - 1, softmax, correction, scale_log2);
     convert_p(s, pa);
     if constexpr (kCache) zero_v_tail(tile, kv_count);
 
@@ -389,7 +396,7 @@ struct Mainloop {
       consumer_release(smem, Barrier::kKEmpty, Smem::stage_of(cur), lane);
       if (kEarlyQ && i == n - 1) release_q();
       if constexpr (kScaleScores) scale_scores(s, row_scale);
-      rescale_o = softmax_step(tile, ranges, alibi_neg, s, tile.n_first + n - 1 - i, softmax, correction);
+      rescale_o = softmax_step(tile, ranges, alibi_neg, s, tile.n_first + n - 1 - i, softmax, correction, scale_log2);
       wgmma_wait<0>();
       fence_registers(o);
       consumer_release(smem, Barrier::kVEmpty, Smem::stage_of(prev), lane);
