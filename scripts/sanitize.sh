@@ -16,8 +16,9 @@
 # (the binary, default compute-sanitizer on PATH or in /usr/local/cuda/bin).
 #
 # Only flash's kernels are checked: names containing fwd_kernel (the sm80
-# and sm90 kernels), decode_kernel, combine_kernel (split-KV) and
-# append_kernel (k_new). The tests' references run cuBLAS, whose own sm90 GEMM
+# and sm90 kernels, the FP8 prefill's fp8_fwd_kernel), decode_kernel,
+# combine_kernel (split-KV), append_kernel (k_new) and
+# fp8_transpose_v_kernel (the FP8 prefill's V^T). The tests' references run cuBLAS, whose own sm90 GEMM
 # kernels racecheck cannot follow ("failed to handle a hardware exception",
 # nvjet_sm90_tss_*, 2026-11-29) and whose internals initcheck may flag.
 #   memcheck, racecheck, synccheck: --kernel-name regex=<those names>. Even so,
@@ -96,7 +97,7 @@ run_tool() {
   printf '%-13s exit %d (%ds); %s; %s\n' "$name:" "$rc" "$seconds" "$line" "${tests:-no gtest result}" >>"$SUMMARY"
 }
 
-FLASH_KERNELS='fwd_kernel|decode_kernel|combine_kernel|append_kernel'
+FLASH_KERNELS='fwd_kernel|decode_kernel|combine_kernel|append_kernel|fp8_transpose_v_kernel'
 for tool in $TOOLS; do
   case "$tool" in
     memcheck | synccheck) args=(--kernel-name "regex=.*($FLASH_KERNELS).*") ;;
