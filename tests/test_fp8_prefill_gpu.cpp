@@ -6,9 +6,12 @@
 // Tolerance. Two roundings matter:
 //   - Q K^T: the products of e4m3 values are exact, but Hopper's e4m3 wgmma
 //     keeps only about 14 bits in its accumulator (the DeepSeek-V3 report
-//     measured this on the H800), so a score is off by up to about 2^-14 of
-//     sum_t |q_t k_t|. The checks allow e = 2^-12 * scale * max_j sum_t
-//     |q_t k_t| per row (the row's largest such sum, dequantised);
+//     measured this on the H800) and truncates what it drops, so the
+//     errors of the head_dim / 32 k-steps add up, all toward zero. The
+//     checks allow e = 2^-10 * scale * max_j sum_t |q_t k_t| per row (the
+//     row's largest such sum, dequantised, times the descales); each case
+//     prints its largest LSE error as a fraction of that allowance
+//     (docs/perf/fp8-prefill-qkv.md has the H200's);
 //   - P V: each probability (scaled so the row's largest is 256) is rounded
 //     to e4m3, off by at most 2^-4 of itself, and those below e4m3's
 //     smallest subnormal (2^-17 of the row's largest) are dropped.
@@ -188,7 +191,7 @@ void Fp8PrefillTest::run_case(const Fp8Case& c) {
                                                     std::exp(sinks[hq] - std::max(lse, static_cast<double>(sinks[hq]))))
                                      : sinks[hq];
         }
-        acc_err[(cu_q[b] + i) * c.heads_q + hq] = std::ldexp(abs_max, -12);
+        acc_err[(cu_q[b] + i) * c.heads_q + hq] = std::ldexp(abs_max, -10);
         if (visible > 0) {
           peak_sum += std::exp(m - total);
           ++peak_rows;
@@ -333,9 +336,8 @@ void Fp8PrefillTest::run_case(const Fp8Case& c) {
   const double rms = std::sqrt(err_sq / static_cast<double>(std::max<int64_t>(checked, 1)));
   EXPECT_EQ(bad, 0) << bad << " of " << checked << " outputs past the bound; first: " << first_bad;
   EXPECT_LE(rms, 0.03 * v_rms) << "root-mean-square error " << rms << ", V's " << v_rms;
-  std::printf("[ fp8 ] %-24s rms err %.3e (V rms %.3e), worst / bound %.3f, mean peak %.2f, kernel %s\n",
-              c.name.c_str(), rms, v_rms, worst, peak, choice.name);
 
+  double lse_worst = 0.0;  // the largest LSE error over e
   if (c.with_lse) {
     int64_t lse_bad = 0;
     for (int64_t b = 0; b < batch; ++b) {
@@ -346,6 +348,7 @@ void Fp8PrefillTest::run_case(const Fp8Case& c) {
           const double got = lse[at];
           const double e = acc_err[(cu_q[b] + i) * c.heads_q + hq];
           const bool ok = std::isinf(want) ? got == want : std::fabs(got - want) <= e + 1e-3 + 1e-4 * std::fabs(want);
+          if (!std::isinf(want) && e > 0.0) lse_worst = std::max(lse_worst, std::fabs(got - want) / e);
           if (!ok && lse_bad++ == 0) {
             ADD_FAILURE() << "lse b " << b << " head " << hq << " row " << i << ": " << got << " vs " << want;
           }
@@ -354,6 +357,8 @@ void Fp8PrefillTest::run_case(const Fp8Case& c) {
     }
     EXPECT_EQ(lse_bad, 0);
   }
+  std::printf("[ fp8 ] %-24s rms err %.3e (V rms %.3e), worst / bound %.3f, lse worst / e %.3f, mean peak %.2f, %s\n",
+              c.name.c_str(), rms, v_rms, worst, lse_worst, peak, choice.name);
 }
 
 TEST_F(Fp8PrefillTest, DenseEveryHeadDim) {
