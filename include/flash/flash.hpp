@@ -253,6 +253,8 @@ struct AttentionParams {
   // (varlen with total_q and total_k); no mask or causal; lse and sinks.
   // Not with seqused_k, a paged cache, k_new, a window, softcap, ALiBi or
   // num_splits > 1. Q, K and V strides in multiples of 16 elements.
+  // q_descale and k_descale must be positive: their product joins
+  // softmax_scale.
   // Needs a workspace of attention_workspace_size() bytes, about heads_kv *
   // head_dim * (batch * seqlen_k, or total_k) bytes: V is first written
   // transposed into it (e4m3 wgmma reads its B operand only K-major), on the
