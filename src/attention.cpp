@@ -30,7 +30,8 @@ Status plan_call(const AttentionParams& p, Plan* plan) {
   return status.ok() ? detail::make_plan(p, caps, plan) : status;
 }
 
-Status launch_status(cudaError_t launch_error, const DeviceCaps& caps) {
+// `fp8_prefill`: the call has no other kernel to fall back on.
+Status launch_status(cudaError_t launch_error, const DeviceCaps& caps, bool fp8_prefill = false) {
   if (launch_error == cudaErrorNoKernelImageForDevice || launch_error == cudaErrorInvalidDeviceFunction) {
     return make_status(StatusCode::kUnsupported,
                        "this build has no kernel image for sm_%d%d (%s); add it to CMAKE_CUDA_ARCHITECTURES",
@@ -44,8 +45,8 @@ Status launch_status(cudaError_t launch_error, const DeviceCaps& caps) {
     // The plan checks every limit of the encoder that flash knows of
     // (kernels/sm90/tma_limits.h): reaching this is a gap in those checks.
     return make_status(StatusCode::kUnsupported,
-                       "the CUDA driver refused a TMA tensor map that flash's checks accepted (please report it); "
-                       "Backend::kSm80 runs this call");
+                       "the CUDA driver refused a TMA tensor map that flash's checks accepted (please report it)%s",
+                       fp8_prefill ? "" : "; Backend::kSm80 runs this call");
   }
   if (launch_error != cudaSuccess) {
     return make_status(StatusCode::kCudaError, "kernel launch failed: %s", cudaGetErrorString(launch_error));
@@ -109,7 +110,7 @@ Status attention_forward(const AttentionParams& params, CUstream_st* stream) noe
     // the device unusable.
     return make_status(StatusCode::kCudaError, "autotuning failed: %s", cudaGetErrorString(tune_error));
   }
-  return launch_status(detail::launch(plan, selection.candidate, call, stream, appends), plan.caps);
+  return launch_status(detail::launch(plan, selection.candidate, call, stream, appends), plan.caps, plan.fp8_prefill);
 }
 
 Status query_kernel_choice(const AttentionParams& params, KernelChoice* choice) noexcept {

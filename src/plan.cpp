@@ -340,12 +340,17 @@ Status plan_fp8_prefill(const AttentionParams& p, const DeviceCaps& caps, Plan* 
   const int64_t keys = p.cu_seqlens_k != nullptr ? p.total_k : p.batch * p.seqlen_k;
   if (sm90::fp8_vt_cols(keys, p.batch) > sm90::kTmaMaxRows) {
     return make_status(StatusCode::kUnsupported,
-                       "the FP8 prefill takes fewer than 2^31 keys in all (with 48 a sequence of padding)");
+                       "the FP8 prefill takes fewer than 2^31 keys in all (with %lld a sequence of padding)",
+                       static_cast<long long>(sm90::kFp8VtSlack));
   }
   if (p.batch > 0 && p.seqlen_q > 0) {
     const FwdParams f = make_fwd_params(p, caps);
     sm90::TmaTensors t = sm90::tma_tensors(f);
     t.q.elem_bytes = t.k.elem_bytes = t.v.elem_bytes = 1;
+    // No keys (dense seqlen_k 0): every row sees none, K is never loaded;
+    // its map needs a row all the same (launch_fp8 gives it one).
+    t.k.rows = std::max<int64_t>(t.k.rows, 1);
+    t.v.rows = std::max<int64_t>(t.v.rows, 1);
     const char* const names[4] = {"q", "k", "v", "o"};
     const sm90::TmaTensor* const tensors[4] = {&t.q, &t.k, &t.v, &t.o};
     for (int i = 0; i < 4; ++i) {

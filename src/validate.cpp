@@ -392,7 +392,7 @@ Status check_fp8_cache(const AttentionParams& p) noexcept {
                        "k_new with an fp8 cache: the append does not quantise; write the new rows into the cache "
                        "yourself and pass the lengths in seqused_k");
   }
-  if (p.backend == Backend::kSm80) {
+  if (p.backend == Backend::kSm80 && p.q_dtype == KvDType::kSame) {
     return make_status(StatusCode::kUnsupported,
                        "an fp8 cache runs on the decode kernel and on the Hopper kernel, not on the sm80 kernel; use "
                        "Backend::kAuto, kDecode or kSm90");
@@ -434,7 +434,7 @@ Status check_fp8_prefill(const AttentionParams& p) noexcept {
   }
   const char* what = p.seqused_k != nullptr              ? "seqused_k"
                      : p.block_table != nullptr          ? "a paged cache (block_table)"
-                     : p.window_left >= 0 || (p.window_right >= 0 && !p.causal) ? "a sliding window"
+                     : detail::kernel_window_left(p) >= 0 || detail::kernel_window_right(p) > 0 ? "a sliding window"
                      : p.softcap > 0.f                   ? "softcap"
                      : p.alibi_slopes != nullptr         ? "alibi_slopes"
                      : p.num_splits > 1                  ? "num_splits > 1"

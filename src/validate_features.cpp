@@ -160,7 +160,8 @@ Status check_index_arrays(const AttentionParams& p, int64_t o_bytes, int64_t lse
                 {"sinks", p.sinks, p.heads_q * static_cast<int64_t>(sizeof(float))},
                 {"alibi_slopes", p.alibi_slopes, p.heads_q * static_cast<int64_t>(sizeof(float))},
                 {"k_descale", p.k_descale, descale_bytes},
-                {"v_descale", p.v_descale, descale_bytes}};
+                {"v_descale", p.v_descale, descale_bytes},
+                {"q_descale", p.q_descale, descale_bytes}};
   const int64_t ws_bytes = workspace_extent(p);
   const struct {
     const char* name;

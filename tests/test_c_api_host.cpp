@@ -109,6 +109,10 @@ flash::AttentionParams as_cpp(const flash_attention_params& c) {
   std::memcpy(&kv_dtype, &c.kv_dtype, sizeof(kv_dtype));  // the bytes, which may be no enumerator
   p.kv_dtype = static_cast<flash::KvDType>(kv_dtype);
   p.k_descale = c.k_descale, p.v_descale = c.v_descale, p.descale_head_stride = c.descale_head_stride;
+  int32_t q_dtype;
+  std::memcpy(&q_dtype, &c.q_dtype, sizeof(q_dtype));
+  p.q_dtype = static_cast<flash::KvDType>(q_dtype);
+  p.q_descale = c.q_descale;
   return p;
 }
 
@@ -187,6 +191,8 @@ TEST(CApi, InitGivesTheCppDefaults) {
   EXPECT_EQ(p.k_descale, nullptr);
   EXPECT_EQ(p.v_descale, nullptr);
   EXPECT_EQ(p.descale_head_stride, 0);
+  EXPECT_EQ(p.q_dtype, FLASH_KV_DTYPE_SAME);
+  EXPECT_EQ(p.q_descale, nullptr);
   // ... and the C++ defaults, field by field.
   EXPECT_EQ(p.cu_seqlens_q, cpp.cu_seqlens_q);
   EXPECT_EQ(p.cu_seqlens_k, cpp.cu_seqlens_k);
@@ -210,6 +216,8 @@ TEST(CApi, InitGivesTheCppDefaults) {
   EXPECT_EQ(p.k_descale, cpp.k_descale);
   EXPECT_EQ(p.v_descale, cpp.v_descale);
   EXPECT_EQ(p.descale_head_stride, cpp.descale_head_stride);
+  EXPECT_EQ(static_cast<int>(p.q_dtype), static_cast<int>(cpp.q_dtype));
+  EXPECT_EQ(p.q_descale, cpp.q_descale);
 
   flash_attention_params_init(nullptr);  // ignored, no crash
 }
@@ -774,6 +782,38 @@ std::vector<InferenceCase> inference_cases() {
        },
        FLASH_INVALID_ARGUMENT,
        {"k_new", "fp8"}},
+      {"FP8 prefill",
+       false,
+       [fp8_cache](flash_attention_params& p) {
+         fp8_cache(p);
+         p.q_dtype = FLASH_KV_DTYPE_FLOAT8_E4M3;
+         p.q_descale = static_cast<const float*>(fake_ptr(11));
+         p.workspace = fake_ptr(12);
+         p.workspace_bytes = size_t{1} << 30;
+       },
+       FLASH_SUCCESS,
+       {}},
+      {"FP8 prefill without a workspace",
+       false,
+       [fp8_cache](flash_attention_params& p) {
+         fp8_cache(p);
+         p.q_dtype = FLASH_KV_DTYPE_FLOAT8_E4M3;
+       },
+       FLASH_INVALID_ARGUMENT,
+       {"FP8 prefill needs a workspace"}},
+      {"q_descale without an fp8 Q",
+       false,
+       [](flash_attention_params& p) { p.q_descale = static_cast<const float*>(fake_ptr(11)); },
+       FLASH_INVALID_ARGUMENT,
+       {"q_descale", "q_dtype"}},
+      {"q_dtype 5",
+       false,
+       [fp8_cache](flash_attention_params& p) {
+         fp8_cache(p);
+         p.q_dtype = static_cast<flash_kv_dtype>(5);
+       },
+       FLASH_INVALID_ARGUMENT,
+       {"q_dtype 5"}},
       {"fp8 KV cache, forced sm80 backend",
        false,
        [fp8_cache](flash_attention_params& p) {
@@ -1362,6 +1402,32 @@ TEST(CApiStructSize, AStructBeforeTheFp8FieldsTakesTheirDefaults) {
       EXPECT_TRUE(rejected(q, FLASH_INVALID_ARGUMENT, {word}));
     }
   }
+}
+
+// A caller compiled against the struct before the FP8 prefill (its
+// struct_size ends at descale_head_stride) gets q_dtype FLASH_KV_DTYPE_SAME
+// and a null q_descale, whatever lies past its struct; the same bytes
+// within struct_size are read.
+TEST(CApiStructSize, AStructBeforeTheFp8PrefillFieldsTakesTheirDefaults) {
+  constexpr size_t kBefore = offsetof(flash_attention_params, q_dtype);
+  static_assert(kBefore % 8 == 0 && sizeof(flash_attention_params) == kBefore + 16,
+                "the FP8 prefill's fields: 4 + 4 (padding) + 8 bytes");
+  const flash_attention_params full = valid_params();
+  flash_attention_params p;
+  std::memset(&p, 0xFF, sizeof(p));
+  flash_attention_params_init_sized(&p, kBefore);
+  EXPECT_EQ(p.struct_size, kBefore);
+  flash::test::set_valid_gqa_call(p);
+  p.dtype = FLASH_DTYPE_BFLOAT16;
+  flash_set_contiguous_bnhd(&p);
+  const auto* bytes = reinterpret_cast<const unsigned char*>(&p);
+  for (size_t i = kBefore; i < sizeof(p); ++i) EXPECT_EQ(bytes[i], 0xFF) << "written past struct_size at " << i;
+  EXPECT_EQ(validate_answer(&p).code, FLASH_SUCCESS) << flash_last_error_message();
+  expect_same(validate_answer(&p), validate_answer(&full), "flash_validate");
+  expect_same(workspace_answer(&p), workspace_answer(&full), "flash_attention_workspace_size");
+  // The same bytes within struct_size: q_dtype -1.
+  p.struct_size = sizeof(p);
+  EXPECT_TRUE(rejected(p, FLASH_INVALID_ARGUMENT, {"q_dtype -1"}));
 }
 
 // A struct_size the library cannot read is rejected by every entry point,

@@ -64,6 +64,12 @@ struct Fp8Case {
   bool descales = true;        // per K/V head powers of two
   bool outlier_channel = false;  // K column 3 at +-448 (e4m3's largest), with a small K descale
   bool sinks = false;
+  int64_t seqlen_k_hint = 0;  // varlen: seqlen_k as given (0: the longest); flash takes it as a hint only
+  // NaN codes (0x7f) in the first nan_tail V rows of every sequence but
+  // the first; the O checks then skip those sequences (their outputs are
+  // NaN by definition) and sequence 0's must match: a key block past one
+  // sequence's end never reads the next one's V.
+  int64_t nan_tail = 0;
   double min_peak = 0.0;  // the rows' mean largest probability must reach this (the peaked cases)
 };
 
@@ -111,6 +117,13 @@ void Fp8PrefillTest::run_case(const Fp8Case& c) {
   for (auto& x : q8) x = qk_codes[next() % qk_codes.size()];
   for (auto& x : k8) x = qk_codes[next() % qk_codes.size()];
   for (auto& x : v8) x = v_codes[next() % v_codes.size()];
+  for (int64_t b = 1; b < batch && c.nan_tail > 0; ++b) {
+    // The first row of sequence b (which the previous sequence's last
+    // block would reach were there no slack).
+    for (int64_t j = 0; j < std::min<int64_t>(c.nan_tail, c.lens_k[b]); ++j) {
+      for (int64_t x = 0; x < c.heads_kv * d; ++x) v8[(cu_k[b] + j) * c.heads_kv * d + x] = 0x7f;
+    }
+  }
   std::vector<float> q_descale, k_descale, v_descale;
   if (c.descales) {
     for (int64_t h = 0; h < c.heads_kv; ++h) {
@@ -151,12 +164,15 @@ void Fp8PrefillTest::run_case(const Fp8Case& c) {
     for (int64_t h = 0; h < c.heads_kv; ++h) {
       for (int64_t j = 0; j < d; ++j) {
         const double v = vf[(r * c.heads_kv + h) * d + j] * descale_of(v_descale, h);
+        if (!std::isfinite(v)) continue;  // nan_tail's codes
         max_v[h] = std::max(max_v[h], std::fabs(v));
         v_sq += v * v;
       }
     }
   }
-  const double v_rms = std::sqrt(v_sq / static_cast<double>(std::max<int64_t>(1, rows_k * c.heads_kv * d)));
+  int64_t v_count = 0;
+  for (double x : vf) v_count += std::isfinite(x) ? 1 : 0;
+  const double v_rms = std::sqrt(v_sq / static_cast<double>(std::max<int64_t>(1, v_count)));
   std::vector<double> s(max_k);
   double peak_sum = 0.0;
   int64_t peak_rows = 0;
@@ -238,7 +254,7 @@ void Fp8PrefillTest::run_case(const Fp8Case& c) {
   p.lse = c.with_lse ? static_cast<float*>(lse_dev.ptr) : nullptr;
   p.batch = batch;
   p.seqlen_q = max_q;
-  p.seqlen_k = max_k;
+  p.seqlen_k = c.varlen && c.seqlen_k_hint > 0 ? c.seqlen_k_hint : max_k;
   p.heads_q = c.heads_q;
   p.heads_kv = c.heads_kv;
   p.head_dim = d;
@@ -303,10 +319,11 @@ void Fp8PrefillTest::run_case(const Fp8Case& c) {
   ASSERT_EQ(cudaMemcpy(o_bits.data(), o_dev.ptr, o_bits.size() * 2, cudaMemcpyDeviceToHost), cudaSuccess);
   ASSERT_EQ(cudaMemcpy(lse.data(), lse_dev.ptr, lse.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
 
-  int64_t bad = 0;
+  int64_t bad = 0, checked = 0;
   double err_sq = 0.0, worst = 0.0;
   std::string first_bad;
   for (int64_t b = 0; b < batch; ++b) {
+    if (c.nan_tail > 0 && b > 0) continue;
     for (int64_t i = 0; i < c.lens_q[b]; ++i) {
       for (int64_t hq = 0; hq < c.heads_q; ++hq) {
         const int64_t h = hq / q_per_kv;
@@ -319,6 +336,7 @@ void Fp8PrefillTest::run_case(const Fp8Case& c) {
           const double bound = (0.0625 + keys * std::ldexp(1.0, -18) + std::expm1(2 * e)) * max_v[h] +
                                std::ldexp(std::fabs(want), -8) + 1e-6;
           const double err = std::fabs(got - want);
+          ++checked;
           err_sq += std::isfinite(err) ? err * err : 1e30;
           worst = std::max(worst, std::isfinite(err) ? err / bound : 1e30);
           if (!(err <= bound)) {
@@ -332,7 +350,6 @@ void Fp8PrefillTest::run_case(const Fp8Case& c) {
       }
     }
   }
-  const int64_t checked = rows_q * c.heads_q * d;
   const double rms = std::sqrt(err_sq / static_cast<double>(std::max<int64_t>(checked, 1)));
   EXPECT_EQ(bad, 0) << bad << " of " << checked << " outputs past the bound; first: " << first_bad;
   EXPECT_LE(rms, 0.03 * v_rms) << "root-mean-square error " << rms << ", V's " << v_rms;
@@ -431,6 +448,41 @@ TEST_F(Fp8PrefillTest, Varlen) {
       c.causal = causal;
       run_case(c);
     }
+  }
+}
+
+// Edge cases of the V^T workspace: a varlen seqlen_k below the longest
+// sequence (flash takes it as a hint), and NaN codes at the start of each
+// sequence but the first (a block past the previous sequence's end must not
+// reach them); dense and varlen, lengths off the 128-key blocks.
+TEST_F(Fp8PrefillTest, WorkspaceEdges) {
+  Fp8Case c;
+  c.name = "varlen_hint";
+  c.head_dim = 128;
+  c.heads_q = 4;
+  c.heads_kv = 2;
+  c.varlen = true;
+  c.lens_q = {70, 300};
+  c.lens_k = {70, 700};
+  c.seqlen_k_hint = 1;
+  c.causal = true;
+  run_case(c);
+  for (int64_t d : {64, 256}) {
+    c = Fp8Case{};
+    c.name = "dense_nan_next_hd" + std::to_string(d);
+    c.head_dim = d;
+    c.heads_q = 2;
+    c.heads_kv = 2;
+    c.lens_q = {200, 200};
+    c.lens_k = {200, 200};
+    c.nan_tail = 64;
+    run_case(c);
+    c.name = "varlen_nan_next_hd" + std::to_string(d);
+    c.varlen = true;
+    c.lens_q = {50, 20, 130};
+    c.lens_k = {5, 129, 131};
+    c.nan_tail = 100;
+    run_case(c);
   }
 }
 

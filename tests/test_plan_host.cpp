@@ -700,8 +700,8 @@ TEST(Plan, Fp8PrefillRunsTheHopperFp8Kernel) {
     EXPECT_EQ(plan.num_splits, 1);
     EXPECT_EQ(plan.mask, d == 128 ? MaskVariant::kCausal : MaskVariant::kTail);
     EXPECT_FALSE(plan.tunable);
-    // 2 sequences of 4096 keys, 8 K/V heads of d rows, (8192 + 96) columns.
-    EXPECT_EQ(plan.workspace_wanted, static_cast<size_t>(8 * d * 8288));
+    // 2 sequences of 4096 keys, 8 K/V heads of d rows, 8192 + 2 * 144 columns.
+    EXPECT_EQ(plan.workspace_wanted, static_cast<size_t>(8 * d * 8480));
     EXPECT_EQ(plan.workspace_bytes, plan.workspace_wanted);
     KernelChoice choice;
     ASSERT_TRUE(detail::describe(plan, plan.candidates[0], p, &choice));
@@ -709,6 +709,12 @@ TEST(Plan, Fp8PrefillRunsTheHopperFp8Kernel) {
     const Status a100 = detail::make_plan(p, kA100, &plan);
     EXPECT_EQ(a100.code, StatusCode::kUnsupported);
     EXPECT_NE(std::string(a100.message).find("sm_90 (Hopper) only"), std::string::npos) << a100.message;
+    // No keys: planned (every row outputs zeros), K's map given a row.
+    AttentionParams empty = p;
+    empty.seqlen_k = 0;
+    empty.set_contiguous_bnhd();
+    const Status none = detail::make_plan(empty, kH200, &plan);
+    EXPECT_TRUE(none.ok()) << none.message;
   }
 }
 

@@ -913,11 +913,11 @@ TEST(Validate, ChecksAnFp8Prefill) {
   bad.workspace = nullptr;
   bad.workspace_bytes = 0;
   EXPECT_TRUE(invalid(bad, {"FP8 prefill needs a workspace of", "attention_workspace_size"}));
-  // 2 sequences of 200 keys: (400 + 48 * 2 + 15) / 16 * 16 = 496 columns
+  // 2 sequences of 200 keys: (400 + 144 * 2 + 15) / 16 * 16 = 688 columns
   // for each of the 2 K/V heads' 128 rows.
   bad = p;
-  bad.workspace_bytes = size_t{2} * 128 * 496 - 1;
-  EXPECT_TRUE(invalid(bad, {"needs a workspace of 126976 bytes"}));
+  bad.workspace_bytes = size_t{2} * 128 * 688 - 1;
+  EXPECT_TRUE(invalid(bad, {"needs a workspace of 176128 bytes"}));
   bad.workspace_bytes += 1;
   EXPECT_TRUE(flash::validate(bad).ok()) << flash::validate(bad).message;
 
@@ -939,6 +939,9 @@ TEST(Validate, ChecksAnFp8Prefill) {
   bad = p;
   bad.q_descale = static_cast<const float*>(fake_ptr(5, 2));
   EXPECT_TRUE(invalid(bad, {"q_descale must be 4-byte aligned"}));
+  bad = p;
+  bad.q_descale = static_cast<const float*>(fake_ptr(3, 16));  // inside O
+  EXPECT_TRUE(invalid(bad, {"o overlaps q_descale"}));
 
   auto unsupported = [](const AttentionParams& q, const char* words) {
     const Status s = flash::validate(q);
@@ -969,6 +972,20 @@ TEST(Validate, ChecksAnFp8Prefill) {
   bad.causal = false;
   bad.window_left = 64;
   EXPECT_TRUE(unsupported(bad, "sliding window"));
+  bad.window_left = -1;
+  bad.window_right = 16;
+  EXPECT_TRUE(unsupported(bad, "sliding window"));
+  // Windows that are causal or no window at all, however spelled.
+  AttentionParams same = p;
+  same.causal = false;
+  same.window_right = 0;
+  EXPECT_TRUE(flash::validate(same).ok()) << flash::validate(same).message;
+  same.window_left = int64_t{1} << 40;
+  same.window_right = int64_t{1} << 40;
+  EXPECT_TRUE(flash::validate(same).ok()) << flash::validate(same).message;
+  bad = p;
+  bad.backend = Backend::kSm80;
+  EXPECT_TRUE(unsupported(bad, "Hopper kernel only"));
   bad = p;
   bad.softcap = 30.f;
   EXPECT_TRUE(unsupported(bad, "softcap"));

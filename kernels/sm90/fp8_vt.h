@@ -5,7 +5,9 @@
 //   vt[h][d][fp8_vt_start(k_0(s), s) + c]   for sequence s,
 // k_0(s) its first key in packed K/V (varlen) or s * seqlen_k (dense). A
 // sequence's columns run up to the next one's start: its keys, then at least
-// 32 zero columns. Within each 32 columns from the sequence's start, column
+// 129 zero columns, so a 128-key block that starts before its end never
+// reaches the next sequence (whose V might hold e4m3's NaN codes; P's zeros
+// there would not cancel them). Within each 32 columns from the sequence's start, column
 // c holds key fp8_key_of_column(c) of those 32 (the order P's e4m3 register
 // fragment has its keys in, mainloop.cuh). Plain arithmetic, shared by the
 // host (workspace size) and the kernels.
@@ -21,9 +23,14 @@
 
 namespace flash::sm90 {
 
-// First column of sequence s: 16-byte aligned, and 48 columns a sequence of
-// slack, so that a sequence of n keys has at least round_up(n, 32) of them.
-FLASH_FP8_VT_FN int64_t fp8_vt_start(int64_t first_key, int64_t s) { return (first_key + 48 * s + 15) / 16 * 16; }
+// Columns of slack a sequence: after rounding to 16, at least 129.
+inline constexpr int64_t kFp8VtSlack = 144;
+
+// First column of sequence s: 16-byte aligned, kFp8VtSlack columns a
+// sequence of slack, so that a sequence of n keys has at least n + 129.
+FLASH_FP8_VT_FN int64_t fp8_vt_start(int64_t first_key, int64_t s) {
+  return (first_key + kFp8VtSlack * s + 15) / 16 * 16;
+}
 
 // Columns of V^T per row: the start a sequence `batch` would have.
 FLASH_FP8_VT_FN int64_t fp8_vt_cols(int64_t total_keys, int64_t batch) { return fp8_vt_start(total_keys, batch); }
