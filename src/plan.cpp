@@ -348,9 +348,10 @@ Status plan_fp8_prefill(const AttentionParams& p, const DeviceCaps& caps, Plan* 
     sm90::TmaTensors t = sm90::tma_tensors(f);
     t.q.elem_bytes = t.k.elem_bytes = t.v.elem_bytes = 1;
     // No keys (dense seqlen_k 0): every row sees none, K is never loaded;
-    // its map needs a row all the same (launch_fp8 gives it one).
-    t.k.rows = std::max<int64_t>(t.k.rows, 1);
-    t.v.rows = std::max<int64_t>(t.v.rows, 1);
+    // its map is of one row of one sequence all the same (launch_fp8's).
+    for (sm90::TmaTensor* kv : {&t.k, &t.v}) {
+      if (kv->rows == 0) kv->rows = kv->batch = 1;
+    }
     const char* const names[4] = {"q", "k", "v", "o"};
     const sm90::TmaTensor* const tensors[4] = {&t.q, &t.k, &t.v, &t.o};
     for (int i = 0; i < 4; ++i) {

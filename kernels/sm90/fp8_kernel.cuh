@@ -186,7 +186,7 @@ cudaError_t launch_fp8(const detail::FwdParams& p, cudaStream_t stream) {
   TmaTensors t = tma_tensors(p);
   t.q.elem_bytes = 1;
   t.k.elem_bytes = 1;
-  t.k.rows = t.k.rows > 0 ? t.k.rows : 1;  // no keys: every tile is empty, K never loaded
+  if (t.k.rows == 0) t.k.rows = t.k.batch = 1;  // no keys: every tile is empty, K never loaded
   const TmaTensor vt{p.fp8_vt, p.fp8_vt_cols, Traits::kHeadDim, p.heads_kv, 1,
                      p.fp8_vt_cols, Traits::kHeadDim * p.fp8_vt_cols, 0, 1};
   const bool ok = make_tensor_map(&params.tma_q, t.q, CU_TENSOR_MAP_DATA_TYPE_UINT8, kSwizzleBytes, kWarpgroupRows) &&
