@@ -22,6 +22,7 @@
 #include "kernel_traits.cuh"
 #include "mainloop.cuh"
 #include "params.h"
+#include "producer.cuh"
 #include "ptx_sm90.cuh"
 #include "smem_layout.cuh"
 #include "tile_scheduler.cuh"
@@ -39,25 +40,8 @@ namespace flash::sm90 {
 // tma_v describes V^T: (columns, head dim rows, heads_kv, 1).
 template <typename Traits>
 struct Fp8Producer {
-  static constexpr int kBlockM = Traits::kBlockM;
   static constexpr int kBlockN = Traits::kBlockN;
-  static constexpr int kCWG = Traits::kConsumerWarpgroups;
   using Smem = SmemLayout<Traits>;
-
-  __device__ __forceinline__ static void load_q(const FwdParams& params, const Smem& smem, const Tile& tile) {
-    const int slices_skipped = tile.row_begin < 0 ? -tile.row_begin / kWarpgroupRows : 0;
-    mbarrier_arrive_expect_tx(smem.bar(Barrier::kQFull), Traits::kQBytes / kCWG * (kCWG - slices_skipped));
-#pragma unroll
-    for (int cb = 0; cb < Traits::kInColBlocks; ++cb) {
-#pragma unroll
-      for (int slice = 0; slice < kCWG; ++slice) {
-        if (slice < slices_skipped) continue;
-        tma_load_4d(smem.q() + cb * kBlockM * kSwizzleBytes + slice * kWarpgroupRows * kSwizzleBytes, &params.tma_q,
-                    smem.bar(Barrier::kQFull), cb * kSwizzleBytes, tile.q_row + slice * kWarpgroupRows, tile.head,
-                    tile.q_batch);
-      }
-    }
-  }
 
   template <typename Scheduler>
   __device__ __forceinline__ static void run(const FwdParams& params, const Scheduler& scheduler, const Smem& smem,
@@ -78,7 +62,7 @@ struct Fp8Producer {
         const int vt_col = static_cast<int>(fp8_vt_start(first_key, tile.batch));
         mbarrier_wait(smem.bar(Barrier::kQEmpty), (q_count & 1) ^ 1);
         ++q_count;
-        load_q(params, smem, tile);
+        Producer<Traits>::load_q(params, smem, tile);
 #pragma unroll 2
         for (int i = 0; i < tile.n_blocks; ++i, ++kv_count) {
           const int block = tile.n_first + tile.n_blocks - 1 - i;

@@ -71,6 +71,9 @@ struct FwdTraits {
   // columns 96-127, Q K^T stops at column 96 and P V's N is 96, so those
   // columns are never multiplied.
   static constexpr int kColBlocks = (kHeadDim + 63) / 64;
+  // Q's column blocks as TMA loads them, and the elements each spans.
+  static constexpr int kInColBlocks = kColBlocks;
+  static constexpr int kInColumns = kSwizzleColumns;
   static constexpr int kQBytes = kBlockM * kColBlocks * kSwizzleBytes;
   static constexpr int kKVBytes = kBlockN * kColBlocks * kSwizzleBytes;  // one K or one V block
   // The ones block: one column block of kBlockN rows, every element 1, read
@@ -164,6 +167,7 @@ struct Fp8FwdTraits {
   using Fp8QKElement = Element;  // (the fp8 cache kernels' type; unused here)
 
   static constexpr int kInColBlocks = (kHeadDim + 127) / 128;
+  static constexpr int kInColumns = kSwizzleBytes;  // one-byte elements
   static constexpr int kQBytes = kBlockM * kInColBlocks * kSwizzleBytes;
   static constexpr int kKBytes = kBlockN * kInColBlocks * kSwizzleBytes;
   static constexpr int kVtBytes = kHeadDim * kBlockN;  // kHeadDim rows of kBlockN one-byte keys

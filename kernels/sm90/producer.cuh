@@ -40,13 +40,13 @@ struct Producer {
     const int slices_skipped = tile.row_begin < 0 ? -tile.row_begin / kWarpgroupRows : 0;
     mbarrier_arrive_expect_tx(smem.bar(Barrier::kQFull), Traits::kQBytes / kCWG * (kCWG - slices_skipped));
 #pragma unroll
-    for (int cb = 0; cb < Traits::kColBlocks; ++cb) {
+    for (int cb = 0; cb < Traits::kInColBlocks; ++cb) {
 #pragma unroll
       for (int slice = 0; slice < kCWG; ++slice) {
         if (slice < slices_skipped) continue;
         tma_load_4d(smem.q() + cb * kBlockM * kSwizzleBytes + slice * kWarpgroupRows * kSwizzleBytes, &params.tma_q,
-                    smem.bar(Barrier::kQFull), cb * kSwizzleColumns, tile.q_row + slice * kWarpgroupRows, tile.head,
-                    tile.q_batch);
+                    smem.bar(Barrier::kQFull), cb * Traits::kInColumns, tile.q_row + slice * kWarpgroupRows,
+                    tile.head, tile.q_batch);
       }
     }
   }
