@@ -16,7 +16,7 @@
 # (the binary, default compute-sanitizer on PATH or in /usr/local/cuda/bin).
 #
 # Only flash's kernels are checked: names containing fwd_kernel (the sm80
-# and sm90 kernels, the FP8 prefill's fp8_fwd_kernel), decode_kernel,
+# and sm90 kernels, the FP8 prefill's among them), decode_kernel,
 # combine_kernel (split-KV), append_kernel (k_new) and
 # fp8_transpose_v_kernel (the FP8 prefill's V^T). The tests' references run cuBLAS, whose own sm90 GEMM
 # kernels racecheck cannot follow ("failed to handle a hardware exception",

@@ -33,6 +33,7 @@
 
 #include "build_config.h"
 #include "device_tensor.h"
+#include "feature_case.h"
 #include "flash/flash.hpp"
 #include "gpu_case.h"
 
@@ -41,15 +42,6 @@ namespace {
 
 using ref::e4m3_to_float;
 using ref::to_float;
-
-struct Buf {
-  void* ptr = nullptr;
-  Buf() = default;
-  Buf(const Buf&) = delete;
-  Buf& operator=(const Buf&) = delete;
-  ~Buf() { cudaFree(ptr); }
-  cudaError_t allocate(size_t bytes) { return cudaMalloc(&ptr, bytes < 256 ? 256 : bytes); }
-};
 
 struct Fp8Case {
   std::string name;
@@ -228,7 +220,7 @@ void Fp8PrefillTest::run_case(const Fp8Case& c) {
   ASSERT_GE(peak, c.min_peak) << "the inputs are not as peaked as the case needs";
 
   // Device tensors and the call.
-  Buf q_dev, k_dev, v_dev, o_dev, lse_dev, ws, cuq_dev, cuk_dev, qd_dev, kd_dev, vd_dev, sinks_dev;
+  DeviceBuffer q_dev, k_dev, v_dev, o_dev, lse_dev, ws, cuq_dev, cuk_dev, qd_dev, kd_dev, vd_dev, sinks_dev;
   ASSERT_EQ(q_dev.allocate(q8.size()), cudaSuccess);
   ASSERT_EQ(k_dev.allocate(k8.size()), cudaSuccess);
   ASSERT_EQ(v_dev.allocate(v8.size()), cudaSuccess);
@@ -239,7 +231,7 @@ void Fp8PrefillTest::run_case(const Fp8Case& c) {
   ASSERT_EQ(cudaMemcpy(v_dev.ptr, v8.data(), v8.size(), cudaMemcpyHostToDevice), cudaSuccess);
   ASSERT_EQ(cudaMemset(o_dev.ptr, 0xff, ref_o.size() * 2), cudaSuccess);  // NaN bf16: rows not written show
   ASSERT_EQ(cudaMemset(lse_dev.ptr, 0xff, ref_lse.size() * 4), cudaSuccess);
-  auto upload = [](Buf* buf, const void* src, size_t bytes) {
+  auto upload = [](DeviceBuffer* buf, const void* src, size_t bytes) {
     return buf->allocate(bytes) == cudaSuccess && cudaMemcpy(buf->ptr, src, bytes, cudaMemcpyHostToDevice) == cudaSuccess;
   };
 

@@ -38,6 +38,9 @@ namespace flash::sm90 {
 // CacheProducer, GatherProducer and Mainloop::zero_v_tail); never split.
 // kFp8: (with kCache) K and V are e4m3 bytes in any cache layout, widened in
 // shared memory by ConvertProducer; the consumers apply the descales.
+// Traits::kFp8In (Fp8FwdTraits, fp8_kernel.cuh): the FP8 prefill, Q, K and
+// V^T e4m3 in shared memory, loaded by Producer; its q and k descales join
+// the softmax's scale (Mainloop::run_tile, Epilogue::store).
 template <typename Traits, bool kMasked, bool kLeft, bool kScoreMod, bool kSplit, bool kCache = false,
           bool kFp8 = false>
 __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_constant__ FwdParams params) {
@@ -120,11 +123,17 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
 #pragma unroll
       for (int i = 0; i < Traits::kOCols / 2; ++i) o[i] = 0.f;
       softmax = OnlineSoftmax<1>();
-      // fp8: K's descale scales the scores, V's the stored O.
+      // fp8: K's descale (the FP8 prefill: Q's times K's) scales the
+      // scores, V's the stored O.
       float k_scale = 1.f, v_scale = 1.f;
-      if constexpr (kFp8) {
+      if constexpr (kFp8 || Traits::kFp8In) {
         const int64_t at = static_cast<int64_t>(tile.head / p.q_per_kv) * p.descale_head_stride;
-        if (p.k_descale != nullptr) k_scale = p.k_descale[at];
+        if constexpr (Traits::kFp8In) {
+          if (p.q_descale != nullptr) k_scale = p.q_descale[at];
+          if (p.k_descale != nullptr) k_scale *= p.k_descale[at];
+        } else {
+          if (p.k_descale != nullptr) k_scale = p.k_descale[at];
+        }
         if (p.v_descale != nullptr) v_scale = p.v_descale[at];
       }
       if (tile.n_blocks > 0) {
@@ -138,7 +147,8 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
         loop.template run_tile<kFp8>(tile, ranges, kv_count, o, softmax, turns, last_of_cta, row_scale);
         kv_count += tile.n_blocks;
       }
-      epilogue.store(tile, kSplit ? Scheduler::split_of(u, p) : 0, o, softmax, v_scale);
+      epilogue.store(tile, kSplit ? Scheduler::split_of(u, p) : 0, o, softmax, v_scale,
+                     Traits::kFp8In ? k_scale : 1.f);
     }
   }
   epilogue.drain();

@@ -76,6 +76,7 @@ struct FwdTraits {
   static constexpr int kInColumns = kSwizzleColumns;
   static constexpr int kQBytes = kBlockM * kColBlocks * kSwizzleBytes;
   static constexpr int kKVBytes = kBlockN * kColBlocks * kSwizzleBytes;  // one K or one V block
+  static constexpr int kKBytes = kKVBytes;
   // The ones block: one column block of kBlockN rows, every element 1, read
   // as V's second column block (the descriptor's leading byte offset points
   // from each V stage to it).

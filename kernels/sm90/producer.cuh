@@ -18,6 +18,7 @@
 #include "../common/fp8.cuh"
 #include "../common/ptx.cuh"
 #include "../common/seqlen.cuh"
+#include "fp8_vt.h"
 #include "params.h"
 #include "ptx_sm90.cuh"
 #include "smem_layout.cuh"
@@ -51,15 +52,26 @@ struct Producer {
     }
   }
 
-  // One K or V block into `dst` once the consumers have released the stage.
+  // One K or V block into `dst` once the consumers have released the stage
+  // (the FP8 prefill's V^T: load_vt).
   __device__ __forceinline__ static void load_kv(const CUtensorMap* map, uint32_t dst, uint32_t full, uint32_t empty,
                                                  uint32_t empty_parity, int row, int head_kv, int batch) {
     mbarrier_wait(empty, empty_parity);
-    mbarrier_arrive_expect_tx(full, Traits::kKVBytes);
+    mbarrier_arrive_expect_tx(full, Traits::kKBytes);
 #pragma unroll
-    for (int cb = 0; cb < Traits::kColBlocks; ++cb) {
-      tma_load_4d(dst + cb * kBlockN * kSwizzleBytes, map, full, cb * kSwizzleColumns, row, head_kv, batch);
+    for (int cb = 0; cb < Traits::kInColBlocks; ++cb) {
+      tma_load_4d(dst + cb * kBlockN * kSwizzleBytes, map, full, cb * Traits::kInColumns, row, head_kv, batch);
     }
+  }
+
+  // The FP8 prefill (Traits::kFp8In): V^T's block of keys [col, col +
+  // kBlockN), head_dim rows of one swizzle row; tma_v describes V^T as
+  // (columns, head dim rows, heads_kv, 1).
+  __device__ __forceinline__ static void load_vt(const FwdParams& params, uint32_t dst, uint32_t full, uint32_t empty,
+                                                 uint32_t empty_parity, int col, int head_kv) {
+    mbarrier_wait(empty, empty_parity);
+    mbarrier_arrive_expect_tx(full, Traits::kVtBytes);
+    tma_load_4d(dst, &params.tma_v, full, col, 0, head_kv, 0);
   }
 
   template <typename Scheduler>
@@ -76,6 +88,13 @@ struct Producer {
         const Tile tile = scheduler.tile(u, k, p);
         if (tile.n_blocks == 0) continue;
         const int head_kv = tile.head / p.q_per_kv;
+        // The FP8 prefill's V^T: the sequence's first column (fp8_vt.h).
+        int vt_col = 0;
+        if constexpr (Traits::kFp8In) {
+          const int64_t first_key =
+              p.cu_seqlens_k != nullptr ? tile.k_row : static_cast<int64_t>(tile.batch) * p.seqlen_k;
+          vt_col = static_cast<int>(fp8_vt_start(first_key, tile.batch));
+        }
         // The consumers must be done with the previous tile's Q.
         mbarrier_wait(smem.bar(Barrier::kQEmpty), (q_count & 1) ^ 1);
         ++q_count;
@@ -84,14 +103,20 @@ struct Producer {
         // left to itself the compiler unrolls hd256's loop four times.
 #pragma unroll 2
         for (int i = 0; i < tile.n_blocks; ++i, ++kv_count) {
-          const int row = tile.k_row + (tile.n_first + tile.n_blocks - 1 - i) * kBlockN;
+          const int block = tile.n_first + tile.n_blocks - 1 - i;
+          const int row = tile.k_row + block * kBlockN;
           const int stage = Smem::stage_of(kv_count);
           // Parity of the stage's previous use; a stage's first use passes at once.
           const uint32_t empty_parity = Smem::parity_of(kv_count) ^ 1;
           load_kv(&params.tma_k, smem.k(stage), smem.bar(Barrier::kKFull, stage), smem.bar(Barrier::kKEmpty, stage),
                   empty_parity, row, head_kv, tile.k_batch);
-          load_kv(&params.tma_v, smem.v(stage), smem.bar(Barrier::kVFull, stage), smem.bar(Barrier::kVEmpty, stage),
-                  empty_parity, row, head_kv, tile.k_batch);
+          if constexpr (Traits::kFp8In) {
+            load_vt(params, smem.v(stage), smem.bar(Barrier::kVFull, stage), smem.bar(Barrier::kVEmpty, stage),
+                    empty_parity, vt_col + block * kBlockN, head_kv);
+          } else {
+            load_kv(&params.tma_v, smem.v(stage), smem.bar(Barrier::kVFull, stage),
+                    smem.bar(Barrier::kVEmpty, stage), empty_parity, row, head_kv, tile.k_batch);
+          }
         }
       }
     }
