@@ -18,7 +18,9 @@ TYPES = {"bf16": "__nv_bfloat16", "f16": "__half"}
 NS_E4M3 = [64, 128, 160, 192, 256]
 
 
-def wrapper(n, ptx_type, a_in_regs):
+def wrapper(n, ptx_type, a_in_regs, k=16, transpose=True):
+    # transpose: the 16-bit types' transpose immediates (kTransposeB; A's is
+    # 0 with A in shared memory). e4m3 takes none: both operands K-major.
     regs = n // 2
     d_list = ", ".join(f"%{i}" for i in range(regs))
     outs = ", ".join(f'"+f"(d[{i}])' for i in range(regs))
@@ -27,47 +29,23 @@ def wrapper(n, ptx_type, a_in_regs):
         b = f"%{regs + 4}"
         pred = f"%{regs + 5}"
         ins = '"r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d)'
-        tail = f"p, 1, 1, {'%' + str(regs + 6)}"
-        ins += ', "n"(kTransposeB)'
+        transposes = f", {'%' + str(regs + 6)}"
     else:
         a = f"%{regs}"
         b = f"%{regs + 1}"
         pred = f"%{regs + 2}"
         ins = '"l"(desc_a), "l"(desc_b), "r"(scale_d)'
-        tail = f"p, 1, 1, 0, {'%' + str(regs + 3)}"
+        transposes = f", 0, {'%' + str(regs + 3)}"
+    tail = "p, 1, 1"
+    if transpose:
+        tail += transposes
         ins += ', "n"(kTransposeB)'
     return (
         '    asm volatile(\n'
         '        "{\\n.reg .pred p;\\nsetp.ne.b32 p, ' + pred + ', 0;\\n"\n'
-        f'        "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ptx_type}.{ptx_type} "\n'
+        f'        "wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{ptx_type}.{ptx_type} "\n'
         f'        "{{{d_list}}}, "\n'
         f'        "{a}, {b}, {tail};\\n}}\\n"\n'
-        f'        : {outs}\n'
-        f'        : {ins});\n'
-    )
-
-
-def wrapper_e4m3(n, a_in_regs):
-    # e4m3 takes no transpose immediates: both operands are K-major.
-    regs = n // 2
-    d_list = ", ".join(f"%{i}" for i in range(regs))
-    outs = ", ".join(f'"+f"(d[{i}])' for i in range(regs))
-    if a_in_regs:
-        a = f"{{%{regs}, %{regs + 1}, %{regs + 2}, %{regs + 3}}}"
-        b = f"%{regs + 4}"
-        pred = f"%{regs + 5}"
-        ins = '"r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d)'
-    else:
-        a = f"%{regs}"
-        b = f"%{regs + 1}"
-        pred = f"%{regs + 2}"
-        ins = '"l"(desc_a), "l"(desc_b), "r"(scale_d)'
-    return (
-        '    asm volatile(\n'
-        '        "{\\n.reg .pred p;\\nsetp.ne.b32 p, ' + pred + ', 0;\\n"\n'
-        f'        "wgmma.mma_async.sync.aligned.m64n{n}k32.f32.e4m3.e4m3 "\n'
-        f'        "{{{d_list}}}, "\n'
-        f'        "{a}, {b}, p, 1, 1;\\n}}\\n"\n'
         f'        : {outs}\n'
         f'        : {ins});\n'
     )
@@ -109,7 +87,7 @@ def generate():
             kw = "if constexpr" if first else "} else if constexpr"
             first = False
             out.append(f"  {kw} (kN == {n}) {{\n")
-            out.append(wrapper_e4m3(n, a_in_regs))
+            out.append(wrapper(n, "e4m3", a_in_regs, k=32, transpose=False))
         out.append("  } else {\n    static_assert(kN < 0, \"no wgmma wrapper generated for this N\");\n  }\n}\n\n")
     out.append("}  // namespace flash::sm90\n")
     return "".join(out)
