@@ -22,27 +22,18 @@
 #include "api.h"
 #include "fp8_transpose.cuh"
 #include "fp8_vt.h"
-#include "fwd_kernel.cuh"
 #include "kernel_traits.cuh"
+#include "launch.cuh"
 #include "tensor_map.h"
 
 namespace flash::sm90 {
 
-// V^T into p.fp8_vt, the tensor maps, then the attention kernel.
+// The tensor maps, V^T into p.fp8_vt, then the attention kernel
+// (launch_fwd, unsplit).
 template <typename Traits, bool kMasked>
 cudaError_t launch_fp8(const detail::FwdParams& p, cudaStream_t stream) {
-  using Element = typename Traits::Element;
-  constexpr bool kIsBf16 = std::is_same_v<Element, __nv_bfloat16>;
-  auto* kernel = &fwd_kernel<Traits, kMasked, false, false, false>;
-  const cudaError_t attr =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Traits::kSmemBytes);
-  if (attr != cudaSuccess) return attr;
-  const int num_sms = p.num_sms > 0 ? p.num_sms : 1;
-  const int64_t num_m_blocks = (p.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM;
-  if (num_m_blocks * p.heads_q * p.batch > INT32_MAX - num_sms || p.fp8_vt_cols > kTmaMaxRows) {
-    return cudaErrorInvalidValue;
-  }
-
+  constexpr bool kIsBf16 = std::is_same_v<typename Traits::Element, __nv_bfloat16>;
+  if (p.num_splits > 1 || p.fp8_vt_cols > kTmaMaxRows) return cudaErrorInvalidValue;
   FwdParams params = {};
   params.common = p;
   params.kv_box_rows = Traits::kBlockN;
@@ -58,18 +49,9 @@ cudaError_t launch_fp8(const detail::FwdParams& p, cudaStream_t stream) {
                   make_tensor_map(&params.tma_v, vt, CU_TENSOR_MAP_DATA_TYPE_UINT8, Traits::kBlockN, Traits::kHeadDim) &&
                   make_tensor_map(&params.tma_o, t.o, kIsBf16, kWarpgroupRows);
   if (!ok) return cudaErrorNotSupported;
-
   const cudaError_t transposed = launch_fp8_transpose_v<Traits::kHeadDim>(p, stream);
   if (transposed != cudaSuccess) return transposed;
-  const int num_units =
-      TileScheduler<kMasked, false, Traits::kBlockM, Traits::kBlockN, Traits::kSchedSeqs, Traits::kNThreads,
-                    false>::units(static_cast<int>(num_m_blocks), p.heads_q * p.batch);
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(static_cast<unsigned>(num_units < num_sms ? num_units : num_sms));
-  config.blockDim = dim3(Traits::kNThreads);
-  config.dynamicSmemBytes = Traits::kSmemBytes;
-  config.stream = stream;
-  return cudaLaunchKernelEx(&config, kernel, params);
+  return launch_fwd<Traits, kMasked, false, false, false>(params, stream);
 }
 
 template <DType kDType, int kHeadDim>

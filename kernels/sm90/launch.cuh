@@ -45,9 +45,13 @@ cudaError_t launch_fwd(const FwdParams& params, cudaStream_t stream) {
   config.dynamicSmemBytes = kSmemBytes;
   config.stream = stream;
   const cudaError_t launched = cudaLaunchKernelEx(&config, kernel, params);
-  if (launched != cudaSuccess || splits == 1) return launched;
-  // Split-KV: merge the partial results, one CTA per (batch, head, query) row.
-  return decode::launch_combine<Traits::kHeadDim, typename Traits::Element>(p, stream);
+  if constexpr (kSplit) {
+    // Split-KV: merge the partial results, one CTA per (batch, head, query) row.
+    if (launched == cudaSuccess && splits > 1) {
+      return decode::launch_combine<Traits::kHeadDim, typename Traits::Element>(p, stream);
+    }
+  }
+  return launched;
 }
 
 // Builds the four tensor maps for Traits' boxes and launches; returns
