@@ -165,13 +165,14 @@ cudaError_t launch(const Plan& plan, const Candidate& c, const AttentionParams& 
   }
 #if FLASH_HAS_SM90
   if (plan.fp8_prefill) {
-    if (c.index != 0 || c.backend != Backend::kSm90 || p.dtype != DType::kBFloat16) return cudaErrorInvalidValue;
+    if (c.index != 0 || c.backend != Backend::kSm90) return cudaErrorInvalidValue;
     f.fp8_vt = p.workspace;
     f.fp8_vt_cols = sm90::fp8_vt_cols(p.cu_seqlens_k != nullptr ? p.total_k : p.batch * p.seqlen_k, p.batch);
     return with_head_dim(p.head_dim, cudaErrorInvalidValue, [&](auto head_dim) -> cudaError_t {
       constexpr int kHeadDim = decltype(head_dim)::value;
       if constexpr (kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256) {
-        return sm90::run_fwd_fp8<DType::kBFloat16, kHeadDim>(f, plan.mask, stream);
+        return p.dtype == DType::kFloat16 ? sm90::run_fwd_fp8<DType::kFloat16, kHeadDim>(f, plan.mask, stream)
+                                          : sm90::run_fwd_fp8<DType::kBFloat16, kHeadDim>(f, plan.mask, stream);
       }
       return cudaErrorInvalidValue;
     });

@@ -418,9 +418,6 @@ Status check_fp8_prefill(const AttentionParams& p) noexcept {
     return make_status(StatusCode::kInvalidArgument,
                        "q_dtype kFloat8E4M3 (FP8 prefill) needs K and V in e4m3 too: set kv_dtype kFloat8E4M3");
   }
-  if (p.dtype != DType::kBFloat16) {
-    return make_status(StatusCode::kUnsupported, "the FP8 prefill writes O in bf16: dtype must be DType::kBFloat16");
-  }
   const int64_t dv = detail::value_head_dim(p.head_dim, p.head_dim_v);
   if ((p.head_dim != 64 && p.head_dim != 128 && p.head_dim != 256) || dv != p.head_dim) {
     return make_status(StatusCode::kUnsupported,

@@ -1,5 +1,5 @@
 // FP8 prefill (AttentionParams::q_dtype = kFloat8E4M3): Q, K and V in e4m3
-// with descales, O in bf16, on the Hopper FP8 kernel
+// with descales, O in bf16 or fp16, on the Hopper FP8 kernel
 // (kernels/sm90/fp8_kernel.cuh), against a float64 reference on the host
 // computed from the dequantised inputs.
 //
@@ -16,7 +16,7 @@
 //     to e4m3, off by at most 2^-4 of itself, and those below e4m3's
 //     smallest subnormal (2^-17 of the row's largest) are dropped.
 // So |O - O_ref| <= (2^-4 + keys * 2^-18 + (e^(2e) - 1)) * max|V| + the
-// bf16 rounding of O (2^-9 of |O|; the checks allow 2^-8), and the LSE is
+// rounding of O (bf16: 2^-9 of |O|, fp16: 2^-12; the checks allow 2^-8), and the LSE is
 // within e + 1e-3 + 1e-4 |LSE|. On top, the root-mean-square error must
 // stay within 3% of V's: P's rounding is unbiased, so a wrong key order or
 // a wrong scale cannot pass on rows whose attention is peaked (the
@@ -56,6 +56,7 @@ struct Fp8Case {
   bool descales = true;        // per K/V head powers of two
   bool outlier_channel = false;  // K column 3 at +-448 (e4m3's largest), with a small K descale
   bool sinks = false;
+  DType out = DType::kBFloat16;  // O's type
   int64_t seqlen_k_hint = 0;  // varlen: seqlen_k as given (0: the longest); flash takes it as a hint only
   // NaN codes (0x7f) in the first nan_tail V rows of every sequence but
   // the first; the O checks then skip those sequences (their outputs are
@@ -229,14 +230,14 @@ void Fp8PrefillTest::run_case(const Fp8Case& c) {
   ASSERT_EQ(cudaMemcpy(q_dev.ptr, q8.data(), q8.size(), cudaMemcpyHostToDevice), cudaSuccess);
   ASSERT_EQ(cudaMemcpy(k_dev.ptr, k8.data(), k8.size(), cudaMemcpyHostToDevice), cudaSuccess);
   ASSERT_EQ(cudaMemcpy(v_dev.ptr, v8.data(), v8.size(), cudaMemcpyHostToDevice), cudaSuccess);
-  ASSERT_EQ(cudaMemset(o_dev.ptr, 0xff, ref_o.size() * 2), cudaSuccess);  // NaN bf16: rows not written show
+  ASSERT_EQ(cudaMemset(o_dev.ptr, 0xff, ref_o.size() * 2), cudaSuccess);  // NaN in bf16 and fp16: rows not written show
   ASSERT_EQ(cudaMemset(lse_dev.ptr, 0xff, ref_lse.size() * 4), cudaSuccess);
   auto upload = [](DeviceBuffer* buf, const void* src, size_t bytes) {
     return buf->allocate(bytes) == cudaSuccess && cudaMemcpy(buf->ptr, src, bytes, cudaMemcpyHostToDevice) == cudaSuccess;
   };
 
   AttentionParams p;
-  p.dtype = DType::kBFloat16;
+  p.dtype = c.out;
   p.q_dtype = KvDType::kFloat8E4M3;
   p.kv_dtype = KvDType::kFloat8E4M3;
   p.q = q_dev.ptr;
@@ -323,7 +324,7 @@ void Fp8PrefillTest::run_case(const Fp8Case& c) {
         const double e = acc_err[(cu_q[b] + i) * c.heads_q + hq];
         for (int64_t t = 0; t < d; ++t) {
           const int64_t at = ((cu_q[b] + i) * c.heads_q + hq) * d + t;
-          const double got = to_float(o_bits[at], DType::kBFloat16);
+          const double got = to_float(o_bits[at], c.out);
           const double want = ref_o[at];
           const double bound = (0.0625 + keys * std::ldexp(1.0, -18) + std::expm1(2 * e)) * max_v[h] +
                                std::ldexp(std::fabs(want), -8) + 1e-6;
@@ -381,6 +382,25 @@ TEST_F(Fp8PrefillTest, DenseEveryHeadDim) {
       c.lens_q = {300, 300};
       c.lens_k = {300, 300};
       c.causal = causal;
+      run_case(c);
+    }
+  }
+}
+
+// O in fp16: every head dim, causal and not, dense and varlen.
+TEST_F(Fp8PrefillTest, Fp16Output) {
+  for (int64_t d : {64, 128, 256}) {
+    for (bool varlen : {false, true}) {
+      Fp8Case c;
+      c.name = std::string(varlen ? "varlen" : "dense") + "_fp16_hd" + std::to_string(d);
+      c.out = DType::kFloat16;
+      c.head_dim = d;
+      c.heads_q = 4;
+      c.heads_kv = 2;
+      c.varlen = varlen;
+      c.lens_q = varlen ? std::vector<int64_t>{65, 0, 257} : std::vector<int64_t>{200, 200};
+      c.lens_k = varlen ? std::vector<int64_t>{65, 3, 300} : std::vector<int64_t>{200, 200};
+      c.causal = varlen;
       run_case(c);
     }
   }

@@ -1,4 +1,4 @@
-// FP8 prefill on Hopper: Q, K and V in e4m3, O in bf16, both products on
+// FP8 prefill on Hopper: Q, K and V in e4m3, O in bf16 or fp16, both products on
 // e4m3 wgmma (FlashAttention-3 section 3.3). The kernel is the sm90 kernel
 // (fwd_kernel.cuh: persistent CTAs, the TMA Producer, consumer warpgroups
 // with the online softmax, pingpong and the same epilogue) on
