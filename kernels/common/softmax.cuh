@@ -80,13 +80,15 @@ struct OnlineSoftmax {
   // kPOffset: the probabilities are 2^kPOffset times larger (exponents
   // against m - kPOffset), l with them; the caller's O and log-sum-exp take
   // the factor out (the FP8 prefill scales P into e4m3's range this way).
-  template <bool kLazy = false, bool kSum = true, int kPOffset = 0, int kNTiles>
+  // kLazyThreshold: the lazy max's allowance (kLazyLog2 unless a caller
+  // needs P in a narrower range: then P <= 2^(kLazyThreshold + kPOffset)).
+  template <bool kLazy = false, bool kSum = true, int kPOffset = 0, int kLazyThreshold = 8, int kNTiles>
   __device__ __forceinline__ bool update(float (&s)[kMTiles][kNTiles][4], float scale_log2,
                                          float (&correction)[kRows]) {
     const float none[kRows] = {};
-    return update_shifted<kLazy, kSum, false, kPOffset>(s, scale_log2, correction, none);
+    return update_shifted<kLazy, kSum, false, kPOffset, kLazyThreshold>(s, scale_log2, correction, none);
   }
-  template <bool kLazy, bool kSum, bool kShift, int kPOffset = 0, int kNTiles>
+  template <bool kLazy, bool kSum, bool kShift, int kPOffset = 0, int kLazyThreshold = 8, int kNTiles>
   __device__ __forceinline__ bool update_shifted(float (&s)[kMTiles][kNTiles][4], float scale_log2,
                                                  float (&correction)[kRows], const float (&shift)[kRows]) {
     constexpr int kAcc = kNTiles < 4 ? kNTiles : 4;  // independent partial max / sum chains per row
@@ -155,7 +157,7 @@ struct OnlineSoftmax {
           m_new[r] = row_max(mt, hi, r);
           // A row's first visible keys always move its max (a row still at
           // -inf would read as empty in finalize()).
-          grow = grow || (m[r] == -INFINITY ? m_new[r] != -INFINITY : (m_new[r] - m[r]) * scale_log2 > kLazyLog2);
+          grow = grow || (m[r] == -INFINITY ? m_new[r] != -INFINITY : (m_new[r] - m[r]) * scale_log2 > kLazyThreshold);
         }
       }
       const bool rescale = __any_sync(0xffffffffu, grow);

@@ -41,6 +41,7 @@ struct FwdTraits {
   // 128 and 256 and costs at 64 (docs/perf/sm90-pingpong-and-lazy-max.md);
   // 96 and 192 take it with 128 and 256, whose tiles they share.
   static constexpr bool kLazyMax = kHeadDim >= 96;
+  static constexpr int kLazyLog2 = 8;  // its allowance: P up to 2^8
 
   // Row sums on the tensor cores (head_dim 64): P V_j runs as m64n72, its
   // last eight columns reading a block of ones in shared memory, so O's
@@ -154,12 +155,17 @@ struct Fp8FwdTraits {
   static constexpr int kConsumerRegs = kConsumerWarpgroups == 2 ? 240 : 160;
   template <bool kMasked>
   static constexpr bool kPingpong = !(kHeadDim == 256 && !kMasked);
-  // P goes to e4m3 (at most 448, smallest subnormal 2^-9): each block's
-  // probabilities take the exact row max and an offset of 2^8, so a row's
-  // largest is 256 and terms down to 2^-17 of it survive. The lazy max
-  // would let them reach 2^16.
-  static constexpr bool kLazyMax = false;
-  static constexpr int kPOffsetLog2 = 8;
+  // P goes to e4m3 (at most 448, smallest subnormal 2^-9), so P <= 256:
+  // - head dim 256: the lazy max with an allowance of 2^2 and an offset of
+  //   2^6: a row's largest P is 64 to 256, terms down to 2^-15 of it
+  //   survive, and O is rescaled only when a row's max grows by more than
+  //   2^2 (3% faster on the H200; docs/perf/fp8-prefill-qkv.md);
+  // - 64 and 128: the exact max and an offset of 2^8 (a row's largest is
+  //   256, terms down to 2^-17 of it survive); the lazy max measured slower
+  //   there.
+  static constexpr bool kLazyMax = kHeadDim_ == 256;
+  static constexpr int kLazyLog2 = kHeadDim_ == 256 ? 2 : 8;
+  static constexpr int kPOffsetLog2 = kHeadDim_ == 256 ? 6 : 8;
   static constexpr bool kRowSumInO = false;
   static constexpr bool kLseSums = true;
   static constexpr bool kFp8In = true;

@@ -224,8 +224,8 @@ struct Mainloop {
                                                                                        correction, shift);
     } else {
       if (tile.needs_mask(n_block)) apply_mask<kLeft>(s_frag, ranges, n_block * kBlockN, lane);
-      return softmax.template update<Traits::kLazyMax, Traits::kLseSums, Traits::kPOffsetLog2>(s_frag, scale_log2,
-                                                                                               correction);
+      return softmax.template update<Traits::kLazyMax, Traits::kLseSums, Traits::kPOffsetLog2, Traits::kLazyLog2>(
+          s_frag, scale_log2, correction);
     }
   }
 
