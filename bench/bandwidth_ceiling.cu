@@ -85,6 +85,23 @@ double gbps(double ms) {
 
 }  // namespace
 
+std::string launch_read_flush(const void* buf, size_t bytes, unsigned int* sink, cudaStream_t stream) {
+  static int blocks = 0;
+  if (blocks == 0) {
+    int device = 0, sms = 0, per_sm = 0;
+    std::string err = cuda_error("cudaGetDevice", cudaGetDevice(&device));
+    if (err.empty())
+      err = cuda_error("cudaDeviceGetAttribute", cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    if (err.empty())
+      err = cuda_error("cudaOccupancyMaxActiveBlocksPerMultiprocessor",
+                       cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, read_kernel, kThreads, 0));
+    if (!err.empty()) return err;
+    blocks = sms * (per_sm > 0 ? per_sm : 1);
+  }
+  read_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const uint4*>(buf), bytes / sizeof(uint4), sink);
+  return cuda_error("read flush launch", cudaGetLastError());
+}
+
 std::string measure_bandwidth_ceiling(BenchEnv& env, double* gbps_out) {
   *gbps_out = 0.0;
   ReadStream stream;

@@ -20,6 +20,7 @@ std::string BenchEnv::init() {
   if (err.empty()) err = cublas_error("cublasCreate", cublasCreate(&cublas));
   if (err.empty()) err = cublas_error("cublasSetStream", cublasSetStream(cublas, stream));
   if (err.empty()) err = flusher.init(device);
+  flusher.set_read(options.l2_flush_read);
   if (err.empty()) err = timer.init();
   return err;
 }

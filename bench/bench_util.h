@@ -77,9 +77,18 @@ class DeviceBuffer {
   size_t bytes_ = 0;
 };
 
+// Reads `bytes` (a multiple of 16) at `buf` on `stream`, folding what it
+// reads into *sink: an L2 flush that leaves no dirty lines
+// (bandwidth_ceiling.cu). "" on success.
+std::string launch_read_flush(const void* buf, size_t bytes, unsigned int* sink, cudaStream_t stream);
+
 // Evicts the inputs of the previous launch from L2: before every timed
-// launch, cudaMemsetAsync writes a buffer twice the size of the device's L2,
-// so each timed launch starts from DRAM as it would inside a model.
+// launch a buffer twice the size of the device's L2 is written
+// (cudaMemsetAsync; the default) or read (`set_read(true)`, --l2_flush=read),
+// so each timed launch starts from DRAM as it would inside a model. The write
+// leaves L2 full of dirty lines, which the timed launch's own reads evict
+// and DRAM writes back while it runs (up to L2's size, ~50 MB on an H200:
+// about 11 us at its read ceiling); the read leaves clean lines.
 class L2Flusher {
  public:
   std::string init(int device) {
@@ -87,10 +96,18 @@ class L2Flusher {
     std::string err = cuda_error("cudaDeviceGetAttribute(L2CacheSize)",
                                  cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, device));
     if (!err.empty()) return err;
-    return buffer_.allocate(2 * static_cast<size_t>(std::max(l2_bytes, 1 << 20)), "cudaMalloc(L2 flush buffer)");
+    err = buffer_.allocate(2 * static_cast<size_t>(std::max(l2_bytes, 1 << 20)), "cudaMalloc(L2 flush buffer)");
+    if (err.empty()) err = sink_.allocate(sizeof(unsigned int), "cudaMalloc(L2 flush sink)");
+    // Defined contents for the read flush.
+    if (err.empty()) err = cuda_error("cudaMemset(L2 flush buffer)", cudaMemset(buffer_.get(), 0, buffer_.bytes()));
+    return err;
   }
 
+  void set_read(bool read) noexcept { read_ = read; }
+  bool reads() const noexcept { return read_; }
+
   std::string flush(cudaStream_t stream) {
+    if (read_) return launch_read_flush(buffer_.get(), buffer_.bytes(), static_cast<unsigned int*>(sink_.get()), stream);
     flush_value_ = (flush_value_ + 1) & 0xff;
     return cuda_error("cudaMemsetAsync(L2 flush)",
                       cudaMemsetAsync(buffer_.get(), flush_value_, buffer_.bytes(), stream));
@@ -99,7 +116,8 @@ class L2Flusher {
   size_t bytes() const noexcept { return buffer_.bytes(); }
 
  private:
-  DeviceBuffer buffer_;
+  DeviceBuffer buffer_, sink_;
+  bool read_ = false;
   int flush_value_ = 0;  // varied from flush to flush so no write is provably redundant
 };
 

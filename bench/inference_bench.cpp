@@ -370,8 +370,9 @@ namespace {
 
 // The decode tables' first line: the read ceiling measured in this run.
 void print_read_ceiling(std::FILE* out, const BenchEnv& env) {
-  std::fprintf(out, "- read ceiling: %.1f GiB streamed with 16-byte loads, median: %.0f GB/s\n",
-               static_cast<double>(kBandwidthBytes) / (1 << 30), env.bandwidth_gbps);
+  std::fprintf(out, "- read ceiling: %.1f GiB streamed with 16-byte loads, median: %.0f GB/s; L2 flushed by %s\n",
+               static_cast<double>(kBandwidthBytes) / (1 << 30), env.bandwidth_gbps,
+               env.flusher.reads() ? "reading (--l2_flush=read)" : "writing (cudaMemsetAsync)");
 }
 
 }  // namespace

@@ -179,6 +179,9 @@ const char* usage() {
          "                              tunes) and print heuristic vs autotuned\n"
          "  --flash_iters=N             timed launches per flash row (default 30, after 5 warm-up)\n"
          "  --warmup_ms=MS              every row warms up for at least MS ms of launches (default 200)\n"
+         "  --l2_flush=write|read       how L2 is flushed before each timed launch: write a buffer twice L2's\n"
+         "                              size (cudaMemsetAsync, the default; its dirty lines are written back\n"
+         "                              during the timed launch) or read one (no dirty lines left)\n"
          "  --standard_iters=N          timed launches per standard row (default 3, after 1 warm-up)\n"
          "  --gemm_iters=N              timed GEMMs for the ceiling and its row (default 20, after 20 warm-up)\n";
 }
@@ -218,6 +221,12 @@ std::string parse_options(int* argc, char** argv, Options* options, bool* help) 
       options->head_dim_rows = true;
     } else if (std::strcmp(arg, "--sweep") == 0) {
       sweep_flag = true;
+    } else if (const char* v = flag_value(arg, "--l2_flush")) {
+      if (std::strcmp(v, "write") == 0 || std::strcmp(v, "read") == 0) {
+        options->l2_flush_read = std::strcmp(v, "read") == 0;
+      } else {
+        err = std::string("--l2_flush: '") + v + "' is neither write nor read";
+      }
     } else if (const char* v = flag_value(arg, "--warmup_ms")) {
       int64_t ms = 0;
       if (!parse_int(v, 0, &ms)) err = std::string("--warmup_ms: '") + v + "' is not an integer >= 0";

@@ -37,6 +37,7 @@ struct Options {
   int flash_iters = 30;      // timed launches per flash row
   int flash_warmup = 5;      // untimed launches before them (at least; see warmup_ms)
   double warmup_ms = 200.0;  // each row warms up for at least this long (--warmup_ms)
+  bool l2_flush_read = false;  // --l2_flush=read: flush L2 by reading, leaving no dirty lines (default: write)
   int standard_iters = 3;    // timed launches per standard-attention row
   int standard_warmup = 1;
   int gemm_iters = 20;       // timed GEMMs for the ceiling and its row
