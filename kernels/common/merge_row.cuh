@@ -38,6 +38,10 @@ __device__ __forceinline__ float merge_load(const T* p) {
 // sums the states w, w + 4, ... (loads independent and unrolled, so many
 // are in flight), and warp 0 adds the four partial sums in a fixed order
 // (deterministic). Lane l owns columns l, l + 32, ... lse_out may be null.
+// Each warp's first kMergePreload states are loaded before the weights are
+// known, so their loads and the LSEs' are in flight together (a split
+// decode's combine waits on one round of loads instead of two).
+inline constexpr int kMergePreload = 4;
 template <int kHeadDim, typename In, typename Out>
 __device__ __forceinline__ void merge_row(const In* o_in, int64_t o_stride, const float* lse_in, int64_t lse_stride,
                                           int n, int cols, float sink, Out* o_out, float* lse_out) {
@@ -47,6 +51,16 @@ __device__ __forceinline__ void merge_row(const In* o_in, int64_t o_stride, cons
   __shared__ float partial[kWarps][kHeadDim];
   const int lane = threadIdx.x % 32;
   const int warp = threadIdx.x / 32;
+  const In* src = o_in + lane;
+  float early[kMergePreload][kCols];
+#pragma unroll
+  for (int i = 0; i < kMergePreload; ++i) {
+    const int s = warp + kWarps * i;
+#pragma unroll
+    for (int c = 0; c < kCols; ++c) {
+      early[i][c] = s < n && lane + c * 32 < cols ? merge_load(src + s * o_stride + c * 32) : 0.f;
+    }
+  }
   if (warp == 0) {
     float lse_s[kMergeMaxStates / 32];
     float m = -INFINITY;
@@ -81,9 +95,19 @@ __device__ __forceinline__ void merge_row(const In* o_in, int64_t o_stride, cons
   float acc[kCols];
 #pragma unroll
   for (int c = 0; c < kCols; ++c) acc[c] = 0.f;
-  const In* src = o_in + lane;
+#pragma unroll
+  for (int i = 0; i < kMergePreload; ++i) {
+    const int s = warp + kWarps * i;
+    if (s < n) {
+      const float w = weights[s];
+#pragma unroll
+      for (int c = 0; c < kCols; ++c) {
+        if (lane + c * 32 < cols) acc[c] = fmaf(w, early[i][c], acc[c]);
+      }
+    }
+  }
 #pragma unroll 8
-  for (int s = warp; s < n; s += kWarps) {
+  for (int s = warp + kWarps * kMergePreload; s < n; s += kWarps) {
     const float w = weights[s];
 #pragma unroll
     for (int c = 0; c < kCols; ++c) {
