@@ -246,8 +246,8 @@ struct AttentionParams {
   //   Q = q_descale[h * descale_head_stride] * Q_fp8
   // (h the K/V head its query head reads; null: 1), and both products run
   // on the e4m3 tensor cores: Q K^T, then P V with P rounded to e4m3 (each
-  // row's probabilities scaled so its largest is 256; terms below 2^-17 of
-  // it are dropped). O is dtype's, bf16 or fp16. The Hopper kernel
+  // row's probabilities scaled so its largest is 64 to 256; terms below
+  // 2^-15 of it may be dropped). O is dtype's, bf16 or fp16. The Hopper kernel
   // only (Backend::kAuto or kSm90, sm_90 with an sm_90a build); head_dim
   // 64, 128 or 256 with head_dim_v 0 or the same; dense or varlen tensors
   // (varlen with total_q and total_k); no mask or causal; lse and sinks.
