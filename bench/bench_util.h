@@ -77,10 +77,10 @@ class DeviceBuffer {
   size_t bytes_ = 0;
 };
 
-// Reads `bytes` (a multiple of 16) at `buf` on `stream`, folding what it
-// reads into *sink: an L2 flush that leaves no dirty lines
-// (bandwidth_ceiling.cu). "" on success.
-std::string launch_read_flush(const void* buf, size_t bytes, unsigned int* sink, cudaStream_t stream);
+// Reads `bytes` (a multiple of 16) at `buf` on `stream` with every SM,
+// folding what it reads into *sink (l2_flush.cu): the read ceiling's
+// kernel, and an L2 flush that leaves no dirty lines. "" on success.
+std::string launch_device_read(const void* buf, size_t bytes, unsigned int* sink, cudaStream_t stream);
 
 // Evicts the inputs of the previous launch from L2: before every timed
 // launch a buffer twice the size of the device's L2 is written
@@ -98,8 +98,9 @@ class L2Flusher {
     if (!err.empty()) return err;
     err = buffer_.allocate(2 * static_cast<size_t>(std::max(l2_bytes, 1 << 20)), "cudaMalloc(L2 flush buffer)");
     if (err.empty()) err = sink_.allocate(sizeof(unsigned int), "cudaMalloc(L2 flush sink)");
-    // Defined contents for the read flush.
+    // Defined contents for the read flush, in place before any stream reads them.
     if (err.empty()) err = cuda_error("cudaMemset(L2 flush buffer)", cudaMemset(buffer_.get(), 0, buffer_.bytes()));
+    if (err.empty()) err = cuda_error("cudaDeviceSynchronize(L2 flush buffer)", cudaDeviceSynchronize());
     return err;
   }
 
@@ -107,7 +108,7 @@ class L2Flusher {
   bool reads() const noexcept { return read_; }
 
   std::string flush(cudaStream_t stream) {
-    if (read_) return launch_read_flush(buffer_.get(), buffer_.bytes(), static_cast<unsigned int*>(sink_.get()), stream);
+    if (read_) return launch_device_read(buffer_.get(), buffer_.bytes(), static_cast<unsigned int*>(sink_.get()), stream);
     flush_value_ = (flush_value_ + 1) & 0xff;
     return cuda_error("cudaMemsetAsync(L2 flush)",
                       cudaMemsetAsync(buffer_.get(), flush_value_, buffer_.bytes(), stream));

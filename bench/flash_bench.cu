@@ -264,6 +264,7 @@ int run(int argc, char** argv) {
   benchmark::AddCustomContext("flash_version", flash::version());
   benchmark::AddCustomContext("flash_backend", backend_name(env.options.backend));
   benchmark::AddCustomContext("flash_softcap", std::to_string(env.options.softcap));
+  benchmark::AddCustomContext("l2_flush", env.options.l2_flush_read ? "read" : "write");
   benchmark::AddCustomContext("flash_lse", env.options.lse ? "true" : "false");
   benchmark::AddCustomContext("gemm_bf16_8192_tflops", std::to_string(env.ceiling_tflops));
   std::printf("GPU: %s; ceiling (cuBLAS bf16 GEMM 8192^3): %.1f TFLOP/s\n", env.gpu_name.c_str(),

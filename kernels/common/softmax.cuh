@@ -59,10 +59,11 @@ struct OnlineSoftmax {
   // m = -inf and gets zeros, not NaN: its subtracted max is taken as 0.
   //
   // kLazy: the max a row subtracts moves only when some row of the warp
-  // has outgrown it by more than kLazyLog2 (in exp2 units), so most blocks
-  // leave m alone, correction is 1 and the caller may skip rescaling O:
-  // update() returns whether O needs it (warp-uniform; always true when
-  // !kLazy). Probabilities then reach up to 2^kLazyLog2 = 256 before the
+  // has outgrown it by more than kLazyThreshold (in exp2 units; kLazyLog2 =
+  // 8 unless the caller asks for less), so most blocks leave m alone,
+  // correction is 1 and the caller may skip rescaling O: update() returns
+  // whether O needs it (warp-uniform; always true when !kLazy).
+  // Probabilities then reach up to 2^(kLazyThreshold + kPOffset), 256 by default, before the
   // final normalisation, well inside fp32, bf16 and fp16 range; the result
   // is the same function (l and O share the stale max).
   //
@@ -110,7 +111,7 @@ struct OnlineSoftmax {
     // Scores of row r to probabilities against max m_new; l updated.
     // m * scale_log2 is rounded up, so every exponent s * scale_log2 -
     // m_scaled (one FFMA, exact before its own rounding) is <= 0 for s <= m:
-    // no probability exceeds 1 (2^kLazyLog2 with the lazy max), whatever
+    // no probability exceeds 1 (2^kLazyThreshold with the lazy max; times 2^kPOffset), whatever
     // the magnitude of the scores. The old max is scaled the same way, so a
     // max that does not move gives a correction of exactly 1: with the lazy
     // max, l is rescaled on every block but O only when the max moves, and

@@ -6,8 +6,9 @@
 //   - Q and K tiles are 128-byte swizzle rows of 128 e4m3 elements;
 //   - V is read as V^T (head dim rows of keys), written into the workspace
 //     by fp8_transpose.cuh first: e4m3 wgmma takes B only K-major;
-//   - P goes to e4m3 in registers, scaled by 2^8 (Fp8FwdTraits::kPOffsetLog2),
-//     its fragment's key order matched by V^T's column order (fp8_vt.h);
+//   - P goes to e4m3 in registers, at most 256 (Fp8FwdTraits::kPOffsetLog2,
+//     with the lazy max at head dim 256: kLazyLog2), its fragment's key
+//     order matched by V^T's column order (fp8_vt.h);
 //   - q_descale * k_descale of the tile's K/V head joins the softmax's
 //     scale (the scores stay raw), and v_descale multiplies O.
 #pragma once

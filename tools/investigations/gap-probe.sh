@@ -10,7 +10,7 @@ set -uo pipefail
 OUT=${OUT:-$PWD/gap-probe-out}
 mkdir -p "$OUT"
 B=${BUILD_DIR:-build/ab}
-nvcc -std=c++17 -O2 -arch=sm_90a -Iinclude -I"$B/include" -Itests/support -Ibench tools/investigations/gap_probe.cu \
+nvcc -std=c++17 -O2 -arch=sm_90a -Iinclude -I"$B/include" -Itests/support -Ibench tools/investigations/gap_probe.cu bench/l2_flush.cu \
   "$B/tests/support/libflash_reference.a" "$B/libflash.a" -o "$B/gap_probe" || exit 1
 for dtype in bf16 fp16; do
   "$B/gap_probe" 128 2048 0 $dtype
