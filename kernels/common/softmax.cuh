@@ -76,20 +76,20 @@ struct OnlineSoftmax {
   // block's first column); the max compares s + shift against m and the
   // exponents take s against m - shift, so the offset costs a few
   // instructions per row instead of one per score.
-  static constexpr float kLazyLog2 = 8.f;
+  static constexpr int kLazyLog2 = 8;
   //
   // kPOffset: the probabilities are 2^kPOffset times larger (exponents
   // against m - kPOffset), l with them; the caller's O and log-sum-exp take
   // the factor out (the FP8 prefill scales P into e4m3's range this way).
   // kLazyThreshold: the lazy max's allowance (kLazyLog2 unless a caller
   // needs P in a narrower range: then P <= 2^(kLazyThreshold + kPOffset)).
-  template <bool kLazy = false, bool kSum = true, int kPOffset = 0, int kLazyThreshold = 8, int kNTiles>
+  template <bool kLazy = false, bool kSum = true, int kPOffset = 0, int kLazyThreshold = kLazyLog2, int kNTiles>
   __device__ __forceinline__ bool update(float (&s)[kMTiles][kNTiles][4], float scale_log2,
                                          float (&correction)[kRows]) {
     const float none[kRows] = {};
     return update_shifted<kLazy, kSum, false, kPOffset, kLazyThreshold>(s, scale_log2, correction, none);
   }
-  template <bool kLazy, bool kSum, bool kShift, int kPOffset = 0, int kLazyThreshold = 8, int kNTiles>
+  template <bool kLazy, bool kSum, bool kShift, int kPOffset = 0, int kLazyThreshold = kLazyLog2, int kNTiles>
   __device__ __forceinline__ bool update_shifted(float (&s)[kMTiles][kNTiles][4], float scale_log2,
                                                  float (&correction)[kRows], const float (&shift)[kRows]) {
     constexpr int kAcc = kNTiles < 4 ? kNTiles : 4;  // independent partial max / sum chains per row
