@@ -15,7 +15,7 @@ NS = [32, 48, 64, 72, 80, 96, 112, 128, 160, 176, 192, 256]
 TYPES = {"bf16": "__nv_bfloat16", "f16": "__half"}
 # e4m3 x e4m3 (k32): the FP8 prefill kernel's N, its key blocks for S and
 # its head dims for P V.
-NS_E4M3 = [64, 128, 160, 192, 256]
+NS_E4M3 = [64, 128, 160, 192, 224, 256]
 
 
 def wrapper(n, ptx_type, a_in_regs, k=16, transpose=True):

@@ -913,11 +913,11 @@ TEST(Validate, ChecksAnFp8Prefill) {
   bad.workspace = nullptr;
   bad.workspace_bytes = 0;
   EXPECT_TRUE(invalid(bad, {"FP8 prefill needs a workspace of", "attention_workspace_size"}));
-  // 2 sequences of 200 keys: (400 + 144 * 2 + 15) / 16 * 16 = 688 columns
+  // 2 sequences of 200 keys: (400 + 240 * 2 + 15) / 16 * 16 = 880 columns
   // for each of the 2 K/V heads' 128 rows.
   bad = p;
-  bad.workspace_bytes = size_t{2} * 128 * 688 - 1;
-  EXPECT_TRUE(invalid(bad, {"needs a workspace of 176128 bytes"}));
+  bad.workspace_bytes = size_t{2} * 128 * 880 - 1;
+  EXPECT_TRUE(invalid(bad, {"needs a workspace of 225280 bytes"}));
   bad.workspace_bytes += 1;
   EXPECT_TRUE(flash::validate(bad).ok()) << flash::validate(bad).message;
 

@@ -47,7 +47,8 @@ cudaError_t launch_fp8(const detail::FwdParams& p, cudaStream_t stream) {
                      p.fp8_vt_cols, Traits::kHeadDim * p.fp8_vt_cols, 0, 1};
   const bool ok = make_tensor_map(&params.tma_q, t.q, CU_TENSOR_MAP_DATA_TYPE_UINT8, kSwizzleBytes, kWarpgroupRows) &&
                   make_tensor_map(&params.tma_k, t.k, CU_TENSOR_MAP_DATA_TYPE_UINT8, kSwizzleBytes, Traits::kBlockN) &&
-                  make_tensor_map(&params.tma_v, vt, CU_TENSOR_MAP_DATA_TYPE_UINT8, Traits::kBlockN, Traits::kHeadDim) &&
+                  make_tensor_map(&params.tma_v, vt, CU_TENSOR_MAP_DATA_TYPE_UINT8, Traits::kVtBoxCols, Traits::kHeadDim,
+                                  Traits::kVtBoxCols) &&
                   make_tensor_map(&params.tma_o, t.o, kIsBf16, kWarpgroupRows);
   if (!ok) return cudaErrorNotSupported;
   const cudaError_t transposed = launch_fp8_transpose_v<Traits::kHeadDim>(p, stream);

@@ -5,8 +5,8 @@
 //   vt[h][d][fp8_vt_start(k_0(s), s) + c]   for sequence s,
 // k_0(s) its first key in packed K/V (varlen) or s * seqlen_k (dense). A
 // sequence's columns run up to the next one's start: its keys, then at least
-// 129 zero columns, so a 128-key block that starts before its end never
-// reaches the next sequence (whose V might hold e4m3's NaN codes; P's zeros
+// 225 zero columns, so a key block (at most 224 keys) that starts before its
+// end never reaches the next sequence (whose V might hold e4m3's NaN codes; P's zeros
 // there would not cancel them). Within each 32 columns from the sequence's start, column
 // c holds key fp8_key_of_column(c) of those 32 (the order P's e4m3 register
 // fragment has its keys in, mainloop.cuh). Plain arithmetic, shared by the
@@ -23,11 +23,11 @@
 
 namespace flash::sm90 {
 
-// Columns of slack a sequence: after rounding to 16, at least 129.
-inline constexpr int64_t kFp8VtSlack = 144;
+// Columns of slack a sequence: after rounding to 16, at least 225.
+inline constexpr int64_t kFp8VtSlack = 240;
 
 // First column of sequence s: 16-byte aligned, kFp8VtSlack columns a
-// sequence of slack, so that a sequence of n keys has at least n + 129.
+// sequence of slack, so that a sequence of n keys has at least n + 225.
 FLASH_FP8_VT_FN int64_t fp8_vt_start(int64_t first_key, int64_t s) {
   return (first_key + kFp8VtSlack * s + 15) / 16 * 16;
 }

@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "../common/constants.h"
+#include "fp8_vt.h"
 
 namespace flash::sm90 {
 
@@ -138,8 +139,8 @@ struct FwdTraits {
 // TMA's 128-byte swizzle rows of 128 elements: Q and K are (rows, head dim)
 // in kInColBlocks column blocks (head dim 64 fills half of one, TMA
 // zero-fills the rest, and Q K^T reads only its 64 columns); V arrives
-// transposed (V^T, head dim rows of kBlockN keys, one column block of 128
-// keys), because e4m3 wgmma reads B only K-major. O is staged for its TMA
+// transposed (V^T, head dim rows of kBlockN keys, in column blocks of
+// kVtBoxCols keys), because e4m3 wgmma reads B only K-major. O is staged for its TMA
 // store in a buffer of its own, in Element.
 template <int kHeadDim_, int kBlockM_, int kBlockN_, int kStages_, typename Element_>
 struct Fp8FwdTraits {
@@ -178,6 +179,11 @@ struct Fp8FwdTraits {
   static constexpr int kQBytes = kBlockM * kInColBlocks * kSwizzleBytes;
   static constexpr int kKBytes = kBlockN * kInColBlocks * kSwizzleBytes;
   static constexpr int kVtBytes = kHeadDim * kBlockN;  // kHeadDim rows of kBlockN one-byte keys
+  // V^T's block as TMA boxes of kHeadDim rows of kVtBoxCols keys, each
+  // swizzled over its kVtBoxCols-byte rows (128, 64 or 32: the widest that
+  // divides kBlockN), kHeadDim * kVtBoxCols bytes apart in the stage.
+  static constexpr int kVtBoxCols = kBlockN % 128 == 0 ? 128 : kBlockN % 64 == 0 ? 64 : 32;
+  static constexpr int kVtBoxes = kBlockN / kVtBoxCols;
   static constexpr int kKVBytes = kKBytes > kVtBytes ? kKBytes : kVtBytes;  // one stage of K or of V^T
   static constexpr int kOnesBytes = 0;
   static constexpr int kNumBarriers = 2 + 4 * kStages;
@@ -203,7 +209,8 @@ struct Fp8FwdTraits {
 
   static_assert(sizeof(Element) == 2, "O is fp16 or bf16");
   static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256, "FP8 prefill: head dim 64, 128 or 256");
-  static_assert(kBlockN == 128, "V^T's block is one 128-byte swizzle row of keys");
+  static_assert(kBlockN % 32 == 0 && kBlockN <= 256, "key blocks of whole k32 steps, at most TMA's 256 K rows");
+  static_assert(kBlockN + 15 <= kFp8VtSlack, "a key block that starts before a sequence's end stays in its V^T slack");
   static_assert(kBlockM % 64 == 0 && (kConsumerWarpgroups == 2 || kConsumerWarpgroups == 3),
                 "two or three consumer warpgroups of 64 query rows");
   static_assert(kStages >= 2, "the K/V rings need two stages to overlap loads with compute");

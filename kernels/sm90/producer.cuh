@@ -65,13 +65,17 @@ struct Producer {
   }
 
   // The FP8 prefill (Traits::kFp8In): V^T's block of keys [col, col +
-  // kBlockN), head_dim rows of one swizzle row; tma_v describes V^T as
-  // (columns, head dim rows, heads_kv, 1).
+  // kBlockN), Traits::kVtBoxes boxes of head_dim rows of kVtBoxCols keys;
+  // tma_v describes V^T as (columns, head dim rows, heads_kv, 1).
   __device__ __forceinline__ static void load_vt(const FwdParams& params, uint32_t dst, uint32_t full, uint32_t empty,
                                                  uint32_t empty_parity, int col, int head_kv) {
     mbarrier_wait(empty, empty_parity);
     mbarrier_arrive_expect_tx(full, Traits::kVtBytes);
-    tma_load_4d(dst, &params.tma_v, full, col, 0, head_kv, 0);
+#pragma unroll
+    for (int b = 0; b < Traits::kVtBoxes; ++b) {
+      tma_load_4d(dst + b * Traits::kHeadDim * Traits::kVtBoxCols, &params.tma_v, full, col + b * Traits::kVtBoxCols,
+                  0, head_kv, 0);
+    }
   }
 
   template <typename Scheduler>

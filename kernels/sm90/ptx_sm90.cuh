@@ -123,6 +123,17 @@ __device__ __forceinline__ uint64_t smem_descriptor(uint32_t addr, uint32_t lead
          ((kStrideBytes >> 4) << 32) | (kSwizzle128B << 62);
 }
 
+// A K-major operand stored as TMA's SWIZZLE_<kSwizzleBytes>B writes it:
+// rows of kSwizzleBytes bytes (128, 64 or 32), 8-row atoms of 8 *
+// kSwizzleBytes bytes, each k-step's bytes inside one row.
+template <int kSwizzleBytes>
+__device__ __forceinline__ uint64_t smem_descriptor_kmajor(uint32_t addr) {
+  static_assert(kSwizzleBytes == 128 || kSwizzleBytes == 64 || kSwizzleBytes == 32, "swizzle of 128, 64 or 32 bytes");
+  constexpr uint64_t kMode = kSwizzleBytes == 128 ? 1 : kSwizzleBytes == 64 ? 2 : 3;
+  constexpr uint64_t kStrideBytes = 8 * kSwizzleBytes;
+  return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | ((kStrideBytes >> 4) << 32) | (kMode << 62);
+}
+
 // The descriptor of the same tile `byte_offset` bytes on (a later k-step):
 // only the start address field, the low 14 bits, moves, and it cannot carry
 // out of them (shared memory ends below 256 KiB), so one 32-bit add on the

@@ -16,9 +16,11 @@ namespace flash::sm90 {
 // false when tma_problem(t) names a problem or the driver's encoder is
 // missing or refuses; the map is then unusable.
 bool make_tensor_map(CUtensorMap* map, const TmaTensor& t, bool is_bf16, int box_rows);
-// The same for any element type with a (box_cols, box_rows) box; box_cols
-// times the element size at most 128 bytes.
-bool make_tensor_map(CUtensorMap* map, const TmaTensor& t, CUtensorMapDataType type, int box_cols, int box_rows);
+// The same for any element type with a (box_cols, box_rows) box and a
+// swizzle of `swizzle_bytes` (128, 64 or 32); box_cols times the element
+// size at most swizzle_bytes.
+bool make_tensor_map(CUtensorMap* map, const TmaTensor& t, CUtensorMapDataType type, int box_cols, int box_rows,
+                     int swizzle_bytes = 128);
 
 // Whether the driver offers the tensor-map encoder (looked up once).
 bool tma_encoder_available();
