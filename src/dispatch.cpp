@@ -116,7 +116,10 @@ bool describe(const Plan& plan, const Candidate& c, const AttentionParams& p, Ke
     return true;
   }
 #if FLASH_HAS_SM90
-  if (plan.fp8_prefill) return c.backend == Backend::kSm90 && c.index == 0 && sm90::describe_fp8(p.head_dim, choice);
+  if (plan.fp8_prefill) {
+    return c.backend == Backend::kSm90 && c.index == 0 &&
+           sm90::describe_fp8(p.head_dim, plan.mask != MaskVariant::kTail, choice);
+  }
   if (c.backend == Backend::kSm90 && mla_shape(p.head_dim, p.head_dim_v)) {
     if (c.index != 0) return false;
     choice->backend = Backend::kSm90;

@@ -51,8 +51,9 @@ inline constexpr int kMlaSmemBytes = 230912;
 template <DType kDType>
 cudaError_t run_mla(const detail::FwdParams& params, cudaStream_t stream);
 
-// The FP8 prefill's configuration at head_dim (64, 128, 256). False if none.
-bool describe_fp8(int64_t head_dim, KernelChoice* choice);
+// The FP8 prefill's configuration at head_dim (64, 128, 256), unmasked or
+// causal (`masked`). False if none.
+bool describe_fp8(int64_t head_dim, bool masked, KernelChoice* choice);
 
 // Number of compiled configurations for (head_dim, masked) (0 if none).
 int num_candidates(int64_t head_dim, bool masked);

@@ -32,9 +32,9 @@ bool describe_head_dim(int index, KernelChoice* c) {
                                            std::make_integer_sequence<int, kNumCandidates<kHeadDim, kMasked>>{});
 }
 
-template <int kHeadDim>
+template <int kHeadDim, bool kMasked>
 void describe_fp8_tile(KernelChoice* c) {
-  using Tile = Fp8Tile<kHeadDim>;
+  using Tile = Fp8Tile<kHeadDim, kMasked>;
   c->backend = Backend::kSm90;
   c->block_m = Tile::kBlockM;
   c->block_n = Tile::kBlockN;
@@ -46,11 +46,11 @@ void describe_fp8_tile(KernelChoice* c) {
 
 }  // namespace
 
-bool describe_fp8(int64_t head_dim, KernelChoice* choice) {
+bool describe_fp8(int64_t head_dim, bool masked, KernelChoice* choice) {
   switch (head_dim) {
-    case 64: return describe_fp8_tile<64>(choice), true;
-    case 128: return describe_fp8_tile<128>(choice), true;
-    case 256: return describe_fp8_tile<256>(choice), true;
+    case 64: return (masked ? describe_fp8_tile<64, true>(choice) : describe_fp8_tile<64, false>(choice)), true;
+    case 128: return (masked ? describe_fp8_tile<128, true>(choice) : describe_fp8_tile<128, false>(choice)), true;
+    case 256: return (masked ? describe_fp8_tile<256, true>(choice) : describe_fp8_tile<256, false>(choice)), true;
     default: return false;
   }
 }

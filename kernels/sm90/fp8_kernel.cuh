@@ -58,10 +58,10 @@ cudaError_t launch_fp8(const detail::FwdParams& p, cudaStream_t stream) {
 
 template <DType kDType, int kHeadDim>
 cudaError_t run_fwd_fp8(const detail::FwdParams& p, MaskVariant mask, cudaStream_t stream) {
-  using Traits = Fp8Traits<kHeadDim, typename ElementOf<kDType>::type>;
+  using Element = typename ElementOf<kDType>::type;
   switch (mask) {
-    case MaskVariant::kTail: return launch_fp8<Traits, false>(p, stream);
-    case MaskVariant::kCausal: return launch_fp8<Traits, true>(p, stream);
+    case MaskVariant::kTail: return launch_fp8<Fp8Traits<kHeadDim, false, Element>, false>(p, stream);
+    case MaskVariant::kCausal: return launch_fp8<Fp8Traits<kHeadDim, true, Element>, true>(p, stream);
     default: return cudaErrorInvalidValue;
   }
 }
