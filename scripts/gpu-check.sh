@@ -83,7 +83,7 @@ if has_phase sass; then
   lib="$BUILD_DIR/libflash.a"
   cuobjdump --dump-sass "$lib" >"$OUT/sass.txt" 2>&1
   # Per kernel: tensor-core MMAs, ldmatrix, local-memory traffic.
-  awk '/Function :/ {name=$3; seen[name]=1} / HMMA/ {h[name]++} /HGMMA/ {g[name]++} /LDSM/ {l[name]++}
+  awk '/Function :/ {name=$3; seen[name]=1} / HMMA/ {h[name]++} /[HQ]GMMA/ {g[name]++} /LDSM/ {l[name]++}
        /LDL|STL/ {s[name]++}
        END {for (n in seen) printf "%s HMMA=%d HGMMA=%d LDSM=%d LDL/STL=%d\n", n, h[n], g[n], l[n], s[n]}' \
     "$OUT/sass.txt" | sort >"$OUT/sass_summary.txt"

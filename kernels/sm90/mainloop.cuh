@@ -400,13 +400,14 @@ struct Mainloop {
       if (kEarlyQ && i == n - 1) release_q();
       if constexpr (kScaleScores) scale_scores(s, row_scale);
       rescale_o = softmax_step(tile, ranges, alibi_neg, s, tile.n_first + n - 1 - i, softmax, correction, scale_log2);
-      if constexpr (kFp8In) {
+      if constexpr (kFp8In && !Traits::kLazyMax) {
         // O takes block i's max before P_i V_i adds to it once P_{i-1}
         // V_{i-1} is done, only where a row's correction is not exactly 1.
         // The branch also ends the softmax's basic block: ptxas hoists a
         // wgmma wait to the top of its block, and there it would wait for
-        // P V before the exponentials (docs/perf/fp8-prefill-qkv.md; the
-        // 16-bit kernels measured no better with it, hd128 2% worse).
+        // P V before the exponentials (docs/perf/fp8-prefill-qkv.md). The
+        // 16-bit kernels measured no better with it (hd128 2% worse), and
+        // the FP8 head dim 256 (lazy max) level, with three more spills.
         if (__any_sync(0xffffffffu, rescale_o && (correction[0] != 1.f || correction[1] != 1.f))) {
           wgmma_wait<0>();
           fence_registers(o);
