@@ -360,7 +360,8 @@ Status plan_fp8_prefill(const AttentionParams& p, const DeviceCaps& caps, Plan* 
       }
     }
   }
-  plan->mask = plan->window_right >= 0 ? MaskVariant::kCausal : MaskVariant::kTail;
+  // make_plan's mask: kTail, kCausal (a right edge) or kWindow (a left
+  // edge); validate() refuses the score modifiers.
   plan->fp8_prefill = true;
   add(plan, Backend::kSm90, 0);
   plan->num_splits = 1;

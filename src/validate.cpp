@@ -431,7 +431,6 @@ Status check_fp8_prefill(const AttentionParams& p) noexcept {
   }
   const char* what = p.seqused_k != nullptr              ? "seqused_k"
                      : p.block_table != nullptr          ? "a paged cache (block_table)"
-                     : detail::kernel_window_left(p) >= 0 || detail::kernel_window_right(p) > 0 ? "a sliding window"
                      : p.softcap > 0.f                   ? "softcap"
                      : p.alibi_slopes != nullptr         ? "alibi_slopes"
                      : p.num_splits > 1                  ? "num_splits > 1"
@@ -439,7 +438,7 @@ Status check_fp8_prefill(const AttentionParams& p) noexcept {
   if (what != nullptr) {
     return make_status(StatusCode::kUnsupported,
                        "the FP8 prefill (q_dtype kFloat8E4M3) does not support %s; it takes dense or varlen tensors, "
-                       "causal or no mask, lse and sinks",
+                       "no mask, causal or a sliding window, lse and sinks",
                        what);
   }
   if ((p.cu_seqlens_q != nullptr && p.total_q == 0) || (p.cu_seqlens_k != nullptr && p.total_k == 0)) {

@@ -51,6 +51,9 @@ struct Fp8Case {
   std::vector<int64_t> lens_q, lens_k;  // per sequence; varlen when `varlen`
   bool varlen = false;
   bool causal = false;
+  // A sliding window (FlashAttention-2's convention: row i sees keys
+  // [i + d - window_left, i + d + window_right], d = len_k - len_q); -1: no edge.
+  int64_t window_left = -1, window_right = -1;
   bool with_lse = true;
   float max_qk = 2.f;          // |Q|, |K| codes drawn up to this (before descales)
   float softmax_scale = 0.f;   // 0: 1/sqrt(head_dim)
@@ -178,9 +181,12 @@ void Fp8PrefillTest::run_case(const Fp8Case& c) {
         const double* q = &qf[((cu_q[b] + i) * c.heads_q + hq) * d];
         const double qk_scale = descale_of(q_descale, h) * descale_of(k_descale, h) * scale;
         double m = -INFINITY, abs_max = 0.0;
-        int64_t visible = lk;
-        if (c.causal) visible = std::clamp<int64_t>(i + lk - lq + 1, 0, lk);
-        for (int64_t j = 0; j < visible; ++j) {
+        const int64_t diag = i + lk - lq;
+        const int64_t right = c.causal ? 0 : c.window_right;
+        const int64_t first = c.window_left >= 0 ? std::clamp<int64_t>(diag - c.window_left, 0, lk) : 0;
+        const int64_t end = std::max(first, right >= 0 ? std::clamp<int64_t>(diag + right + 1, 0, lk) : lk);
+        const int64_t visible = end - first;
+        for (int64_t j = first; j < end; ++j) {
           const double* k = &kf[((cu_k[b] + j) * c.heads_kv + h) * d];
           double dot = 0.0, abs_dot = 0.0;
           for (int64_t t = 0; t < d; ++t) {
@@ -192,7 +198,7 @@ void Fp8PrefillTest::run_case(const Fp8Case& c) {
           abs_max = std::max(abs_max, abs_dot * qk_scale);
         }
         double l = 0.0;
-        for (int64_t j = 0; j < visible; ++j) l += std::exp(s[j] - m);
+        for (int64_t j = first; j < end; ++j) l += std::exp(s[j] - m);
         double lse = visible > 0 ? m + std::log(l) : -INFINITY;
         double total = lse;
         if (c.sinks && std::isfinite(sinks[hq])) {
@@ -207,7 +213,7 @@ void Fp8PrefillTest::run_case(const Fp8Case& c) {
           ++peak_rows;
         }
         double* o = &ref_o[((cu_q[b] + i) * c.heads_q + hq) * d];
-        for (int64_t j = 0; j < visible; ++j) {
+        for (int64_t j = first; j < end; ++j) {
           const double w = std::exp(s[j] - total) * descale_of(v_descale, h);
           const double* v = &vf[((cu_k[b] + j) * c.heads_kv + h) * d];
           for (int64_t t = 0; t < d; ++t) o[t] += w * v[t];
@@ -253,6 +259,8 @@ void Fp8PrefillTest::run_case(const Fp8Case& c) {
   p.heads_kv = c.heads_kv;
   p.head_dim = d;
   p.causal = c.causal;
+  p.window_left = c.window_left;
+  p.window_right = c.window_right;
   p.softmax_scale = c.softmax_scale;
   p.set_contiguous_bnhd();
   if (c.varlen) {
@@ -444,6 +452,33 @@ TEST_F(Fp8PrefillTest, ChunkedAndEmptyRows) {
     c.lens_q = {200};
     c.lens_k = {77};
     run_case(c);
+  }
+}
+
+// Sliding windows: a left edge (gpt-oss's 128 keys, and one wider than a
+// key block), a left and a right edge, a right edge alone; dense and
+// varlen, every head dim.
+TEST_F(Fp8PrefillTest, Windows) {
+  struct W {
+    const char* name;
+    int64_t left, right;
+  };
+  for (int64_t d : {128, 64, 256}) {
+    for (const W w : {W{"left128", 128, 0}, W{"left300", 300, 0}, W{"left64_right32", 64, 32}, W{"right100", -1, 100}}) {
+      for (bool varlen : {false, true}) {
+        Fp8Case c;
+        c.name = std::string("window_") + w.name + "_hd" + std::to_string(d) + (varlen ? "_varlen" : "");
+        c.head_dim = d;
+        c.heads_q = 4;
+        c.heads_kv = 2;
+        c.varlen = varlen;
+        c.lens_q = varlen ? std::vector<int64_t>{1, 250, 700} : std::vector<int64_t>{700};
+        c.lens_k = varlen ? std::vector<int64_t>{40, 250, 900} : std::vector<int64_t>{900};
+        c.window_left = w.left;
+        c.window_right = w.right;
+        run_case(c);
+      }
+    }
   }
 }
 

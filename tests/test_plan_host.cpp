@@ -706,6 +706,16 @@ TEST(Plan, Fp8PrefillRunsTheHopperFp8Kernel) {
     KernelChoice choice;
     ASSERT_TRUE(detail::describe(plan, plan.candidates[0], p, &choice));
     EXPECT_EQ(std::string(choice.name).rfind("sm90 fp8 ", 0), 0u) << choice.name;
+    // A left window runs the window variant; a right edge alone, the causal one.
+    AttentionParams window = p;
+    window.causal = false;
+    window.window_left = 256;
+    ASSERT_TRUE(detail::make_plan(window, kH200, &plan).ok());
+    EXPECT_EQ(plan.mask, MaskVariant::kWindow);
+    window.window_left = -1;
+    window.window_right = 16;
+    ASSERT_TRUE(detail::make_plan(window, kH200, &plan).ok());
+    EXPECT_EQ(plan.mask, MaskVariant::kCausal);
     const Status a100 = detail::make_plan(p, kA100, &plan);
     EXPECT_EQ(a100.code, StatusCode::kUnsupported);
     EXPECT_NE(std::string(a100.message).find("sm_90 (Hopper) only"), std::string::npos) << a100.message;

@@ -968,13 +968,15 @@ TEST(Validate, ChecksAnFp8Prefill) {
   bad = p;
   bad.seqused_k = static_cast<const int32_t*>(fake_ptr(7));
   EXPECT_TRUE(unsupported(bad, "seqused_k"));
-  bad = p;
-  bad.causal = false;
-  bad.window_left = 64;
-  EXPECT_TRUE(unsupported(bad, "sliding window"));
-  bad.window_left = -1;
-  bad.window_right = 16;
-  EXPECT_TRUE(unsupported(bad, "sliding window"));
+  // Sliding windows: a left edge, a right edge, both.
+  AttentionParams window = p;
+  window.causal = false;
+  window.window_left = 64;
+  EXPECT_TRUE(flash::validate(window).ok()) << flash::validate(window).message;
+  window.window_right = 16;
+  EXPECT_TRUE(flash::validate(window).ok()) << flash::validate(window).message;
+  window.window_left = -1;
+  EXPECT_TRUE(flash::validate(window).ok()) << flash::validate(window).message;
   // Windows that are causal or no window at all, however spelled.
   AttentionParams same = p;
   same.causal = false;

@@ -283,8 +283,8 @@ typedef struct flash_attention_params {
    * (h the K/V head; null: 1), and both products run on e4m3 tensor cores;
    * O is dtype's (bf16 or fp16). Hopper only (FLASH_BACKEND_AUTO
    * or FLASH_BACKEND_SM90); head_dim 64, 128 or 256 with head_dim_v 0 or
-   * the same; dense or varlen (with total_q and total_k); no mask or causal;
-   * lse and sinks. Needs a workspace of flash_attention_workspace_size()
+   * the same; dense or varlen (with total_q and total_k); no mask, causal
+   * or a sliding window; lse and sinks. Needs a workspace of flash_attention_workspace_size()
    * bytes (V transposed). FLASH_KV_DTYPE_SAME (the default) takes a null
    * q_descale. */
   flash_kv_dtype q_dtype;

@@ -250,9 +250,9 @@ struct AttentionParams {
   // 2^-15 of it may be dropped). O is dtype's, bf16 or fp16. The Hopper kernel
   // only (Backend::kAuto or kSm90, sm_90 with an sm_90a build); head_dim
   // 64, 128 or 256 with head_dim_v 0 or the same; dense or varlen tensors
-  // (varlen with total_q and total_k); no mask or causal; lse and sinks.
-  // Not with seqused_k, a paged cache, k_new, a window, softcap, ALiBi or
-  // num_splits > 1. Q, K and V strides in multiples of 16 elements.
+  // (varlen with total_q and total_k); no mask, causal or a sliding
+  // window; lse and sinks. Not with seqused_k, a paged cache, k_new,
+  // softcap, ALiBi or num_splits > 1. Q, K and V strides in multiples of 16 elements.
   // q_descale and k_descale must be positive: their product joins
   // softmax_scale.
   // Needs a workspace of attention_workspace_size() bytes, about heads_kv *

@@ -31,7 +31,7 @@ namespace flash::sm90 {
 
 // The tensor maps, V^T into p.fp8_vt, then the attention kernel
 // (launch_fwd, unsplit).
-template <typename Traits, bool kMasked>
+template <typename Traits, bool kMasked, bool kLeft>
 cudaError_t launch_fp8(const detail::FwdParams& p, cudaStream_t stream) {
   constexpr bool kIsBf16 = std::is_same_v<typename Traits::Element, __nv_bfloat16>;
   if (p.num_splits > 1 || p.fp8_vt_cols > kTmaMaxRows) return cudaErrorInvalidValue;
@@ -53,15 +53,16 @@ cudaError_t launch_fp8(const detail::FwdParams& p, cudaStream_t stream) {
   if (!ok) return cudaErrorNotSupported;
   const cudaError_t transposed = launch_fp8_transpose_v<Traits::kHeadDim>(p, stream);
   if (transposed != cudaSuccess) return transposed;
-  return launch_fwd<Traits, kMasked, false, false, false>(params, stream);
+  return launch_fwd<Traits, kMasked, kLeft, false, false>(params, stream);
 }
 
 template <DType kDType, int kHeadDim>
 cudaError_t run_fwd_fp8(const detail::FwdParams& p, MaskVariant mask, cudaStream_t stream) {
   using Element = typename ElementOf<kDType>::type;
   switch (mask) {
-    case MaskVariant::kTail: return launch_fp8<Fp8Traits<kHeadDim, false, Element>, false>(p, stream);
-    case MaskVariant::kCausal: return launch_fp8<Fp8Traits<kHeadDim, true, Element>, true>(p, stream);
+    case MaskVariant::kTail: return launch_fp8<Fp8Traits<kHeadDim, false, Element>, false, false>(p, stream);
+    case MaskVariant::kCausal: return launch_fp8<Fp8Traits<kHeadDim, true, Element>, true, false>(p, stream);
+    case MaskVariant::kWindow: return launch_fp8<Fp8Traits<kHeadDim, true, Element>, true, true>(p, stream);
     default: return cudaErrorInvalidValue;
   }
 }

@@ -407,7 +407,7 @@ struct Mainloop {
         // wgmma wait to the top of its block, and there it would wait for
         // P V before the exponentials (docs/perf/fp8-prefill-qkv.md). The
         // 16-bit kernels measured no better with it (hd128 2% worse), and
-        // the FP8 head dim 256 (lazy max) level, with three more spills.
+        // the FP8 head dim 256 (lazy max) level.
         if (__any_sync(0xffffffffu, rescale_o && (correction[0] != 1.f || correction[1] != 1.f))) {
           wgmma_wait<0>();
           fence_registers(o);
