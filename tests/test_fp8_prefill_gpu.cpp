@@ -456,15 +456,17 @@ TEST_F(Fp8PrefillTest, ChunkedAndEmptyRows) {
 }
 
 // Sliding windows: a left edge (gpt-oss's 128 keys, and one wider than a
-// key block), a left and a right edge, a right edge alone; dense and
-// varlen, every head dim.
+// key block), a left and a right edge, a right edge alone, a left edge
+// alone; dense and varlen, every head dim; and more queries than keys
+// (rows that see no key).
 TEST_F(Fp8PrefillTest, Windows) {
   struct W {
     const char* name;
     int64_t left, right;
   };
   for (int64_t d : {128, 64, 256}) {
-    for (const W w : {W{"left128", 128, 0}, W{"left300", 300, 0}, W{"left64_right32", 64, 32}, W{"right100", -1, 100}}) {
+    for (const W w : {W{"left128", 128, 0}, W{"left300", 300, 0}, W{"left64_right32", 64, 32}, W{"right100", -1, 100},
+                      W{"left200_only", 200, -1}}) {
       for (bool varlen : {false, true}) {
         Fp8Case c;
         c.name = std::string("window_") + w.name + "_hd" + std::to_string(d) + (varlen ? "_varlen" : "");
@@ -479,6 +481,16 @@ TEST_F(Fp8PrefillTest, Windows) {
         run_case(c);
       }
     }
+    Fp8Case c;
+    c.name = "window_more_q_hd" + std::to_string(d);
+    c.head_dim = d;
+    c.heads_q = 4;
+    c.heads_kv = 2;
+    c.lens_q = {300};
+    c.lens_k = {100};
+    c.window_left = 64;
+    c.window_right = 0;
+    run_case(c);
   }
 }
 
@@ -502,7 +514,9 @@ TEST_F(Fp8PrefillTest, Varlen) {
 // Edge cases of the V^T workspace: a varlen seqlen_k below the longest
 // sequence (flash takes it as a hint), and NaN codes at the start of each
 // sequence but the first (a block past the previous sequence's end must not
-// reach them); dense and varlen, lengths off the 128-key blocks.
+// reach them); dense and varlen, lengths off the key blocks (128 keys,
+// and causal head dim 128's 192, whose blocks outgrow the slack 144 columns
+// gave).
 TEST_F(Fp8PrefillTest, WorkspaceEdges) {
   Fp8Case c;
   c.name = "varlen_hint";
@@ -515,17 +529,18 @@ TEST_F(Fp8PrefillTest, WorkspaceEdges) {
   c.seqlen_k_hint = 1;
   c.causal = true;
   run_case(c);
-  for (int64_t d : {64, 256}) {
+  for (int64_t d : {64, 256, 128}) {
     c = Fp8Case{};
-    c.name = "dense_nan_next_hd" + std::to_string(d);
+    c.name = "dense_nan_next_hd" + std::to_string(d) + (d == 128 ? "_causal" : "");
     c.head_dim = d;
+    c.causal = d == 128;
     c.heads_q = 2;
     c.heads_kv = 2;
     c.lens_q = {200, 200};
     c.lens_k = {200, 200};
     c.nan_tail = 64;
     run_case(c);
-    c.name = "varlen_nan_next_hd" + std::to_string(d);
+    c.name = "varlen_nan_next_hd" + std::to_string(d) + (d == 128 ? "_causal" : "");
     c.varlen = true;
     c.lens_q = {50, 20, 130};
     c.lens_k = {5, 129, 131};

@@ -281,11 +281,11 @@ typedef struct flash_attention_params {
    * FLASH_KV_DTYPE_FLOAT8_E4M3 and kv_dtype FLASH_KV_DTYPE_FLOAT8_E4M3, Q
    * holds e4m3 too, standing for q_descale[h * descale_head_stride] * Q_fp8
    * (h the K/V head; null: 1), and both products run on e4m3 tensor cores;
-   * O is dtype's (bf16 or fp16). Hopper only (FLASH_BACKEND_AUTO
-   * or FLASH_BACKEND_SM90); head_dim 64, 128 or 256 with head_dim_v 0 or
-   * the same; dense or varlen (with total_q and total_k); no mask, causal
-   * or a sliding window; lse and sinks. Needs a workspace of flash_attention_workspace_size()
-   * bytes (V transposed). FLASH_KV_DTYPE_SAME (the default) takes a null
+   * O is dtype's (bf16 or fp16). Hopper only (FLASH_BACKEND_AUTO or
+   * FLASH_BACKEND_SM90); head_dim 64, 128 or 256 with head_dim_v 0 or the
+   * same; dense or varlen (with total_q and total_k); no mask, causal or a
+   * sliding window; lse and sinks. Needs a workspace of
+   * flash_attention_workspace_size() bytes (V transposed). FLASH_KV_DTYPE_SAME (the default) takes a null
    * q_descale. */
   flash_kv_dtype q_dtype;
   const float* q_descale;

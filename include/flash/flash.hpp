@@ -247,12 +247,13 @@ struct AttentionParams {
   // (h the K/V head its query head reads; null: 1), and both products run
   // on the e4m3 tensor cores: Q K^T, then P V with P rounded to e4m3 (each
   // row's probabilities scaled so its largest is 64 to 256; terms below
-  // 2^-15 of it may be dropped). O is dtype's, bf16 or fp16. The Hopper kernel
-  // only (Backend::kAuto or kSm90, sm_90 with an sm_90a build); head_dim
-  // 64, 128 or 256 with head_dim_v 0 or the same; dense or varlen tensors
-  // (varlen with total_q and total_k); no mask, causal or a sliding
-  // window; lse and sinks. Not with seqused_k, a paged cache, k_new,
-  // softcap, ALiBi or num_splits > 1. Q, K and V strides in multiples of 16 elements.
+  // 2^-15 of it may be dropped). O is dtype's, bf16 or fp16. The Hopper
+  // kernel only (Backend::kAuto or kSm90, sm_90 with an sm_90a build);
+  // head_dim 64, 128 or 256 with head_dim_v 0 or the same; dense or varlen
+  // tensors (varlen with total_q and total_k); no mask, causal or a
+  // sliding window; lse and sinks. Not with seqused_k, a paged cache,
+  // k_new, softcap, ALiBi or num_splits > 1. Q, K and V strides in
+  // multiples of 16 elements.
   // q_descale and k_descale must be positive: their product joins
   // softmax_scale.
   // Needs a workspace of attention_workspace_size() bytes, about heads_kv *

@@ -34,8 +34,8 @@ template <DType kDType, int kHeadDim>
 cudaError_t run_fwd_cache_fp8(const detail::FwdParams& params, MaskVariant mask, cudaStream_t stream);
 
 // FP8 prefill (kernels/sm90/fp8_kernel.cuh): Q, K and V in e4m3 (dense or
-// varlen), O in kDType, head dims 64, 128 and 256, no mask or causal
-// (kTail, kCausal; else cudaErrorInvalidValue). params.fp8_vt is workspace
+// varlen), O in kDType, head dims 64, 128 and 256, no mask, causal or a
+// sliding window (kTail, kCausal, kWindow; else cudaErrorInvalidValue). params.fp8_vt is workspace
 // for V^T (fp8_vt.h), written first on the same stream. Defined in
 // instantiations/fwd_fp8_*.cu.
 template <DType kDType, int kHeadDim>
@@ -52,7 +52,7 @@ template <DType kDType>
 cudaError_t run_mla(const detail::FwdParams& params, cudaStream_t stream);
 
 // The FP8 prefill's configuration at head_dim (64, 128, 256), unmasked or
-// causal (`masked`). False if none.
+// causal / windowed (`masked`). False if none.
 bool describe_fp8(int64_t head_dim, bool masked, KernelChoice* choice);
 
 // Number of compiled configurations for (head_dim, masked) (0 if none).

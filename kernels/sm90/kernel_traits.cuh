@@ -209,7 +209,8 @@ struct Fp8FwdTraits {
 
   static_assert(sizeof(Element) == 2, "O is fp16 or bf16");
   static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256, "FP8 prefill: head dim 64, 128 or 256");
-  static_assert(kBlockN % 32 == 0 && kBlockN <= 256, "key blocks of whole k32 steps, at most TMA's 256 K rows");
+  static_assert(kBlockN % 32 == 0 && kBlockN <= 256,
+                "key blocks of whole k32 steps, at most TMA's 256 K rows (and an N wgmma_ss_e4m3 has)");
   static_assert(kBlockN + 15 <= kFp8VtSlack, "a key block that starts before a sequence's end stays in its V^T slack");
   static_assert(kBlockM % 64 == 0 && (kConsumerWarpgroups == 2 || kConsumerWarpgroups == 3),
                 "two or three consumer warpgroups of 64 query rows");
@@ -219,8 +220,8 @@ struct Fp8FwdTraits {
   static_assert(kSchedSeqs >= 32 && kSmemBytes <= kMaxSmemPerBlock, "tiles do not fit in shared memory");
 };
 
-// The FP8 prefill's tile per head dim, unmasked and causal. Causal head
-// dim 128 takes 192-key blocks (3% faster there, 3% slower unmasked, on the
+// The FP8 prefill's tile per head dim, unmasked and masked (causal or a
+// window). Masked head dim 128 takes 192-key blocks (3% faster there, 3% slower unmasked, on the
 // H200; docs/perf/fp8-prefill-qkv.md).
 template <int kHeadDim, bool kMasked>
 struct Fp8Tile;

@@ -67,7 +67,7 @@ struct Turns {
 // keys 4q .. 4q + 3 and 16 + 4q .. of row g (lane = 4g + q), where S's
 // accumulators hold keys 2q, 2q + 1, 8 + 2q, 9 + 2q, ...: convert_p packs
 // the accumulators as they lie, and V^T's columns are keys in the matching
-// order (fp8_key_of_column, kernels/sm90/fp8_transpose.cuh).
+// order (fp8_key_of_column, kernels/sm90/fp8_vt.h).
 template <typename Traits, bool kMasked, bool kLeft, bool kScoreMod, bool kCache = false, bool kFp8 = false>
 struct Mainloop {
   using Element = typename Traits::Element;
@@ -402,12 +402,13 @@ struct Mainloop {
       rescale_o = softmax_step(tile, ranges, alibi_neg, s, tile.n_first + n - 1 - i, softmax, correction, scale_log2);
       if constexpr (kFp8In && !Traits::kLazyMax) {
         // O takes block i's max before P_i V_i adds to it once P_{i-1}
-        // V_{i-1} is done, only where a row's correction is not exactly 1.
-        // The branch also ends the softmax's basic block: ptxas hoists a
-        // wgmma wait to the top of its block, and there it would wait for
-        // P V before the exponentials (docs/perf/fp8-prefill-qkv.md). The
-        // 16-bit kernels measured no better with it (hd128 2% worse), and
-        // the FP8 head dim 256 (lazy max) level.
+        // V_{i-1} is done, in warps where some row's correction is not
+        // exactly 1 (multiplying by 1 is exact, so skipping it changes
+        // nothing). The branch also ends the softmax's basic block: ptxas
+        // hoists a wgmma wait to the top of its block, and there it would
+        // wait for P V before the exponentials (docs/perf/fp8-prefill-qkv.md).
+        // The 16-bit kernels measured no better with it (hd128 2% worse),
+        // and the FP8 head dim 256 (lazy max) measured level.
         if (__any_sync(0xffffffffu, rescale_o && (correction[0] != 1.f || correction[1] != 1.f))) {
           wgmma_wait<0>();
           fence_registers(o);
