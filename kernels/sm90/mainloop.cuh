@@ -400,32 +400,29 @@ struct Mainloop {
       if (kEarlyQ && i == n - 1) release_q();
       if constexpr (kScaleScores) scale_scores(s, row_scale);
       rescale_o = softmax_step(tile, ranges, alibi_neg, s, tile.n_first + n - 1 - i, softmax, correction, scale_log2);
-      if constexpr (kFp8In && !Traits::kLazyMax) {
-        // O takes block i's max before P_i V_i adds to it once P_{i-1}
-        // V_{i-1} is done, in warps where some row's correction is not
-        // exactly 1 (multiplying by 1 is exact, so skipping it changes
-        // nothing). The branch also ends the softmax's basic block: ptxas
-        // hoists a wgmma wait to the top of its block, and there it would
-        // wait for P V before the exponentials (docs/perf/fp8-prefill-qkv.md).
-        // The 16-bit kernels measured no better with it (hd128 2% worse),
-        // and the FP8 head dim 256 (lazy max) measured level.
+      // O takes block i's max before P_i V_i adds to it, once P_{i-1}
+      // V_{i-1} is done: outside the pingpong turn (after the first block O
+      // is still zero, so that block needs none).
+      constexpr bool kRescaleFirst = kFp8In && !Traits::kLazyMax;
+      if constexpr (kRescaleFirst) {
+        // Only in warps where some row's correction is not exactly 1
+        // (multiplying by 1 is exact, so skipping it changes nothing). The
+        // branch also ends the softmax's basic block: ptxas hoists a wgmma
+        // wait to the top of its block, and there it would wait for P V
+        // before the exponentials (docs/perf/fp8-prefill-qkv.md). The
+        // 16-bit kernels measured no better with it (hd128 2% worse), and
+        // the FP8 head dim 256 (lazy max) measured level.
         if (__any_sync(0xffffffffu, rescale_o && (correction[0] != 1.f || correction[1] != 1.f))) {
           wgmma_wait<0>();
           fence_registers(o);
           OnlineSoftmax<1>::rescale(o_frag, correction);
         }
-        wgmma_wait<0>();
-        fence_registers(o);
-        consumer_release(smem, Barrier::kVEmpty, Smem::stage_of(prev), lane);
-        convert_p(s, pa);
-      } else {
-        wgmma_wait<0>();
-        fence_registers(o);
-        consumer_release(smem, Barrier::kVEmpty, Smem::stage_of(prev), lane);
-        convert_p(s, pa);
-        // O, idle now, takes block i's max before P_i V_i adds to it: here,
-        // outside the pingpong turn (after the first block O is still zero,
-        // so that block needs none).
+      }
+      wgmma_wait<0>();
+      fence_registers(o);
+      consumer_release(smem, Barrier::kVEmpty, Smem::stage_of(prev), lane);
+      convert_p(s, pa);
+      if constexpr (!kRescaleFirst) {
         if (rescale_o) OnlineSoftmax<1>::rescale(o_frag, correction);
       }
     }
