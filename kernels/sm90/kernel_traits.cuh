@@ -221,8 +221,8 @@ struct Fp8FwdTraits {
 };
 
 // The FP8 prefill's tile per head dim, unmasked and masked (causal or a
-// window). Masked head dim 128 takes 192-key blocks (3% faster there, 3% slower unmasked, on the
-// H200; docs/perf/fp8-prefill-qkv.md).
+// window). Masked head dim 128 takes 192-key blocks (3% faster there, 3%
+// slower unmasked, on the H200; docs/perf/fp8-prefill-qkv.md).
 template <int kHeadDim, bool kMasked>
 struct Fp8Tile;
 template <bool kMasked> struct Fp8Tile<64, kMasked>  { static constexpr int kBlockM = 192, kBlockN = 128, kStages = 3; };

@@ -110,28 +110,26 @@ __device__ __forceinline__ void fence_registers(float (&d)[kN]) {
   for (int i = 0; i < kN; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
-// Shared-memory matrix descriptor for a tile stored as 128-byte swizzled rows
-// (8-row, 1024-byte atoms), as TMA's SWIZZLE_128B writes it.
-//   K-major operand (rows are M/N, the K index is contiguous): the stride
-//     between 8-row groups is 1024 B; the leading offset is unused.
-//   MN-major operand (rows are K, M/N contiguous): 8 K-rows apart is 1024 B,
-//     and `lead_bytes` steps from one 64-element column block to the next.
-__device__ __forceinline__ uint64_t smem_descriptor(uint32_t addr, uint32_t lead_bytes) {
-  constexpr uint64_t kSwizzle128B = 1;
-  constexpr uint64_t kStrideBytes = 1024;
-  return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>(lead_bytes >> 4) << 16) |
-         ((kStrideBytes >> 4) << 32) | (kSwizzle128B << 62);
-}
-
-// A K-major operand stored as TMA's SWIZZLE_<kSwizzleBytes>B writes it:
-// rows of kSwizzleBytes bytes (128, 64 or 32), 8-row atoms of 8 *
-// kSwizzleBytes bytes, each k-step's bytes inside one row.
+// Shared-memory matrix descriptor of an operand stored as TMA's
+// SWIZZLE_<kSwizzleBytes>B writes it: rows of kSwizzleBytes bytes (128, 64
+// or 32), 8-row atoms of 8 * kSwizzleBytes bytes, the stride between 8-row
+// groups.
+//   K-major operand (rows are M/N, the K index is contiguous; each k-step's
+//     bytes inside one row): the leading offset is unused.
+//   MN-major operand (rows are K, M/N contiguous; 128-byte swizzle only
+//     here): `lead_bytes` steps from one 64-element column block to the next.
 template <int kSwizzleBytes>
 __device__ __forceinline__ uint64_t smem_descriptor_kmajor(uint32_t addr) {
   static_assert(kSwizzleBytes == 128 || kSwizzleBytes == 64 || kSwizzleBytes == 32, "swizzle of 128, 64 or 32 bytes");
   constexpr uint64_t kMode = kSwizzleBytes == 128 ? 1 : kSwizzleBytes == 64 ? 2 : 3;
   constexpr uint64_t kStrideBytes = 8 * kSwizzleBytes;
   return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | ((kStrideBytes >> 4) << 32) | (kMode << 62);
+}
+
+// The 128-byte swizzle's descriptor, with a leading byte offset (MN-major
+// operands; 0 for K-major ones).
+__device__ __forceinline__ uint64_t smem_descriptor(uint32_t addr, uint32_t lead_bytes) {
+  return smem_descriptor_kmajor<128>(addr) | (static_cast<uint64_t>(lead_bytes >> 4) << 16);
 }
 
 // The descriptor of the same tile `byte_offset` bytes on (a later k-step):
