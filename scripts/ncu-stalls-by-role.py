@@ -2,14 +2,14 @@
 """Warp-state samples of a warp-specialised sm90 kernel, by role.
 
 Reads the per-SASS-line CSV that `ncu --import R --page source --csv
---print-source sass` writes (scripts/ncu-fp8-prefill.sh gzips one per
+--print-source sass` writes (scripts/ncu-serving-prefill.sh gzips one per
 report) and splits its lines into the producer's (from each
 USETMAXREG.DEALLOC to the next USETMAXREG.TRY_ALLOC, in address order) and
 the consumers' (the rest). Prints, per role, the samples, the warp
 instructions executed and the stall reasons' shares, then the lines with
 the most samples.
 
-  scripts/ncu-stalls-by-role.py source_bf16-e4m3kv.csv.gz [lines]
+  scripts/ncu-stalls-by-role.py source_bf16-e4m3kv_paged16.csv.gz [lines]
 """
 import collections
 import csv

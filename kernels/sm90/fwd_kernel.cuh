@@ -94,7 +94,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
     } else if constexpr (kCache) {
       if (params.gather_kv) {
         GatherProducer<Traits>::run(params, scheduler, smem);
-      } else if (threadIdx.x < 32) {
+      } else {
         CacheProducer<Traits>::run(params, scheduler, smem);
       }
     } else {

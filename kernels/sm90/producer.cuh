@@ -4,10 +4,11 @@
 // stage's "full" mbarrier. The rings run on across tiles, so the next
 // tile's first blocks load while this one finishes.
 //
-// KV-cache calls (seqused_k or a paged cache; CacheProducer) use the whole
-// of warp 0: under a paged cache lane i looks up and loads box i of each
-// block (paged_box_rows(page_size, kBlockN) rows inside one page), so a
-// block's page lookups are one warp-wide load, not a chain of them. Paged
+// KV-cache calls (seqused_k or a paged cache; CacheProducer) use all four
+// warps, each loading some of a block's column blocks of K or V: under a
+// paged cache lane i looks up and loads box i of each block
+// (paged_box_rows(page_size, kBlockN) rows inside one page), so a block's
+// page lookups are one warp-wide load, not a chain of them. Paged
 // caches that gathers_pages (tma_limits.h) picks are copied row by row with
 // cp.async by the whole warpgroup instead (GatherProducer). An fp8 (e4m3)
 // cache is copied by the whole warpgroup too and widened in shared memory
@@ -127,30 +128,53 @@ struct Producer {
   }
 };
 
-// The KV-cache producer: every lane of warp 0 runs it (the leader, lane 0,
-// waits for Q and the stages and posts the byte counts). A dense cache with
-// seqused_k loads as a dense call does: the rows past a sequence's keys are
-// in the allocation. A paged cache's block is kBlockN / box boxes, box i
-// from lane i; a box past the sequence's last key loads that key's page
-// again (any page the table names will do): the consumers mask those keys
-// and zero those V rows (Mainloop::zero_v_tail).
+// The KV-cache producer: the four warps of warpgroup 0. Each warp loads
+// K's and then V's boxes of some of a block's column blocks: warp w takes
+// column block w with four or more of them (head dim 256), else two warps
+// share a column block (head dims 96 and 128) or all four the only one (64),
+// alternating boxes; head dim 192's three column blocks go to warps 0-2.
+// Each box is a TMA issue from one lane, and one warp's issues run one
+// after another (each lane's coordinates go to uniform registers in turn),
+// so one warp issuing a block's 32 boxes (head dim 256, 16-key pages) is
+// slower than the consumers (docs/perf/sm90-kv-cache.md). Each warp waits
+// on the stage's "empty" barriers itself; warp 0 posts the byte counts, and
+// boxes from other warps may land first (an mbarrier's tx-count may go
+// below zero; the phase cannot complete before the count is posted, which
+// is also its one arrival). A dense cache with seqused_k loads as a dense
+// call does: the rows past a sequence's keys are in the allocation. A
+// paged cache's block is kBlockN / box boxes, box i from lane i; a box past
+// the sequence's last key loads that key's page again (any page the table
+// names will do): the consumers mask those keys and zero those V rows
+// (Mainloop::zero_v_tail).
 template <typename Traits>
 struct CacheProducer {
   static constexpr int kBlockN = Traits::kBlockN;
+  static constexpr int kWarps = 4;
+  static constexpr int kColBlocks = Traits::kColBlocks;
+  // Warps sharing a column block, each issuing every kShare-th box.
+  static constexpr int kShare = kColBlocks >= kWarps ? 1 : kWarps / kColBlocks;
   using Smem = SmemLayout<Traits>;
   static_assert(kBlockN / 8 <= 32, "a paged block's boxes (8 rows at least) must fit one per lane");
 
-  __device__ __forceinline__ static void load_kv(const FwdParams& params, const CUtensorMap* map, uint32_t dst,
-                                                 uint32_t full, uint32_t empty, uint32_t empty_parity, int row,
-                                                 int head_kv, int batch, bool issue) {
+  __device__ __forceinline__ static bool owns(int warp, int cb) {
+    return kShare == 1 ? cb % kWarps == warp : warp / kShare == cb;
+  }
+
+  // This warp's column blocks of one K or V block into `dst` once the
+  // consumers have released the stage. `issue`: whether this lane has a
+  // box of the block (before the warps' sharing of boxes).
+  __device__ __forceinline__ static void load(const FwdParams& params, const CUtensorMap* map, uint32_t dst,
+                                              uint32_t full, uint32_t empty, uint32_t empty_parity, int row,
+                                              int head_kv, int batch, bool issue, int warp, int lane) {
     mbarrier_wait(empty, empty_parity);
-    if (threadIdx.x % 32 == 0) mbarrier_arrive_expect_tx(full, Traits::kKVBytes);
+    if (warp == 0 && lane == 0) mbarrier_arrive_expect_tx(full, Traits::kKVBytes);
     __syncwarp();
-    if (!issue) return;
+    if (!issue || lane % kShare != warp % kShare) return;
 #pragma unroll
-    for (int cb = 0; cb < Traits::kColBlocks; ++cb) {
+    for (int cb = 0; cb < kColBlocks; ++cb) {
+      if (!owns(warp, cb)) continue;
       // Box i (lane i) of a paged block lands at row i * kv_box_rows.
-      tma_load_4d(dst + (cb * kBlockN + threadIdx.x % 32 * params.kv_box_rows) * kSwizzleBytes, map, full,
+      tma_load_4d(dst + (cb * kBlockN + lane * params.kv_box_rows) * kSwizzleBytes, map, full,
                   cb * kSwizzleColumns, row, head_kv, batch);
     }
   }
@@ -159,14 +183,15 @@ struct CacheProducer {
   template <typename Scheduler>
   __device__ __forceinline__ static void run(const FwdParams& params, const Scheduler& scheduler, const Smem& smem) {
     const detail::FwdParams& p = params.common;
+    const int warp = threadIdx.x / 32;
     const int lane = threadIdx.x % 32;
-    if (lane == 0) {
+    if (threadIdx.x == 0) {
       prefetch_tensormap(&params.tma_q);
       prefetch_tensormap(&params.tma_k);
       prefetch_tensormap(&params.tma_v);
     }
     // Read from the parameters where used (constant memory): the producer
-    // warp runs on few registers.
+    // warps run on few registers.
     int kv_count = 0;
     int q_count = 0;
     for (int u = blockIdx.x; u < scheduler.num_units(p); u += gridDim.x) {
@@ -174,7 +199,7 @@ struct CacheProducer {
         const Tile tile = scheduler.tile(u, k, p);
         if (tile.n_blocks == 0) continue;
         const int head_kv = tile.head / p.q_per_kv;
-        if (lane == 0) {
+        if (threadIdx.x == 0) {
           mbarrier_wait(smem.bar(Barrier::kQEmpty), (q_count & 1) ^ 1);
           Producer<Traits>::load_q(params, smem, tile);
         }
@@ -204,10 +229,10 @@ struct CacheProducer {
           }
           const int stage = Smem::stage_of(kv_count);
           const uint32_t empty_parity = Smem::parity_of(kv_count) ^ 1;
-          load_kv(params, &params.tma_k, smem.k(stage), smem.bar(Barrier::kKFull, stage),
-                  smem.bar(Barrier::kKEmpty, stage), empty_parity, row, head_kv, batch, issue);
-          load_kv(params, &params.tma_v, smem.v(stage), smem.bar(Barrier::kVFull, stage),
-                  smem.bar(Barrier::kVEmpty, stage), empty_parity, row, head_kv, batch, issue);
+          load(params, &params.tma_k, smem.k(stage), smem.bar(Barrier::kKFull, stage),
+               smem.bar(Barrier::kKEmpty, stage), empty_parity, row, head_kv, batch, issue, warp, lane);
+          load(params, &params.tma_v, smem.v(stage), smem.bar(Barrier::kVFull, stage),
+               smem.bar(Barrier::kVEmpty, stage), empty_parity, row, head_kv, batch, issue, warp, lane);
         }
       }
     }

@@ -76,7 +76,7 @@ inline TmaTensors tma_tensors(const detail::FwdParams& p) noexcept {
 // paged_box_rows(page_size, kBlockN) rows, each inside one page. A box
 // must start on an 8-row boundary of the 128-byte swizzle (1024 bytes) and
 // its page coordinate is a signed 32-bit TMA coordinate. Pages of any other
-// size, and pages making small boxes at head dim 256, are gathered row by
+// size, and pages making 8-row boxes at head dim 256, are gathered row by
 // row with cp.async instead (gathers_pages).
 inline constexpr int64_t kPagedRowMultiple = 8;
 inline int paged_box_rows(int64_t page_size, int block_n) noexcept {
@@ -90,11 +90,12 @@ inline int paged_box_rows(int64_t page_size, int block_n) noexcept {
 }
 // Whether the kernel of `head_dim` and `block_n`-key blocks gathers a
 // paged cache's rows with cp.async instead of loading TMA boxes: for pages
-// TMA cannot box, and at head dim 256 for boxes of 16 rows or fewer, where
-// the gather measures faster (docs/perf/sm90-kv-cache.md).
+// TMA cannot box, and at head dim 256 for 8-row boxes (64 a block; boxes of
+// 16 rows measure faster than the gather there, those of 8 are not
+// measured; docs/perf/sm90-kv-cache.md).
 inline bool gathers_pages(int64_t page_size, int head_dim, int block_n) noexcept {
   if (page_size % kPagedRowMultiple != 0) return true;
-  return head_dim == 256 && paged_box_rows(page_size, block_n) <= 16;
+  return head_dim == 256 && paged_box_rows(page_size, block_n) < 16;
 }
 // Null when the Hopper kernel can load a paged cache of these pages, else
 // why not. Conservative: pages of a multiple of 8 keys are held to the TMA

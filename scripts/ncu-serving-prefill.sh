@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Hardware counters of the Hopper kernel on --serving chunked-prefill rows,
+# caches and cache dtypes side by side, with the warps' stall reasons per
+# SASS line (SourceCounters), so the producer's and the consumers' waits can
+# be read from where their instructions stall
+# (scripts/ncu-stalls-by-role.py). And the producer's opcode mix in the
+# e4m3-cache kernels' SASS (the code after its setmaxnreg).
+#
+#   scripts/ncu-serving-prefill.sh   (OUT: where the reports go; default ./ncu-serving-prefill-out)
+#
+# Environment: BUILD_DIR (default build/ncu-serving-prefill, head dim HD
+# only; with FLASH_BENCH set, that flash_bench runs and nothing is built),
+# HD (default 128), CACHES (default paged16; any of dense, seqused, paged1,
+# paged16, paged64, paged256), KVS (cache dtypes, default "bf16
+# bf16-e4m3kv"), CUDA_ARCHS (default 90a). Each row's report is
+# ncu_<kv>_<cache>.ncu-rep, its summary ncu_<kv>_<cache>.txt and its
+# per-SASS-line stall samples source_<kv>_<cache>.csv.gz.
+set -uo pipefail
+OUT=${OUT:-$PWD/ncu-serving-prefill-out}
+mkdir -p "$OUT"
+BUILD_DIR=${BUILD_DIR:-build/ncu-serving-prefill}
+HD=${HD:-128}
+CACHES=${CACHES:-${CACHE:-paged16}}
+KVS=${KVS:-bf16 bf16-e4m3kv}
+if [[ -z "${FLASH_BENCH:-}" ]]; then
+  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCHS:-90a}" \
+    -DFLASH_HEAD_DIMS="$HD" -DFLASH_BUILD_TESTS=OFF >"$OUT/configure.log" 2>&1 || { tail -20 "$OUT/configure.log"; exit 1; }
+  cmake --build "$BUILD_DIR" -j "$(nproc)" --target flash_bench >"$OUT/build.log" 2>&1 || { grep -E "error" -A3 "$OUT/build.log" | head -40; exit 1; }
+fi
+BENCH=${FLASH_BENCH:-$BUILD_DIR/bench/flash_bench}
+LIB=$(dirname "$(dirname "$BENCH")")/libflash.a
+for kv in $KVS; do
+  for cache in $CACHES; do
+    name=${kv}_$cache
+    # The dense row has no e4m3 form.
+    [[ $kv == *e4m3* && $cache == dense ]] && continue
+    ncu --clock-control none -k regex:fwd_kernel --launch-skip 1 --launch-count 1 --section SpeedOfLight \
+      --section WarpStateStats --section SchedulerStats --section Occupancy --section InstructionStats \
+      --section MemoryWorkloadAnalysis --section SourceCounters --import-source no \
+      --export "$OUT/ncu_$name" --force-overwrite \
+      "$BENCH" --serving --serving_head_dims="$HD" --no-standard --flash_iters=2 --gemm_iters=1 \
+      --warmup_ms=0 --benchmark_filter="serving/prefill/$kv/hd$HD/.*/$cache( e4m3)?/" >"$OUT/ncu_$name.txt" 2>&1
+    echo "== $name"
+    grep -E "Duration|Memory Throughput|DRAM Throughput|L2 Hit Rate|Compute \(SM\) Throughput|Issue Slots Busy|Executed Ipc Active|No Eligible|Eligible Warps|Warp Cycles Per Issued|stalled|spends" \
+      "$OUT/ncu_$name.txt" | cut -c1-300 | head -30
+    ncu --import "$OUT/ncu_$name.ncu-rep" --page source --csv --print-source sass 2>/dev/null | gzip >"$OUT/source_$name.csv.gz"
+  done
+done
+# The e4m3 kernels' producer code (after setmaxnreg.dec), opcodes by count.
+cuobjdump --dump-sass "$LIB" >"$OUT/sass.txt" 2>&1
+awk '/Function :/ { on = ($3 ~ /fwd_kernel/ && $3 ~ /Lb1ELb1EEEv/); prod = 0; name = $3 }
+     on && /USETMAXREG.DEALLOC/ { prod = 1 }
+     on && prod && /\/\*[0-9a-f]+\*\/ / { op = $2; if (op ~ /^@/) op = $3; sub(/\..*/, "", op); sub(/;$/, "", op); n[name " " op]++ }
+     END { for (k in n) print n[k], k }' "$OUT/sass.txt" | sort -k2,2 -k1,1nr | awk '{c[$2]++; if (c[$2] <= 15) print}' \
+  >"$OUT/producer-opcodes.txt"
+head -15 "$OUT/producer-opcodes.txt"
+rm -f "$OUT/sass.txt"
