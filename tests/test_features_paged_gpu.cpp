@@ -17,8 +17,9 @@ namespace {
 // Pages of 1 (token-level), 16, 24, 48, 64 and 256 keys in a random order, ragged
 // seqused_k (incl. 0 and 1), with dense Q (decode and short prefill) and with
 // varlen Q (chunked prefill); block tables with spare entries (-1) and a
-// batch stride past max_pages_per_seq. Then without seqused_k, seqlen_k
-// passed as the allocation, and head dim 256.
+// batch stride past max_pages_per_seq. Then the Hopper kernel's tiles and
+// producer warps at every head dim, without seqused_k, seqlen_k passed as
+// the allocation, and head dim 256.
 std::vector<FeatureRow> paged_rows() {
   FeatureTable t;
   uint64_t seed = kFeatureSeedBase;
@@ -58,7 +59,8 @@ std::vector<FeatureRow> paged_rows() {
   }
   // Chunked prefill as the Hopper kernel's KV-cache path sees it: lengths
   // around its 64- to 192-row tiles and 64- to 128-key blocks, pages of 8
-  // (8-row TMA boxes; gathered at head dim 256) and 128 keys, and pages of
+  // (8-row TMA boxes; gathered at head dim 256) and 128 keys (one box a
+  // column block, so some producer warps have none), and pages of
   // 1 and 3 (gathered row by row), every Hopper head dim, with masks.
   for (int64_t page_size : {1, 3, 8, 128}) {
     for (int64_t hd : {64, 96, 128, 192, 256}) {
@@ -77,6 +79,32 @@ std::vector<FeatureRow> paged_rows() {
       if (hd == 128) cfg.softcap = 20.f;
       cfg.with_lse = variant % 2 == 0;
       t.add("chunked_tiles_pages" + std::to_string(page_size), cfg);
+    }
+  }
+  // The Hopper KV-cache producer's warps (CacheProducer) at every head dim:
+  // pages of 16 and 32 keys make 2 to 16 boxes a column block, shared by up
+  // to four warps; ragged with seqused_k (16) and equal lengths without it,
+  // pages shuffled (32).
+  for (int64_t page_size : {16, 32}) {
+    for (int64_t hd : {64, 96, 128, 192, 256}) {
+      if (!head_dim_compiled(hd)) continue;
+      ++variant;
+      FeatureConfig cfg = make_config(variant % 2 ? DType::kBFloat16 : DType::kFloat16, hd, 8, 2, seed++);
+      cfg.kv = KvLayout::kPaged;
+      cfg.page_size = page_size;
+      cfg.causal = variant % 2 == 0;
+      if (page_size == 16) {
+        cfg.varlen_q = true;
+        cfg.seqlens_q = tile_rotated(variant);
+        cfg.seqlens_k = tile_rotated(variant + 3);
+        for (size_t i = 0; i < cfg.seqlens_k.size(); ++i) cfg.seqlens_k[i] += cfg.seqlens_q[i];
+        cfg.use_seqused_k = true;
+      } else {
+        cfg.seqlens_q = repeat(40, 3);
+        cfg.seqlens_k = repeat(300, 3);
+        cfg.shuffle_pages = true;
+      }
+      t.add("producer_warps_pages" + std::to_string(page_size), cfg);
     }
   }
   // Without seqused_k every sequence has seqlen_k keys (not a multiple of the

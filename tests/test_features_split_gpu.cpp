@@ -388,7 +388,7 @@ std::vector<FeatureRow> sanitizer_rows() {
   t.add("window", window, {{Backend::kAuto, 0}, {Backend::kAuto, 3, true}});
 
   // The Hopper kernel's KV-cache path: a causal chunked prefill on a
-  // shuffled 16-key paged cache (the producer warp's page boxes, V's rows
+  // shuffled 16-key paged cache (the producer warps' page boxes, V's rows
   // past each sequence's keys zeroed by every consumer warpgroup), and a
   // dense cache with seqused_k at head_dim 64 (three consumer warpgroups).
   FeatureConfig chunked = make_config(DType::kBFloat16, 128, 8, 2, 9005);

@@ -52,8 +52,8 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
   using Loop = Mainloop<Traits, kMasked, kLeft, kScoreMod, kCache, kFp8>;
   const detail::FwdParams& p = params.common;
 
-  // The KV-cache producer (a warp looking up pages, or four gathering
-  // rows) needs more registers than the dense one's single thread: with two
+  // The KV-cache producer (up to four warps issuing page boxes, or four
+  // gathering rows) needs more registers than the dense one's single thread: with two
   // consumer warpgroups it takes 56 and they 224 (128 * 56 + 256 * 224 <=
   // 65536). With fewer it spills inside the gather's copy loop
   // (docs/perf/sm90-kv-cache.md).

@@ -4,11 +4,11 @@
 // stage's "full" mbarrier. The rings run on across tiles, so the next
 // tile's first blocks load while this one finishes.
 //
-// KV-cache calls (seqused_k or a paged cache; CacheProducer) use all four
-// warps, each loading some of a block's column blocks of K or V: under a
-// paged cache lane i looks up and loads box i of each block
+// KV-cache calls (seqused_k or a paged cache; CacheProducer) use up to four
+// warps, each loading K's and V's boxes of some of a block's column blocks:
+// under a paged cache lane i looks up box i of each block
 // (paged_box_rows(page_size, kBlockN) rows inside one page), so a block's
-// page lookups are one warp-wide load, not a chain of them. Paged
+// page lookups are one warp-wide load per warp, not a chain of them. Paged
 // caches that gathers_pages (tma_limits.h) picks are copied row by row with
 // cp.async by the whole warpgroup instead (GatherProducer). An fp8 (e4m3)
 // cache is copied by the whole warpgroup too and widened in shared memory
@@ -185,6 +185,18 @@ struct CacheProducer {
     const detail::FwdParams& p = params.common;
     const int warp = threadIdx.x / 32;
     const int lane = threadIdx.x % 32;
+    // A warp with no box to issue in this call (one box a column block, as
+    // with seqused_k or pages of a multiple of kBlockN keys, leaves warps
+    // idle; head dim 192 leaves warp 3 idle) returns now: nothing would keep
+    // it within a phase of the "empty" barriers it polls, and a wait on a
+    // parity two phases old never returns. Warp 0 always has box 0 of
+    // column block 0.
+    bool owns_any = false;
+#pragma unroll
+    for (int cb = 0; cb < kColBlocks; ++cb) owns_any |= owns(warp, cb);
+    const bool has_box = (p.block_table != nullptr ? lane * params.kv_box_rows < kBlockN : lane == 0) &&
+                         lane % kShare == warp % kShare;
+    if (!owns_any || !__any_sync(0xffffffffu, has_box)) return;
     if (threadIdx.x == 0) {
       prefetch_tensormap(&params.tma_q);
       prefetch_tensormap(&params.tma_k);
@@ -240,7 +252,7 @@ struct CacheProducer {
 };
 
 // The gathering KV-cache producer, for pages TMA cannot box (a page_size
-// that is not a multiple of 8, 1 included) or boxes badly (16 rows or fewer
+// that is not a multiple of 8, 1 included) or boxes badly (8-row boxes
 // at head dim 256; gathers_pages, tma_limits.h): all four warps of warpgroup 0
 // copy each K/V block with cp.async, 16 bytes a lane, into the layout TMA's
 // 128-byte swizzle would have written. Warp w owns rows [w R, w R + R) of a

@@ -90,7 +90,7 @@ inline int paged_box_rows(int64_t page_size, int block_n) noexcept {
 }
 // Whether the kernel of `head_dim` and `block_n`-key blocks gathers a
 // paged cache's rows with cp.async instead of loading TMA boxes: for pages
-// TMA cannot box, and at head dim 256 for 8-row boxes (64 a block; boxes of
+// TMA cannot box, and at head dim 256 for 8-row boxes (64 copies a K/V block; boxes of
 // 16 rows measure faster than the gather there, those of 8 are not
 // measured; docs/perf/sm90-kv-cache.md).
 inline bool gathers_pages(int64_t page_size, int head_dim, int block_n) noexcept {
