@@ -25,7 +25,10 @@ Layouts (any strides; the last dimension contiguous):
 - an fp8 KV cache: k and v ``float8_e4m3fn`` (PyTorch's ``torch.float8_e4m3fn``,
   DLPack's ``kDLFloat8_e4m3fn``), or ``uint8`` views of their bytes with
   ``kv_dtype="float8_e4m3fn"``; q and out stay float16 / bfloat16. Optional
-  ``k_descale`` / ``v_descale``: float32 ``[1]`` or ``[heads_kv]``.
+  ``k_descale`` / ``v_descale``: float32 ``[1]`` or ``[heads_kv]``;
+- the FP8 prefill (Hopper): q as well ``float8_e4m3fn`` (or ``uint8`` with
+  ``q_dtype="float8_e4m3fn"``), with an fp8 cache; out bfloat16 (or
+  ``out_dtype="float16"``); ``q_descale`` like ``k_descale``.
 
 Outputs and the workspace are allocated only when not given, by the
 framework of ``q`` (PyTorch's caching allocator for PyTorch tensors, so the
@@ -55,7 +58,7 @@ _KEYS = (
     "cu_seqlens_q", "cu_seqlens_k",
     "max_seqlen_q", "max_seqlen_k", "seqused_k", "block_table", "num_splits", "backend", "autotune", "workspace",
     "k_new", "v_new", "cu_seqlens_k_new", "rotary_cos", "rotary_sin", "rotary_interleaved",
-    "kv_dtype", "k_descale", "v_descale",
+    "kv_dtype", "k_descale", "v_descale", "q_dtype", "q_descale", "out_dtype",
 )
 
 
@@ -111,15 +114,16 @@ def _empty(like: Any, shape: Tuple[int, ...], dtype: str) -> Any:
     if fw == "torch":
         import torch
 
-        dt = like.dtype if dtype == "same" else {"float32": torch.float32, "uint8": torch.uint8}[dtype]
+        names = {"float32": torch.float32, "uint8": torch.uint8, "bfloat16": torch.bfloat16, "float16": torch.float16}
+        dt = like.dtype if dtype == "same" else names[dtype]
         return torch.empty(shape, dtype=dt, device=like.device)
-    if fw == "cupy":
+    if fw == "cupy" and dtype != "bfloat16":  # CuPy has no bfloat16
         import cupy
 
         with like.device:
             dt = like.dtype if dtype == "same" else dtype
             return cupy.empty(shape, dtype=dt)
-    what = "out" if dtype == "same" else ("lse" if dtype == "float32" else "workspace")
+    what = {"float32": "lse", "uint8": "workspace"}.get(dtype, "out")
     raise ValueError(f"flash allocates only for PyTorch and CuPy tensors; pass {what}= for {type(like).__name__}")
 
 
@@ -134,17 +138,27 @@ def _options(kwargs: dict) -> dict:
     return opts
 
 
-def _fp8_views(k: Any, v: Any, opts: dict) -> Tuple[Any, Any]:
-    """PyTorch float8_e4m3fn k and v as uint8 views of the same bytes, with
-    kv_dtype='float8_e4m3fn' in opts: PyTorch's DLPack export refused fp8
-    ("float8 types are not supported by dlpack") until recent releases, and
-    a view works with every release (no copy; strides count elements, one
-    byte each either way)."""
-    if _framework(k) != "torch" and _framework(v) != "torch":
-        return k, v
+def _fp8_views(q: Any, k: Any, v: Any, opts: dict) -> Tuple[Any, Any, Any]:
+    """PyTorch float8_e4m3fn q, k and v as uint8 views of the same bytes, with
+    q_dtype / kv_dtype='float8_e4m3fn' in opts: PyTorch's DLPack export
+    refused fp8 ("float8 types are not supported by dlpack") until recent
+    releases, and a view works with every release (no copy; strides count
+    elements, one byte each either way)."""
+    if all(_framework(x) != "torch" for x in (q, k, v)):
+        return q, k, v
     import torch  # the caller's own framework, already imported
 
     fp8 = getattr(torch, "float8_e4m3fn", None)
+    if fp8 is not None and getattr(q, "dtype", None) == fp8 and opts.get("q_dtype") in (None, "float8_e4m3fn"):
+        opts["q_dtype"] = "float8_e4m3fn"
+        q = q.view(torch.uint8)
+    k, v = _fp8_kv_views(k, v, opts, fp8)
+    return q, k, v
+
+
+def _fp8_kv_views(k: Any, v: Any, opts: dict, fp8: Any) -> Tuple[Any, Any]:
+    import torch
+
     k_fp8 = fp8 is not None and getattr(k, "dtype", None) == fp8
     v_fp8 = fp8 is not None and getattr(v, "dtype", None) == fp8
     if not (k_fp8 or v_fp8) or opts.get("kv_dtype") not in (None, "float8_e4m3fn"):
@@ -153,6 +167,14 @@ def _fp8_views(k: Any, v: Any, opts: dict) -> Tuple[Any, Any]:
         raise ValueError("k and v must both be float8_e4m3fn (an fp8 cache) or both have q's dtype")
     opts["kv_dtype"] = "float8_e4m3fn"
     return k.view(torch.uint8), v.view(torch.uint8)
+
+
+def _out_dtype(opts: dict) -> str:
+    """The dtype attention() allocates out with: q's, or for an e4m3 q
+    out_dtype (default bfloat16)."""
+    if opts.get("q_dtype") is None:
+        return "same"
+    return opts.get("out_dtype") or "bfloat16"
 
 
 def _lse_shape(q: Any, opts: dict, heads_q: int) -> Tuple[int, ...]:
@@ -200,15 +222,24 @@ def attention(
     head_dim and v's last dimension multiples of 16, strides of k and v
     multiples of 16 elements; not with k_new. A descale without an fp8
     cache raises ValueError.
+    FP8 prefill (Hopper kernel, e4m3 tensor cores): q, k and v all
+    float8_e4m3fn (or uint8 with q_dtype='float8_e4m3fn' and
+    kv_dtype='float8_e4m3fn'), q_descale like k_descale (Q = q_descale[h] *
+    q, h the K/V head); out is bfloat16, or float16 with out_dtype='float16'
+    (or out's own dtype when out is given). head_dim 64, 128 or 256; dense
+    or varlen; causal and windows; lse and sinks. It needs a workspace (V
+    transposed), allocated here when not given.
     """
     opts = _options(kwargs)
-    k, v = _fp8_views(k, v, opts)
+    q, k, v = _fp8_views(q, k, v, opts)
     with _on_device(q, stream):
         if out is None:
-            out = _empty(q, tuple(int(d) for d in q.shape[:-1]) + (int(v.shape[-1]),), "same")
+            out = _empty(q, tuple(int(d) for d in q.shape[:-1]) + (int(v.shape[-1]),), _out_dtype(opts))
         if lse is None and return_lse:
             lse = _empty(q, _lse_shape(q, opts, int(q.shape[-2])), "float32")
-        if workspace is None and (opts.get("num_splits", 0) != 1 or opts.get("k_new") is not None):
+        # Splits, appends and the FP8 prefill (V transposed) want a workspace.
+        wants = opts.get("num_splits", 0) != 1 or opts.get("k_new") is not None or opts.get("q_dtype") is not None
+        if workspace is None and wants:
             need = _flash.workspace_size(_flash.params(q, k, v, out=out, lse=lse, **opts))
             if need > 0:
                 workspace = _empty(q, (need,), "uint8")
@@ -219,21 +250,21 @@ def attention(
 def workspace_size(q: Any, k: Any, v: Any, **kwargs: Any) -> int:
     """Bytes of workspace attention() needs for this call (0: flash would not split the keys)."""
     opts = _options(kwargs)
-    k, v = _fp8_views(k, v, opts)
+    q, k, v = _fp8_views(q, k, v, opts)
     return int(_flash.workspace_size(_flash.params(q, k, v, **opts)))
 
 
 def kernel_choice(q: Any, k: Any, v: Any, **kwargs: Any) -> dict:
     """The kernel configuration the call runs: name, backend, block_m, block_n, warps, stages."""
     opts = _options(kwargs)
-    k, v = _fp8_views(k, v, opts)
+    q, k, v = _fp8_views(q, k, v, opts)
     return dict(_flash.kernel_choice(_flash.params(q, k, v, **opts)))
 
 
 def validate(q: Any, k: Any, v: Any, *, out: Any = None, lse: Any = None, **kwargs: Any) -> None:
     """The library's argument checks, without the GPU: raises ValueError, or returns None."""
     opts = _options(kwargs)
-    k, v = _fp8_views(k, v, opts)
+    q, k, v = _fp8_views(q, k, v, opts)
     _flash.validate(_flash.params(q, k, v, out=out, lse=lse, **opts))
 
 

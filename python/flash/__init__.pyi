@@ -39,6 +39,9 @@ def attention(
     kv_dtype: Optional[str] = ...,
     k_descale: Any = ...,
     v_descale: Any = ...,
+    q_dtype: Optional[str] = ...,
+    q_descale: Any = ...,
+    out_dtype: Optional[str] = ...,
 ) -> Union[Any, Tuple[Any, Any]]: ...
 def workspace_size(q: Any, k: Any, v: Any, **kwargs: Any) -> int: ...
 def kernel_choice(q: Any, k: Any, v: Any, **kwargs: Any) -> dict: ...

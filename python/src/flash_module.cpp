@@ -15,6 +15,9 @@
 //   fp8 KV cache: k and v float8_e4m3fn (DLPack kDLFloat8_e4m3fn, code 10), or uint8 (their bytes) with
 //              kv_dtype="float8_e4m3fn"; q and out stay float16 / bfloat16. k_descale / v_descale
 //              float32 [1] (one factor) or [heads_kv] (one per K/V head), optional
+//   FP8 prefill: q too float8_e4m3fn, or uint8 with q_dtype="float8_e4m3fn", and an fp8 cache; out
+//              float16 / bfloat16 (out's dtype, or out_dtype without out: default bfloat16);
+//              q_descale like k_descale
 #include <cuda_runtime_api.h>
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
@@ -72,6 +75,38 @@ flash::DType element_type(const AnyArray& a, const char* name) {
   if (is_dtype(a, nb::dlpack::dtype_code::Float, 16)) return flash::DType::kFloat16;
   if (is_dtype(a, nb::dlpack::dtype_code::Bfloat, 16)) return flash::DType::kBFloat16;
   bad(std::string(name) + " must be float16 or bfloat16");
+}
+
+// Whether q holds e4m3 values (the FP8 prefill): dtype float8_e4m3fn, or
+// uint8 bytes with the keyword q_dtype='float8_e4m3fn' (as kv_dtype for k
+// and v).
+bool q_is_e4m3(const AnyArray& q, const std::optional<std::string>& q_dtype) {
+  const bool fp8 = is_float8_e4m3fn(q), u8 = is_dtype(q, nb::dlpack::dtype_code::UInt, 8);
+  if (q_dtype.has_value()) {
+    if (*q_dtype != "float8_e4m3fn") bad("q_dtype must be None or 'float8_e4m3fn'; got '" + *q_dtype + "'");
+    if (!fp8 && !u8) bad("q_dtype='float8_e4m3fn' needs q of dtype float8_e4m3fn or uint8 (its e4m3 bytes)");
+    return true;
+  }
+  if (u8) {
+    bad("q is uint8: if it holds e4m3 bytes, pass q_dtype='float8_e4m3fn' (the FP8 prefill); otherwise it must be "
+        "float16 or bfloat16");
+  }
+  return fp8;
+}
+
+// O's element type for an e4m3 q: out's dtype, or the keyword out_dtype
+// (default bfloat16) where no out is given.
+flash::DType fp8_out_type(const std::optional<AnyArray>& out, const std::optional<std::string>& out_dtype) {
+  std::optional<flash::DType> named;
+  if (out_dtype.has_value()) {
+    if (*out_dtype == "bfloat16") named = flash::DType::kBFloat16;
+    else if (*out_dtype == "float16") named = flash::DType::kFloat16;
+    else bad("out_dtype must be None, 'bfloat16' or 'float16'; got '" + *out_dtype + "'");
+  }
+  if (!out.has_value()) return named.value_or(flash::DType::kBFloat16);
+  const flash::DType o = element_type(*out, "out");
+  if (named.has_value() && *named != o) bad("out_dtype does not match out's dtype");
+  return o;
 }
 
 // K's and V's element type: q's dtype (kSame) or an fp8 cache (kFloat8E4M3).
@@ -164,7 +199,8 @@ flash::AttentionParams make_params(AnyArray q, AnyArray k, AnyArray v, std::opti
                                    std::optional<AnyArray> cu_seqlens_k_new, std::optional<AnyArray> rotary_cos,
                                    std::optional<AnyArray> rotary_sin, bool rotary_interleaved,
                                    const std::optional<std::string>& kv_dtype, std::optional<AnyArray> k_descale,
-                                   std::optional<AnyArray> v_descale) {
+                                   std::optional<AnyArray> v_descale, const std::optional<std::string>& q_dtype,
+                                   std::optional<AnyArray> q_descale, const std::optional<std::string>& out_dtype) {
   flash::AttentionParams p;
   const bool varlen_q = cu_seqlens_q.has_value();
   const bool varlen_k = cu_seqlens_k.has_value();
@@ -175,7 +211,17 @@ flash::AttentionParams make_params(AnyArray q, AnyArray k, AnyArray v, std::opti
                                      : "batch, seqlen_k, heads_kv, head_dim";
   expect_ndim(k, varlen_k ? 3 : 4, "k", kv_layout);
   expect_ndim(v, varlen_k ? 3 : 4, "v", kv_layout);
-  p.dtype = element_type(q, "q");
+  if (q_is_e4m3(q, q_dtype)) {
+    p.q_dtype = flash::KvDType::kFloat8E4M3;
+    p.dtype = fp8_out_type(out, out_dtype);
+  } else {
+    if (out_dtype.has_value()) bad("out_dtype is for an e4m3 q (the FP8 prefill); otherwise out has q's dtype");
+    if (q_descale.has_value()) {
+      bad("q_descale needs an e4m3 q (the FP8 prefill): q of dtype float8_e4m3fn, or uint8 with "
+          "q_dtype='float8_e4m3fn'");
+    }
+    p.dtype = element_type(q, "q");
+  }
   p.kv_dtype = kv_element_type(k, v, p.dtype, kv_dtype);
   if ((k_descale.has_value() || v_descale.has_value()) && p.kv_dtype != flash::KvDType::kFloat8E4M3) {
     bad("k_descale / v_descale need an fp8 cache: k and v of dtype float8_e4m3fn, or uint8 with "
@@ -330,15 +376,24 @@ flash::AttentionParams make_params(AnyArray q, AnyArray k, AnyArray v, std::opti
     }
     p.alibi_slopes = static_cast<const float*>(s.data());
   }
-  if (k_descale.has_value() || v_descale.has_value()) {
+  if (k_descale.has_value() || v_descale.has_value() || q_descale.has_value()) {
     // One factor for every K/V head (1 element: descale_head_stride 0) or
-    // one per K/V head (heads_kv elements: stride 1); a descale not given is 1.
+    // one per K/V head (heads_kv elements: stride 1); a descale not given
+    // is 1. q_descale is indexed by the K/V head too.
     const int64_t nk = k_descale.has_value() ? check_descale(*k_descale, p.heads_kv, "k_descale") : 0;
     const int64_t nv = v_descale.has_value() ? check_descale(*v_descale, p.heads_kv, "v_descale") : 0;
-    if (nk != 0 && nv != 0 && nk != nv) bad("k_descale and v_descale must have the same length (1 or heads_kv)");
+    const int64_t nq = q_descale.has_value() ? check_descale(*q_descale, p.heads_kv, "q_descale") : 0;
+    int64_t n = 0;
+    for (int64_t len : {nq, nk, nv}) {
+      if (len != 0 && n != 0 && len != n) {
+        bad("q_descale, k_descale and v_descale must have the same length (1 or heads_kv)");
+      }
+      if (len != 0) n = len;
+    }
     if (k_descale.has_value()) p.k_descale = static_cast<const float*>(k_descale->data());
     if (v_descale.has_value()) p.v_descale = static_cast<const float*>(v_descale->data());
-    p.descale_head_stride = (nk > 1 || nv > 1) ? 1 : 0;
+    if (q_descale.has_value()) p.q_descale = static_cast<const float*>(q_descale->data());
+    p.descale_head_stride = n > 1 ? 1 : 0;
   }
   if (k_new.has_value() != v_new.has_value()) bad("k_new and v_new go together");
   if (k_new.has_value()) {
@@ -442,7 +497,8 @@ const char* backend_name(flash::Backend b) {
       nb::arg("cu_seqlens_k_new").none() = nb::none(), nb::arg("rotary_cos").none() = nb::none(),              \
       nb::arg("rotary_sin").none() = nb::none(), nb::arg("rotary_interleaved") = false,                        \
       nb::arg("kv_dtype").none() = nb::none(), nb::arg("k_descale").none() = nb::none(),                       \
-      nb::arg("v_descale").none() = nb::none()
+      nb::arg("v_descale").none() = nb::none(), nb::arg("q_dtype").none() = nb::none(),                         \
+      nb::arg("q_descale").none() = nb::none(), nb::arg("out_dtype").none() = nb::none()
 
 }  // namespace
 
@@ -527,11 +583,13 @@ NB_MODULE(_flash, m) {
          std::optional<AnyArray> workspace, const std::string& backend, bool autotune, std::optional<AnyArray> k_new,
          std::optional<AnyArray> v_new, std::optional<AnyArray> cu_seqlens_k_new, std::optional<AnyArray> rotary_cos,
          std::optional<AnyArray> rotary_sin, bool rotary_interleaved, std::optional<std::string> kv_dtype,
-         std::optional<AnyArray> k_descale, std::optional<AnyArray> v_descale) {
+         std::optional<AnyArray> k_descale, std::optional<AnyArray> v_descale, std::optional<std::string> q_dtype,
+         std::optional<AnyArray> q_descale, std::optional<std::string> out_dtype) {
         return make_params(q, k, v, out, lse, causal, scale, window_left, window_right, softcap, sinks, alibi_slopes,
                            cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_k, block_table, batch,
                            num_splits, workspace, backend, autotune, k_new, v_new, cu_seqlens_k_new, rotary_cos,
-                           rotary_sin, rotary_interleaved, kv_dtype, k_descale, v_descale);
+                           rotary_sin, rotary_interleaved, kv_dtype, k_descale, v_descale, q_dtype, q_descale,
+                           out_dtype);
       },
       FLASH_ARGS, "The call's parameters from DLPack tensors (shapes, strides, dtypes checked here).");
 

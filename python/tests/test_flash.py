@@ -5,8 +5,8 @@ that need no device (NumPy arrays are DLPack tensors on the CPU). GPU tests
 need a CUDA device and PyTorch (CuPy for its own test) and are skipped
 without them: flash against a float32 PyTorch reference for dense, GQA,
 causal, windowed, softcapped, strided, varlen and paged calls, the LSE,
-an fp8 (e4m3) KV cache against a float64 reference, errors, the caller's
-stream and CUDA-graph capture.
+an fp8 (e4m3) KV cache and the FP8 prefill against a float64 reference,
+errors, the caller's stream and CUDA-graph capture.
 """
 
 import math
@@ -79,6 +79,29 @@ def test_fp8_cache_arguments_are_checked_on_the_host():
         flash.kernel_choice(q, k, k, kv_dtype="float8_e4m3fn")
     with pytest.raises(ValueError, match="CUDA tensor"):
         flash.kernel_choice(q, k8, k8, kv_dtype="float8_e4m3fn")  # accepted as e4m3 bytes; then the device check
+
+
+def test_fp8_prefill_arguments_are_checked_on_the_host():
+    # An e4m3 q (the FP8 prefill): these checks too come before the device check.
+    q8 = np.zeros((1, 64, 8, 128), np.uint8)
+    kv8 = np.zeros((1, 64, 2, 128), np.uint8)
+    q16, k16 = np.zeros((1, 64, 8, 128), np.float16), np.zeros((1, 64, 2, 128), np.float16)
+    e4m3 = {"q_dtype": "float8_e4m3fn", "kv_dtype": "float8_e4m3fn"}
+    descale = np.ones(2, np.float32)
+    with pytest.raises(ValueError, match="pass q_dtype='float8_e4m3fn'"):
+        flash.kernel_choice(q8, kv8, kv8, kv_dtype="float8_e4m3fn")  # uint8 q is e4m3 only when the call says so
+    with pytest.raises(ValueError, match="q_dtype must be None or 'float8_e4m3fn'"):
+        flash.kernel_choice(q8, kv8, kv8, q_dtype="float8_e5m2", kv_dtype="float8_e4m3fn")
+    with pytest.raises(ValueError, match="needs q of dtype float8_e4m3fn or uint8"):
+        flash.kernel_choice(q16, kv8, kv8, **e4m3)
+    with pytest.raises(ValueError, match="q_descale needs an e4m3 q"):
+        flash.kernel_choice(q16, kv8, kv8, kv_dtype="float8_e4m3fn", q_descale=descale)
+    with pytest.raises(ValueError, match="out_dtype is for an e4m3 q"):
+        flash.kernel_choice(q16, k16, k16, out_dtype="float16")
+    with pytest.raises(ValueError, match="out_dtype must be None, 'bfloat16' or 'float16'"):
+        flash.kernel_choice(q8, kv8, kv8, out_dtype="float32", **e4m3)
+    with pytest.raises(ValueError, match="CUDA tensor"):
+        flash.kernel_choice(q8, kv8, kv8, q_descale=descale, **e4m3)  # accepted; then the device check
 
 
 def dlpack_capsule(array, code):
@@ -488,6 +511,79 @@ def test_fp8_cache_errors():
     used = torch.tensor([10], dtype=torch.int32, device="cuda")
     with pytest.raises(ValueError, match="k_new"):  # the append does not quantise
         flash.attention(q, k8, v8, k_new=rand(1, 1, 2, 128), v_new=rand(1, 1, 2, 128), seqused_k=used)
+
+
+def hopper():
+    return HAS_CUDA and torch.cuda.get_device_capability()[0] == 9
+
+
+@gpu
+@pytest.mark.parametrize("head_dim", [64, 128])
+@pytest.mark.parametrize("causal", [False, True])
+def test_fp8_prefill_matches_a_float64_reference(head_dim, causal):
+    # Q, K and V in e4m3 with per-K/V-head descales, on the Hopper kernel's
+    # e4m3 tensor cores; the reference takes the dequantised inputs exactly,
+    # in float64. P is rounded to e4m3 in the kernel, so O is held to a
+    # relative RMS error per K/V head (the README states 0.09-0.9% on the
+    # C++ tests' inputs) and the LSE to 2^-9 of each row's largest scaled
+    # sum of |q_t k_t| (the e4m3 accumulator truncates near 2^-11 of it).
+    if not hopper():
+        pytest.skip("the FP8 prefill runs on Hopper (sm_90) only")
+    b, s, hq, hk = 2, 300, 8, 2
+    g = hq // hk
+    size = torch.tensor(FP8_HEAD_SIZES, device="cuda")[:, None]
+    q = rand(b, s, hq, head_dim, dtype=torch.float32)
+    k = rand(b, s, hk, head_dim, dtype=torch.float32) * size
+    v = rand(b, s, hk, head_dim, dtype=torch.float32) * size.flip(0)
+    q_ds = q.abs().amax(dim=(0, 1, 3)).view(hk, g).amax(1) / 448  # indexed by the K/V head
+    k_ds, v_ds = k.abs().amax(dim=(0, 1, 3)) / 448, v.abs().amax(dim=(0, 1, 3)) / 448
+    q_each = q_ds.repeat_interleave(g)  # the same factor for each query head of a K/V head
+    q8, k8, v8 = to_e4m3(q, q_each), to_e4m3(k, k_ds), to_e4m3(v, v_ds)
+    out, lse = flash.attention(q8, k8, v8, causal=causal, q_descale=q_ds, k_descale=k_ds, v_descale=v_ds,
+                               return_lse=True)
+    torch.cuda.synchronize()
+    qd, kd, vd = dequantise(q8, q_each), dequantise(k8, k_ds), dequantise(v8, v_ds)
+    ref, ref_lse = reference(qd, kd, vd, causal=causal, acc=torch.float64)
+    assert out.shape == q.shape and out.dtype == torch.bfloat16
+    for h in range(hk):
+        err = (out[:, :, h * g : (h + 1) * g].double() - ref[:, :, h * g : (h + 1) * g]).pow(2).mean().sqrt()
+        assert (err / vd[:, :, h].pow(2).mean().sqrt()).item() < 0.02, h
+    scale = 1.0 / math.sqrt(head_dim)
+    qk = (qd.abs().transpose(1, 2) @ kd.abs().transpose(1, 2).repeat_interleave(g, dim=1).transpose(-1, -2)) * scale
+    assert ((lse.double() - ref_lse).abs() <= qk.amax(-1) * 2**-9 + 1e-6).all()
+    choice = flash.kernel_choice(q8, k8, v8, causal=causal, q_descale=q_ds, k_descale=k_ds, v_descale=v_ds)
+    assert choice["backend"] == "sm90" and "fp8" in choice["name"], choice
+    # The same bytes as uint8 with q_dtype and kv_dtype: the same call, bitwise.
+    out_u8 = flash.attention(q8.view(torch.uint8), k8.view(torch.uint8), v8.view(torch.uint8), causal=causal,
+                             q_dtype="float8_e4m3fn", kv_dtype="float8_e4m3fn", q_descale=q_ds, k_descale=k_ds,
+                             v_descale=v_ds)
+    # float16 O, asked for by name and by passing out.
+    out16 = flash.attention(q8, k8, v8, causal=causal, q_descale=q_ds, k_descale=k_ds, v_descale=v_ds,
+                            out_dtype="float16")
+    given = torch.empty(q.shape, dtype=torch.float16, device="cuda")
+    flash.attention(q8, k8, v8, out=given, causal=causal, q_descale=q_ds, k_descale=k_ds, v_descale=v_ds)
+    torch.cuda.synchronize()
+    assert torch.equal(out_u8, out)
+    assert out16.dtype == torch.float16 and torch.equal(given, out16)
+    assert ((out16.double() - out.double()).norm() / out.double().norm()).item() < 1e-2
+
+
+@gpu
+def test_fp8_prefill_errors():
+    if not hopper():
+        pytest.skip("the FP8 prefill runs on Hopper (sm_90) only")
+    q8 = rand(1, 64, 8, 128).to(torch.float8_e4m3fn)
+    k, v = rand(1, 64, 2, 128), rand(1, 64, 2, 128)
+    k8, v8 = k.to(torch.float8_e4m3fn), v.to(torch.float8_e4m3fn)
+    with pytest.raises(ValueError, match="needs K and V in e4m3 too"):
+        flash.attention(q8, k, v)  # an e4m3 q with a bf16 cache
+    with pytest.raises(ValueError, match="same length"):
+        flash.attention(q8, k8, v8, q_descale=torch.ones(1, device="cuda"), k_descale=torch.ones(2, device="cuda"))
+    with pytest.raises(ValueError, match="q_descale must be a contiguous float32"):
+        flash.attention(q8, k8, v8, q_descale=torch.ones(3, device="cuda"))
+    with pytest.raises(ValueError, match="out_dtype does not match"):
+        flash.attention(q8, k8, v8, out=torch.empty(1, 64, 8, 128, dtype=torch.bfloat16, device="cuda"),
+                        out_dtype="float16")
 
 
 @gpu
