@@ -115,9 +115,14 @@ def _empty(like: Any, shape: Tuple[int, ...], dtype: str) -> Any:
         import torch
 
         names = {"float32": torch.float32, "uint8": torch.uint8, "bfloat16": torch.bfloat16, "float16": torch.float16}
+        if dtype != "same" and dtype not in names:
+            raise ValueError(f"out_dtype must be None, 'bfloat16' or 'float16'; got '{dtype}'")
         dt = like.dtype if dtype == "same" else names[dtype]
         return torch.empty(shape, dtype=dt, device=like.device)
-    if fw == "cupy" and dtype != "bfloat16":  # CuPy has no bfloat16
+    if fw == "cupy" and dtype == "bfloat16":
+        raise ValueError("CuPy has no bfloat16: pass out= (a bfloat16 array of another framework) or "
+                         "out_dtype='float16'")
+    if fw == "cupy":
         import cupy
 
         with like.device:
@@ -175,6 +180,17 @@ def _out_dtype(opts: dict) -> str:
     if opts.get("q_dtype") is None:
         return "same"
     return opts.get("out_dtype") or "bfloat16"
+
+
+def _fp8_prefill_workspace(q: Any, k: Any, v: Any, opts: dict, out: Any = None, lse: Any = None) -> None:
+    """The FP8 prefill's workspace (V transposed) in opts when the caller gave
+    none: the library checks it in every call, planning ones included."""
+    if opts.get("q_dtype") is None or opts.get("workspace") is not None:
+        return
+    need = _flash.workspace_size(_flash.params(q, k, v, out=out, lse=lse, **opts))
+    if need > 0:
+        with _on_device(q, None):
+            opts["workspace"] = _empty(q, (need,), "uint8")
 
 
 def _lse_shape(q: Any, opts: dict, heads_q: int) -> Tuple[int, ...]:
@@ -255,16 +271,24 @@ def workspace_size(q: Any, k: Any, v: Any, **kwargs: Any) -> int:
 
 
 def kernel_choice(q: Any, k: Any, v: Any, **kwargs: Any) -> dict:
-    """The kernel configuration the call runs: name, backend, block_m, block_n, warps, stages."""
+    """The kernel configuration the call runs: name, backend, block_m, block_n, warps, stages.
+
+    An FP8 prefill call (e4m3 q) gets its workspace allocated here when none
+    is given: the library checks it in planning calls too."""
     opts = _options(kwargs)
     q, k, v = _fp8_views(q, k, v, opts)
+    _fp8_prefill_workspace(q, k, v, opts)
     return dict(_flash.kernel_choice(_flash.params(q, k, v, **opts)))
 
 
 def validate(q: Any, k: Any, v: Any, *, out: Any = None, lse: Any = None, **kwargs: Any) -> None:
-    """The library's argument checks, without the GPU: raises ValueError, or returns None."""
+    """The library's argument checks, without the GPU: raises ValueError, or returns None.
+
+    An FP8 prefill call (e4m3 q) gets its workspace allocated here when none
+    is given, as by kernel_choice."""
     opts = _options(kwargs)
     q, k, v = _fp8_views(q, k, v, opts)
+    _fp8_prefill_workspace(q, k, v, opts, out, lse)
     _flash.validate(_flash.params(q, k, v, out=out, lse=lse, **opts))
 
 

@@ -115,7 +115,7 @@ flash::DType fp8_out_type(const std::optional<AnyArray>& out, const std::optiona
 // e4m3 bytes, as float8_e4m3fn or as uint8 (a framework that cannot export
 // fp8 through DLPack passes a uint8 view of its tensors).
 flash::KvDType kv_element_type(const AnyArray& k, const AnyArray& v, flash::DType dtype,
-                               const std::optional<std::string>& kv_dtype) {
+                               const std::optional<std::string>& kv_dtype, bool q_e4m3) {
   const bool k_fp8 = is_float8_e4m3fn(k), v_fp8 = is_float8_e4m3fn(v);
   const bool k_u8 = is_dtype(k, nb::dlpack::dtype_code::UInt, 8), v_u8 = is_dtype(v, nb::dlpack::dtype_code::UInt, 8);
   if (kv_dtype.has_value()) {
@@ -127,6 +127,10 @@ flash::KvDType kv_element_type(const AnyArray& k, const AnyArray& v, flash::DTyp
   }
   if (k_fp8 && v_fp8) return flash::KvDType::kFloat8E4M3;
   if (k_fp8 || v_fp8) bad("k and v must both be float8_e4m3fn (an fp8 cache) or both have q's dtype");
+  if (q_e4m3) {
+    bad("an e4m3 q (the FP8 prefill) needs k and v in e4m3 too: float8_e4m3fn, or uint8 with "
+        "kv_dtype='float8_e4m3fn'");
+  }
   if (k_u8 || v_u8) {
     bad("k and v are uint8: if they hold e4m3 bytes, pass kv_dtype='float8_e4m3fn' (an fp8 cache); otherwise "
         "they must be float16 or bfloat16");
@@ -211,7 +215,8 @@ flash::AttentionParams make_params(AnyArray q, AnyArray k, AnyArray v, std::opti
                                      : "batch, seqlen_k, heads_kv, head_dim";
   expect_ndim(k, varlen_k ? 3 : 4, "k", kv_layout);
   expect_ndim(v, varlen_k ? 3 : 4, "v", kv_layout);
-  if (q_is_e4m3(q, q_dtype)) {
+  const bool q_e4m3 = q_is_e4m3(q, q_dtype);
+  if (q_e4m3) {
     p.q_dtype = flash::KvDType::kFloat8E4M3;
     p.dtype = fp8_out_type(out, out_dtype);
   } else {
@@ -222,7 +227,7 @@ flash::AttentionParams make_params(AnyArray q, AnyArray k, AnyArray v, std::opti
     }
     p.dtype = element_type(q, "q");
   }
-  p.kv_dtype = kv_element_type(k, v, p.dtype, kv_dtype);
+  p.kv_dtype = kv_element_type(k, v, p.dtype, kv_dtype, q_e4m3);
   if ((k_descale.has_value() || v_descale.has_value()) && p.kv_dtype != flash::KvDType::kFloat8E4M3) {
     bad("k_descale / v_descale need an fp8 cache: k and v of dtype float8_e4m3fn, or uint8 with "
         "kv_dtype='float8_e4m3fn'; these k and v have q's dtype");

@@ -100,6 +100,8 @@ def test_fp8_prefill_arguments_are_checked_on_the_host():
         flash.kernel_choice(q16, k16, k16, out_dtype="float16")
     with pytest.raises(ValueError, match="out_dtype must be None, 'bfloat16' or 'float16'"):
         flash.kernel_choice(q8, kv8, kv8, out_dtype="float32", **e4m3)
+    with pytest.raises(ValueError, match="needs k and v in e4m3 too"):
+        flash.kernel_choice(q8, k16, k16, q_dtype="float8_e4m3fn")
     with pytest.raises(ValueError, match="CUDA tensor"):
         flash.kernel_choice(q8, kv8, kv8, q_descale=descale, **e4m3)  # accepted; then the device check
 
@@ -575,7 +577,7 @@ def test_fp8_prefill_errors():
     q8 = rand(1, 64, 8, 128).to(torch.float8_e4m3fn)
     k, v = rand(1, 64, 2, 128), rand(1, 64, 2, 128)
     k8, v8 = k.to(torch.float8_e4m3fn), v.to(torch.float8_e4m3fn)
-    with pytest.raises(ValueError, match="needs K and V in e4m3 too"):
+    with pytest.raises(ValueError, match="needs k and v in e4m3 too"):
         flash.attention(q8, k, v)  # an e4m3 q with a bf16 cache
     with pytest.raises(ValueError, match="same length"):
         flash.attention(q8, k8, v8, q_descale=torch.ones(1, device="cuda"), k_descale=torch.ones(2, device="cuda"))
