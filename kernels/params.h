@@ -45,6 +45,28 @@ struct FwdParams {
   // The launch follows the append kernel (kernels/append) on the stream: the
   // decode kernel may then start as its programmatic dependent (sm_90+).
   bool follows_append;
+  // The append's inputs, for the decode kernel to do the append's share of
+  // the attention itself (decode_kernel.cuh): with `fused` (set by the
+  // decode launcher when it launches as the append's programmatic
+  // dependent) q, its strides and seqused_k are the call's own (Q not
+  // rotated, the lengths before the append); the kernel adds each
+  // sequence's new rows to its key count, rotates its Q tile in shared
+  // memory as the append kernel rotates Q (common/rotary.cuh: the same
+  // bits), and waits for the append grid (griddepcontrol.wait) only before
+  // it copies a K/V block holding an appended row, and before it exits.
+  struct AppendFusion {
+    bool fused;
+    const void* q;  // Q as the caller passed it, and its strides
+    int64_t q_batch_stride, q_seq_stride, q_head_stride;
+    const int* seqused_k;       // the lengths before the append
+    const int* cu_seqlens_new;  // new rows per sequence, packed; null: seqlen_new each
+    int seqlen_new;
+    const float* rotary_cos;    // [rotary_positions, rotary_dim / 2], or null: no rotation
+    const float* rotary_sin;
+    int rotary_dim;
+    int rotary_positions;
+    bool rotary_interleaved;
+  } append;
 
   float softmax_scale;       // Scale applied to Q K^T (natural-log domain, for the LSE).
   float softmax_scale_log2;  // softmax_scale * log2(e): folds the scale into the exp2 FFMA.

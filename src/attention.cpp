@@ -110,7 +110,8 @@ Status attention_forward(const AttentionParams& params, CUstream_st* stream) noe
     // the device unusable.
     return make_status(StatusCode::kCudaError, "autotuning failed: %s", cudaGetErrorString(tune_error));
   }
-  return launch_status(detail::launch(plan, selection.candidate, call, stream, appends), plan.caps, plan.fp8_prefill);
+  return launch_status(detail::launch(plan, selection.candidate, call, stream, appends ? &params : nullptr), plan.caps,
+                       plan.fp8_prefill);
 }
 
 Status query_kernel_choice(const AttentionParams& params, KernelChoice* choice) noexcept {

@@ -152,10 +152,25 @@ bool describe(const Plan& plan, const Candidate& c, const AttentionParams& p, Ke
 LaunchRecord last_launch() noexcept { return t_last_launch; }
 
 cudaError_t launch(const Plan& plan, const Candidate& c, const AttentionParams& p, cudaStream_t stream,
-                   bool follows_append) {
+                   const AttentionParams* appended) {
   t_last_launch = LaunchRecord{c, plan.num_splits};
   FwdParams f = make_fwd_params(p, plan.caps);
-  f.follows_append = follows_append;
+  if (appended != nullptr) {
+    f.follows_append = true;
+    FwdParams::AppendFusion& a = f.append;
+    a.q = appended->q;
+    a.q_batch_stride = appended->q_batch_stride;
+    a.q_seq_stride = appended->q_seq_stride;
+    a.q_head_stride = appended->q_head_stride;
+    a.seqused_k = appended->seqused_k;
+    a.cu_seqlens_new = appended->cu_seqlens_k_new;
+    a.seqlen_new = static_cast<int>(appended->seqlen_new);
+    a.rotary_cos = appended->rotary_cos;
+    a.rotary_sin = appended->rotary_sin;
+    a.rotary_dim = static_cast<int>(appended->rotary_dim);
+    a.rotary_positions = static_cast<int>(appended->rotary_positions);
+    a.rotary_interleaved = appended->rotary_interleaved;
+  }
   const bool fp8 = p.kv_dtype != KvDType::kSame;  // the decode or sm90 kernel, at a multiple of 64
   const int d = kernel_head_dim(call_head_dim(p.head_dim, p.head_dim_v),
                                 fp8 ? KernelSet::kFp8 : c.backend == Backend::kSm90 ? KernelSet::kSm90 : KernelSet::kAny);

@@ -31,10 +31,12 @@ bool describe(const Plan& plan, const Candidate& c, const AttentionParams& p, Ke
 // Launches candidate `c` of `plan` for `p`. Errors: the launch's;
 // cudaErrorNotSupported when the driver's tensor-map encoder refused
 // tensors the plan accepted (nothing launched).
-// `follows_append`: the append kernel (src/append.h) was launched on
-// `stream` just before (the decode kernel may overlap its launch with it).
+// `appended`: the call as the caller made it when `p` is its attention
+// after an append (attention_call, src/append.h) and the append kernel was
+// launched on `stream` just before: the decode kernel may then overlap the
+// append, taking the new rows' count and Q's rotation from it.
 cudaError_t launch(const Plan& plan, const Candidate& c, const AttentionParams& p, cudaStream_t stream,
-                   bool follows_append = false);
+                   const AttentionParams* appended = nullptr);
 
 // The candidate and split count of the last launch() on this thread, so
 // tests can check that query_kernel_choice names what attention_forward runs.

@@ -9,7 +9,8 @@
 //  - O and the LSE equal, bit for bit, those of the plain call on that
 //    cache with seqused_k + n and the host-rotated Q (the same kernel runs
 //    both; the plain call is checked against the references elsewhere).
-// A CUDA graph of the call replays with new lengths on the device.
+// A CUDA graph of a decode step replays as the uncaptured call runs, with
+// new lengths, rows and Q written into its buffers before each replay.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -406,6 +407,153 @@ TEST_F(Append, MatchesThePlainCallOnTheAppendedCache) {
       check(c, b);
       if (HasFatalFailure()) return;
     }
+  }
+}
+
+// A captured decode step with an append replays as the uncaptured call
+// runs. Two copies of one cache: step after step, a graph of the call
+// appends to copy A and the call itself to copy B, with each step's lengths,
+// new rows and Q written into the same device buffers before it (as an
+// engine replaying one graph per step does). After each step the caches,
+// O and the LSE of the two equal bit for bit. (On sm_90 the decode kernel
+// runs as the append kernel's programmatic dependent, in the graph too, so
+// this also checks that the graph keeps that edge's ordering.)
+TEST_F(Append, CapturedDecodeStepReplaysWithNewLengths) {
+  struct GraphConfig {
+    const char* name;
+    int64_t page_size;   // 0: dense
+    int32_t num_splits;  // 0: flash's choice
+  };
+  for (const GraphConfig& gc : {GraphConfig{"dense", 0, 0}, GraphConfig{"paged16_4splits", 16, 4}}) {
+    SCOPED_TRACE(gc.name);
+    if (!head_dim_runs(128)) return;
+    constexpr int64_t B = 3, d = 128, hq = 8, hkv = 2, capacity = 320, rd = 128;
+    const bool paged = gc.page_size > 0;
+    const int64_t pages_per_seq = paged ? capacity / gc.page_size : 0;
+    const int64_t num_pages = paged ? B * pages_per_seq : 0;
+    const int64_t slots = paged ? num_pages * gc.page_size : B * capacity;
+    const uint64_t seed = case_seed(std::hash<std::string>{}(std::string("graph ") + gc.name));
+    std::vector<int32_t> table;
+    for (int64_t i = 0; i < num_pages; ++i) table.push_back(static_cast<int32_t>(num_pages - 1 - i));
+    std::vector<float> cos_t(static_cast<size_t>(capacity * rd / 2)), sin_t(cos_t.size());
+    for (int64_t t = 0; t < capacity; ++t) {
+      for (int64_t j = 0; j < rd / 2; ++j) {
+        const double angle = static_cast<double>(t) * std::pow(10000.0, -2.0 * static_cast<double>(j) / rd);
+        cos_t[static_cast<size_t>(t * rd / 2 + j)] = static_cast<float>(std::cos(angle));
+        sin_t[static_cast<size_t>(t * rd / 2 + j)] = static_cast<float>(std::sin(angle));
+      }
+    }
+    const std::vector<uint16_t> k_cache = random_bits(static_cast<size_t>(slots * hkv * d), seed + 1, DType::kBFloat16);
+    const std::vector<uint16_t> v_cache = random_bits(k_cache.size(), seed + 2, DType::kBFloat16);
+
+    DeviceBuffer k_a, v_a, k_b, v_b, used_a, used_b, ws_a, ws_b, o_a, o_b, lse_a, lse_b, q_dev, kn_dev, vn_dev,
+        table_dev, cos_dev, sin_dev;
+    for (DeviceBuffer* buf : {&k_a, &k_b}) ASSERT_EQ(upload_vec(buf, k_cache, stream_), cudaSuccess);
+    for (DeviceBuffer* buf : {&v_a, &v_b}) ASSERT_EQ(upload_vec(buf, v_cache, stream_), cudaSuccess);
+    ASSERT_EQ(upload_vec(&table_dev, table, stream_), cudaSuccess);
+    ASSERT_EQ(upload_vec(&cos_dev, cos_t, stream_), cudaSuccess);
+    ASSERT_EQ(upload_vec(&sin_dev, sin_t, stream_), cudaSuccess);
+    for (DeviceBuffer* buf : {&used_a, &used_b}) ASSERT_EQ(buf->allocate(B * sizeof(int32_t)), cudaSuccess);
+    for (DeviceBuffer* buf : {&o_a, &o_b, &q_dev, &kn_dev, &vn_dev}) ASSERT_EQ(buf->allocate(B * hq * d * 2), cudaSuccess);
+    for (DeviceBuffer* buf : {&lse_a, &lse_b}) ASSERT_EQ(buf->allocate(B * hq * sizeof(float)), cudaSuccess);
+
+    AttentionParams p;
+    p.dtype = DType::kBFloat16;
+    p.batch = B;
+    p.seqlen_q = 1;
+    p.seqlen_k = paged ? pages_per_seq * gc.page_size : capacity;
+    p.heads_q = hq;
+    p.heads_kv = hkv;
+    p.head_dim = d;
+    p.set_contiguous_bnhd();
+    p.q = q_dev.ptr;
+    p.num_splits = gc.num_splits;
+    if (paged) {
+      p.block_table = static_cast<const int32_t*>(table_dev.ptr);
+      p.block_table_batch_stride = pages_per_seq;
+      p.max_pages_per_seq = pages_per_seq;
+      p.page_size = gc.page_size;
+      p.num_pages = num_pages;
+      p.k_batch_stride = p.v_batch_stride = gc.page_size * hkv * d;
+    }
+    p.k_new = kn_dev.ptr;
+    p.v_new = vn_dev.ptr;
+    p.seqlen_new = 1;
+    p.k_new_head_stride = p.v_new_head_stride = d;
+    p.k_new_seq_stride = p.v_new_seq_stride = hkv * d;
+    p.k_new_batch_stride = p.v_new_batch_stride = hkv * d;
+    p.rotary_cos = static_cast<const float*>(cos_dev.ptr);
+    p.rotary_sin = static_cast<const float*>(sin_dev.ptr);
+    p.rotary_dim = rd;
+    p.rotary_positions = capacity;
+    AttentionParams pa = p, pb = p;
+    pa.k = k_a.ptr, pa.v = v_a.ptr, pa.o = o_a.ptr, pa.lse = static_cast<float*>(lse_a.ptr);
+    pa.seqused_k = static_cast<const int32_t*>(used_a.ptr);
+    pb.k = k_b.ptr, pb.v = v_b.ptr, pb.o = o_b.ptr, pb.lse = static_cast<float*>(lse_b.ptr);
+    pb.seqused_k = static_cast<const int32_t*>(used_b.ptr);
+    size_t ws_bytes = 0;
+    ASSERT_TRUE(attention_workspace_size(pa, &ws_bytes).ok());
+    ASSERT_EQ(ws_a.allocate(ws_bytes), cudaSuccess);
+    ASSERT_EQ(ws_b.allocate(ws_bytes), cudaSuccess);
+    pa.workspace = ws_a.ptr, pb.workspace = ws_b.ptr;
+    pa.workspace_bytes = pb.workspace_bytes = ws_bytes;
+
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    ASSERT_EQ(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeGlobal), cudaSuccess);
+    const Status captured = attention_forward(pa, stream_);
+    const cudaError_t end = cudaStreamEndCapture(stream_, &graph);  // always end it: the stream stays usable
+    ASSERT_TRUE(captured.ok()) << captured.message;
+    ASSERT_EQ(end, cudaSuccess);
+    const cudaError_t inst = cudaGraphInstantiate(&exec, graph, 0);
+    cudaGraphDestroy(graph);
+    ASSERT_EQ(inst, cudaSuccess);
+
+    std::vector<int32_t> lens = {5, 63, 200};  // 63: the step crosses a 64-key block
+    for (int step = 0; step < 3; ++step) {
+      SCOPED_TRACE("step " + std::to_string(step));
+      const std::vector<uint16_t> q = random_bits(static_cast<size_t>(B * hq * d), seed + 10 + step, DType::kBFloat16);
+      const std::vector<uint16_t> kn = random_bits(static_cast<size_t>(B * hkv * d), seed + 20 + step, DType::kBFloat16);
+      const std::vector<uint16_t> vn = random_bits(kn.size(), seed + 30 + step, DType::kBFloat16);
+      ASSERT_EQ(ref::upload_sync(q_dev.ptr, q.data(), q.size() * 2, stream_), cudaSuccess);
+      ASSERT_EQ(ref::upload_sync(kn_dev.ptr, kn.data(), kn.size() * 2, stream_), cudaSuccess);
+      ASSERT_EQ(ref::upload_sync(vn_dev.ptr, vn.data(), vn.size() * 2, stream_), cudaSuccess);
+      ASSERT_EQ(ref::upload_sync(used_a.ptr, lens.data(), lens.size() * 4, stream_), cudaSuccess);
+      ASSERT_EQ(ref::upload_sync(used_b.ptr, lens.data(), lens.size() * 4, stream_), cudaSuccess);
+      ASSERT_EQ(ref::poison(o_a.ptr, o_a.bytes, stream_), cudaSuccess);
+      ASSERT_EQ(ref::poison(o_b.ptr, o_b.bytes, stream_), cudaSuccess);
+      ASSERT_EQ(cudaGraphLaunch(exec, stream_), cudaSuccess);
+      const Status s = attention_forward(pb, stream_);
+      ASSERT_TRUE(s.ok()) << s.message;
+      ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
+      EXPECT_TRUE(download_vec<uint16_t>(k_a, k_cache.size(), stream_) ==
+                  download_vec<uint16_t>(k_b, k_cache.size(), stream_)) << "K caches differ";
+      EXPECT_TRUE(download_vec<uint16_t>(v_a, v_cache.size(), stream_) ==
+                  download_vec<uint16_t>(v_b, v_cache.size(), stream_)) << "V caches differ";
+      const std::vector<uint16_t> o_graph = download_vec<uint16_t>(o_a, static_cast<size_t>(B * hq * d), stream_);
+      EXPECT_TRUE(o_graph == download_vec<uint16_t>(o_b, o_graph.size(), stream_)) << "O differs";
+      EXPECT_TRUE(std::none_of(o_graph.begin(), o_graph.end(), [](uint16_t x) { return x == kPoison16; }))
+          << "the graph left O elements unwritten";
+      const std::vector<float> lse_graph = download_vec<float>(lse_a, static_cast<size_t>(B * hq), stream_);
+      EXPECT_TRUE(lse_graph == download_vec<float>(lse_b, lse_graph.size(), stream_)) << "LSE differs";
+      EXPECT_TRUE(std::all_of(lse_graph.begin(), lse_graph.end(), [](float x) { return std::isfinite(x); }));
+      // The new key went to row lens[b] of copy A: it is no longer the row
+      // the cache was filled with (the rotated random row differs from it).
+      const std::vector<uint16_t> k_after = download_vec<uint16_t>(k_a, k_cache.size(), stream_);
+      for (int64_t b = 0; b < B; ++b) {
+        const int64_t pos = lens[static_cast<size_t>(b)];
+        const int64_t slot = paged ? table[static_cast<size_t>(b * pages_per_seq + pos / gc.page_size)] * gc.page_size +
+                                         pos % gc.page_size
+                                   : b * capacity + pos;
+        EXPECT_FALSE(std::equal(k_after.begin() + slot * hkv * d, k_after.begin() + (slot + 1) * hkv * d,
+                                k_cache.begin() + slot * hkv * d))
+            << "sequence " << b << ": no key appended at row " << pos;
+      }
+      for (int32_t& len : lens) ++len;
+      if (HasFailure()) break;
+    }
+    cudaGraphExecDestroy(exec);
+    if (HasFailure()) return;
   }
 }
 

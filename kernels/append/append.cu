@@ -10,6 +10,7 @@
 
 #include <algorithm>
 
+#include "../common/rotary.cuh"
 #include "append.h"
 
 namespace flash::append {
@@ -17,19 +18,6 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
-
-template <typename T>
-__device__ __forceinline__ float to_f32(T x);
-template <>
-__device__ __forceinline__ float to_f32(__half x) { return __half2float(x); }
-template <>
-__device__ __forceinline__ float to_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
-template <typename T>
-__device__ __forceinline__ T from_f32(float x);
-template <>
-__device__ __forceinline__ __half from_f32(float x) { return __float2half_rn(x); }
-template <>
-__device__ __forceinline__ __nv_bfloat16 from_f32(float x) { return __float2bfloat16_rn(x); }
 
 // Copies one row of `width` elements from `src` to `dst`, rotating its first
 // rotary_dim columns by table row `pos` (rotary_cos null or rotate false:
@@ -56,9 +44,9 @@ __device__ void rotate_row(const AppendArgs& a, const T* src, T* dst, int width,
       first = e < half, j = first ? e : e - half, other = first ? e + half : e - half;
     }
     const float c = __ldg(cos_row + j), s = __ldg(sin_row + j);
-    const float x = to_f32(src[e]), y = to_f32(src[other]);
-    const float out = first ? __fsub_rn(__fmul_rn(x, c), __fmul_rn(y, s)) : __fadd_rn(__fmul_rn(y, s), __fmul_rn(x, c));
-    dst[e] = from_f32<T>(out);
+    const float x = rotary::to_f32(src[e]), y = rotary::to_f32(src[other]);
+    const float out = first ? rotary::first(x, y, c, s) : rotary::second(y, x, c, s);
+    dst[e] = rotary::from_f32<T>(out);
   }
 }
 
@@ -77,8 +65,7 @@ __global__ void __launch_bounds__(kThreads) append_kernel(const __grid_constant_
   const int first_new = a.cu_seqlens_new != nullptr ? __ldg(a.cu_seqlens_new + b) : 0;
   const int n_new = a.cu_seqlens_new != nullptr ? __ldg(a.cu_seqlens_new + b + 1) - first_new : a.seqlen_new;
   const int len = old_len + min(max(n_new, 0), a.alloc - old_len);  // no int overflow: old_len <= alloc
-  const int positions_last = a.rotary_positions - 1;
-
+  
   if (blockIdx.z == 0) {
     if (blockIdx.x == 0 && threadIdx.x == 0) a.lengths[b] = len;
     const int rows = len - old_len;  // those that fit the allocation
@@ -100,7 +87,7 @@ __global__ void __launch_bounds__(kThreads) append_kernel(const __grid_constant_
       }
       T* k_dst = static_cast<T*>(a.k) + page * a.k_batch_stride + row * a.k_seq_stride + h * a.k_head_stride;
       T* v_dst = static_cast<T*>(a.v) + page * a.v_batch_stride + row * a.v_seq_stride + h * a.v_head_stride;
-      rotate_row(a, k_src, k_dst, a.head_dim, min(pos, positions_last), true);
+      rotate_row(a, k_src, k_dst, a.head_dim, rotary::table_row(pos, a.rotary_positions), true);
       rotate_row(a, v_src, v_dst, a.head_dim_v, 0, false);
     }
     return;
@@ -119,7 +106,7 @@ __global__ void __launch_bounds__(kThreads) append_kernel(const __grid_constant_
     const T* src = static_cast<const T*>(a.q) + src_batch * a.q_batch_stride + src_row * a.q_seq_stride +
                    h * a.q_head_stride;
     T* dst = static_cast<T*>(a.q_out) + (row * a.heads_q + h) * a.head_dim;
-    const int pos = min(max(len - len_q + i, 0), positions_last);
+    const int pos = rotary::table_row(len - len_q + i, a.rotary_positions);
     rotate_row(a, src, dst, a.head_dim, pos, true);
   }
 }

@@ -17,12 +17,14 @@
 // (deterministic).
 #pragma once
 
+#include <climits>
 #include <cstdint>
 #include <type_traits>
 
 #include "../common/fp8.cuh"
 #include "../common/mask.cuh"
 #include "../common/ptx.cuh"
+#include "../common/rotary.cuh"
 #include "../common/seqlen.cuh"
 #include "../common/softmax.cuh"
 #include "../params.h"
@@ -92,11 +94,18 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kMinBlocks)
   using KvTile = typename Traits::KvTile;
   using KvElement = typename KvTile::Element;
 
+  // Launched as a programmatic dependent of the append kernel (a no-op
+  // otherwise): without `fused`, wait for the lengths, rotated Q and cache
+  // rows it writes; with it (never for an fp8 cache), wait only before
+  // copying an appended row, and before exiting, so that this grid ends
+  // after the append's and what follows it on the stream sees its writes.
+  const bool fused = !kFp8 && p.append.fused;
+  auto wait_for_append = [] {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  // Launched as a programmatic dependent of the append kernel: wait for the
-  // lengths, rotated Q and cache rows it writes. (A no-op otherwise.)
-  if (p.follows_append) asm volatile("griddepcontrol.wait;\n" ::: "memory");
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
 #endif
+  };
+  if (p.follows_append && !fused) wait_for_append();
   extern __shared__ __align__(128) unsigned char smem[];
   const int tid = threadIdx.x;
   const int warp = tid / 32;
@@ -108,13 +117,26 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kMinBlocks)
   const int batch = blockIdx.z;
   const int g = p.q_per_kv;
 
-  const SeqInfo seq(p, batch);
+  SeqInfo seq(p, batch);
+  // The first K/V block holding an appended row (fused with the append).
+  int first_appended_block = INT_MAX;
+  if (fused) {
+    // seq.len_k is seqused_k[b] clamped to [0, alloc], the append's start;
+    // the rows that fit the allocation follow it (append.cu's arithmetic).
+    const int* cu_new = p.append.cu_seqlens_new;
+    const int n_new = cu_new != nullptr ? cu_new[batch + 1] - cu_new[batch] : p.append.seqlen_new;
+    first_appended_block = seq.len_k / kBlockN;
+    seq.len_k += min(max(n_new, 0), p.max_seqlen_k_alloc - seq.len_k);
+  }
   // Rows past seqlen_q * g are not computed (a varlen seqlen_q is the
   // longest sequence); the launcher keeps that product below 2^31 - kBlockM,
   // so these int row indices never wrap.
   const int rows = min(seq.len_q, p.seqlen_q) * g;
   const int row_begin = m_block * kBlockM;
-  if (row_begin >= rows) return;
+  if (row_begin >= rows) {
+    if (fused) wait_for_append();
+    return;
+  }
   const int row_end = min(row_begin + kBlockM, rows);
 
   const WindowMask<kMasked> mask(seq.len_q, seq.len_k, p.window_left, p.window_right);
@@ -164,6 +186,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kMinBlocks)
   const int chunks = p.head_dim / kKvChunkElems;     // 16-byte chunks of a K row the call has
   const int v_chunks = p.head_dim_v / kKvChunkElems;  // and of a V row
   auto load_kv = [&](int n_block, int stage) {
+    if (n_block >= first_appended_block) wait_for_append();  // CTA-uniform; a no-op after the first time
     const uint32_t sk = smem_kv + stage * Traits::kStageBytes;
     const int first = n_block * kBlockN;
     if (table == nullptr) {
@@ -207,6 +230,59 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kMinBlocks)
     ptx::cp_async_commit();
   }
   fetch_pages(s_begin + kStages - 1);
+  // Fused with an append that rotates: Q's first rotary_dim columns turn as
+  // the append kernel turns them, in the tile, once it has landed with the
+  // first block's copies (the wait the first iteration below would make).
+  // Pair idx = tid + i * kNThreads of the tile is column pair j = idx % half
+  // of tile row idx / half; its angle is loaded here, while the copies are
+  // in flight.
+  constexpr int kRotIters = kBlockM * kHeadDim / 2 / Traits::kNThreads;
+  const int rot_half = fused && p.append.rotary_cos != nullptr ? p.append.rotary_dim / 2 : 0;
+  float rot_cos[kRotIters], rot_sin[kRotIters];
+  if constexpr (!kFp8) {
+    if (rot_half > 0) {
+#pragma unroll
+      for (int i = 0; i < kRotIters; ++i) {
+        const int idx = tid + i * Traits::kNThreads;
+        const int row = idx / rot_half;
+        const int r = row_begin + row;
+        rot_cos[i] = rot_sin[i] = 0.f;
+        if (row < kBlockM && r < row_end) {
+          const int pos = rotary::table_row(seq.len_k - seq.len_q + r / g, p.append.rotary_positions);
+          const int64_t at = static_cast<int64_t>(pos) * rot_half + idx % rot_half;
+          rot_cos[i] = __ldg(p.append.rotary_cos + at);
+          rot_sin[i] = __ldg(p.append.rotary_sin + at);
+        }
+      }
+    }
+  }
+  auto rotate_q = [&] {
+    Element* tile = reinterpret_cast<Element*>(smem);
+    auto at = [&](int row, int col) {
+      return tile + sm80::chunk_offset<Traits, kBlockM>(row, col / 8) / sizeof(Element) + col % 8;
+    };
+#pragma unroll
+    for (int i = 0; i < kRotIters; ++i) {
+      const int idx = tid + i * Traits::kNThreads;
+      const int row = idx / rot_half, j = idx % rot_half;
+      if (row < kBlockM && row_begin + row < row_end) {
+        const bool inter = p.append.rotary_interleaved;
+        Element* a = at(row, inter ? 2 * j : j);
+        Element* b = at(row, inter ? 2 * j + 1 : j + rot_half);
+        const float x0 = rotary::to_f32(*a), x1 = rotary::to_f32(*b);
+        *a = rotary::from_f32<Element>(rotary::first(x0, x1, rot_cos[i], rot_sin[i]));
+        *b = rotary::from_f32<Element>(rotary::second(x0, x1, rot_cos[i], rot_sin[i]));
+      }
+    }
+  };
+  if constexpr (!kFp8) {
+    if (rot_half > 0) {
+      ptx::cp_async_wait<kStages - 2>();
+      __syncthreads();
+      rotate_q();
+      __syncthreads();
+    }
+  }
   if constexpr (kFp8) {
     // Q with its columns permuted within each group of 16 to the order in
     // which an ldmatrix of K's bytes delivers them (see the loop below):
@@ -369,6 +445,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kMinBlocks)
     }
   }
 
+  if (fused) wait_for_append();
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // The combine kernel (a programmatic dependent launch) may start now; it
   // waits for this grid to finish before it reads anything.

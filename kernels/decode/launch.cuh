@@ -84,20 +84,36 @@ cudaError_t run_decode_kernels(const detail::FwdParams& params, cudaStream_t str
   // its launch overlaps the append's run.
   const bool programmatic = params.cc_major >= 9 && programmatic_launch_compiled<Traits, Element, kHeadDim>();
   const bool after = programmatic && params.follows_append;
+  // Launched that way, the kernel does the append's share of the attention
+  // itself (FwdParams::AppendFusion): Q and the lengths as the caller gave
+  // them; it waits for the append only where it reads appended rows. (An
+  // append never has an fp8 cache.)
+  detail::FwdParams fused;
+  const detail::FwdParams* call = &params;
+  if (!kFp8KV && after) {
+    fused = params;
+    fused.append.fused = true;
+    fused.q = params.append.q;
+    fused.q_batch_stride = params.append.q_batch_stride;
+    fused.q_seq_stride = params.append.q_seq_stride;
+    fused.q_head_stride = params.append.q_head_stride;
+    fused.seqused_k = params.append.seqused_k;
+    call = &fused;
+  }
   cudaError_t err;
   if (window) {
-    err = softcap ? launch_decode<Traits, true, true>(params, stream, after)
-                  : launch_decode<Traits, true, false>(params, stream, after);
+    err = softcap ? launch_decode<Traits, true, true>(*call, stream, after)
+                  : launch_decode<Traits, true, false>(*call, stream, after);
   } else {
-    err = softcap ? launch_decode<Traits, false, true>(params, stream, after)
-                  : launch_decode<Traits, false, false>(params, stream, after);
+    err = softcap ? launch_decode<Traits, false, true>(*call, stream, after)
+                  : launch_decode<Traits, false, false>(*call, stream, after);
   }
   if (err != cudaSuccess || params.num_splits <= 1) return err;
   // One CTA per row. On sm_90 and newer the combine launches as a
   // programmatic dependent of the decode kernel: its CTAs get going while
   // the decode kernel's last ones finish and wait (griddepcontrol.wait) for
   // its results, instead of the launch starting after it.
-  return launch_combine<kHeadDim, Element>(params, stream, programmatic);
+  return launch_combine<kHeadDim, Element>(*call, stream, programmatic);
 }
 
 template <DType kDType, int kHeadDim>

@@ -1,0 +1,38 @@
+// The rotary embedding's arithmetic, shared by the append kernel (which
+// rotates the new keys and a copy of Q) and the decode kernel (which, fused
+// with an append, rotates its Q tile in place), so both give the same bits.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+namespace flash::rotary {
+
+// The pair (x0, x1) turned by the angle whose cosine is c and sine s:
+// (x0 c - x1 s, x0 s + x1 c), in float32 with every product rounded on its
+// own (no contraction into FMAs), so a host doing the same float32
+// operations gets the same values.
+__device__ __forceinline__ float first(float x0, float x1, float c, float s) {
+  return __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
+}
+__device__ __forceinline__ float second(float x0, float x1, float c, float s) {
+  return __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c));
+}
+
+// The table row of a position: positions past the table use its last row.
+__device__ __forceinline__ int table_row(int position, int positions) { return min(max(position, 0), positions - 1); }
+
+template <typename T>
+__device__ __forceinline__ float to_f32(T x);
+template <>
+__device__ __forceinline__ float to_f32(__half x) { return __half2float(x); }
+template <>
+__device__ __forceinline__ float to_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
+template <typename T>
+__device__ __forceinline__ T from_f32(float x);
+template <>
+__device__ __forceinline__ __half from_f32(float x) { return __float2half_rn(x); }
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_f32(float x) { return __float2bfloat16_rn(x); }
+
+}  // namespace flash::rotary
