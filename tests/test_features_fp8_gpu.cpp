@@ -228,6 +228,8 @@ TEST_P(Fp8Cache, MatchesReference) {
              });
 }
 INSTANTIATE_TEST_SUITE_P(Features, Fp8Cache, ::testing::ValuesIn(all_rows()), RowName());
+// Every row may be pruned away by FLASH_HEAD_DIMS.
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(Fp8Cache);
 
 // For compute-sanitizer (scripts/sanitize.sh runs *Sanitizer*): the Hopper
 // kernel's fp8 path (the producer's copies of token-level pages and its

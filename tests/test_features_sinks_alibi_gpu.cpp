@@ -135,6 +135,8 @@ TEST_P(SinksAlibi, MatchesReference) {
              });
 }
 INSTANTIATE_TEST_SUITE_P(Features, SinksAlibi, ::testing::ValuesIn(all_rows()), RowName());
+// Every row may be pruned away by FLASH_HEAD_DIMS.
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(SinksAlibi);
 
 // The premise: each feature changes the result. The same case's reference
 // with and without it differs in O and in the LSE (by more than

@@ -99,6 +99,8 @@ TEST_P(ForwardMatrix, MatchesCublasReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(All, ForwardMatrix, ::testing::ValuesIn(all_params()), param_name);
+// Every row may be pruned away by FLASH_HEAD_DIMS.
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(ForwardMatrix);
 
 }  // namespace
 }  // namespace flash::test
