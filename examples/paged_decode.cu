@@ -7,14 +7,20 @@
 // pool; a block table maps each sequence's i-th page to its place in the
 // pool. Then:
 //
-//   prefill  append every prompt's K/V rows to the cache (append_kv_kernel
-//            below), then one varlen call for all prompts: Q packed
-//            [total tokens, heads, head_dim] with cu_seqlens_q, K/V read
-//            through the block table, causal.
-//   decode   8 steps; each appends one new token's K/V per sequence and
-//            calls attention with one query per sequence, seqused_k = the
-//            sequence lengths, and split-KV chosen by flash (num_splits 0)
-//            with a workspace of attention_workspace_size() bytes.
+//   prefill  one varlen call for all prompts that appends their K/V rows
+//            to the cache and attends: Q packed [total tokens, heads,
+//            head_dim] with cu_seqlens_q, the new K/V rows packed the same
+//            way with cu_seqlens_k_new, K/V read through the block table,
+//            causal.
+//   decode   8 steps; each call appends one new token's K/V per sequence
+//            and attends with its one query, seqused_k = the lengths before
+//            the step, split-KV chosen by flash (num_splits 0).
+//
+// Every call also applies the rotary embedding (GPT-NeoX / Llama pairs,
+// all 128 columns) to Q and to the new keys at their positions, and needs
+// a workspace of attention_workspace_size() bytes. flash writes the new
+// rows into the pages; this program only keeps the book (which pages a
+// sequence owns, the lengths) and hands flash the lengths before each call.
 //
 // After every call it copies the cache back, checks that each sequence's
 // keys and values are where the block table says, and compares the output
@@ -67,30 +73,6 @@ constexpr int kNumPages = kNumSeqs * kMaxPagesPerSeq;
 
 using bf16 = __nv_bfloat16;
 
-// Appends new K/V rows to the paged cache. Sequence b = blockIdx.y appends
-// the rows cu_new[b] .. cu_new[b+1] - 1 of new_k / new_v ([tokens, heads_kv,
-// head_dim]) at positions cache_len[b], cache_len[b] + 1, ...; position pos
-// of sequence b lives in page block_table[b * max_pages_per_seq + pos /
-// page_size], row pos % page_size. The cache is [num_pages, page_size,
-// heads_kv, head_dim]. One thread block per new token (blockIdx.x); its
-// threads copy the token's heads_kv * head_dim elements.
-__global__ void append_kv_kernel(bf16* k_cache, bf16* v_cache, const bf16* new_k, const bf16* new_v,
-                                 const int32_t* cu_new, const int32_t* cache_len, const int32_t* block_table,
-                                 int max_pages_per_seq, int page_size, int row_elems) {
-  const int b = blockIdx.y;
-  const int i = blockIdx.x;
-  const int first = cu_new[b];
-  if (i >= cu_new[b + 1] - first) return;
-  const int pos = cache_len[b] + i;
-  const int page = block_table[b * max_pages_per_seq + pos / page_size];
-  const size_t dst = (static_cast<size_t>(page) * page_size + pos % page_size) * row_elems;
-  const size_t src = static_cast<size_t>(first + i) * row_elems;
-  for (int e = threadIdx.x; e < row_elems; e += blockDim.x) {
-    k_cache[dst + e] = new_k[src + e];
-    v_cache[dst + e] = new_v[src + e];
-  }
-}
-
 // Prints the failing CUDA call and returns false.
 bool cuda_ok(cudaError_t err, const char* what) {
   if (err == cudaSuccess) return true;
@@ -130,9 +112,29 @@ struct DeviceArray {
   }
 };
 
+// The rotary embedding's angles: position t turns column pair (j, j + 64)
+// by t * 10000^(-2j / 128); float32 tables [kMaxSeqLen, kHeadDim / 2], the
+// layout flash takes.
+constexpr int kRotaryPairs = kHeadDim / 2;
+double rotary_angle(int position, int j) {
+  return position * std::pow(10000.0, -2.0 * j / kHeadDim);
+}
+
+// One row of a head ([kHeadDim]) rotated to `position` on the host, in
+// double (flash computes in float32; the two can differ by one bf16
+// rounding).
+void rotate_row(const bf16* src, bf16* dst, int position) {
+  for (int j = 0; j < kRotaryPairs; ++j) {
+    const double c = std::cos(rotary_angle(position, j)), s = std::sin(rotary_angle(position, j));
+    const double x0 = __bfloat162float(src[j]), x1 = __bfloat162float(src[j + kRotaryPairs]);
+    dst[j] = __float2bfloat16(static_cast<float>(x0 * c - x1 * s));
+    dst[j + kRotaryPairs] = __float2bfloat16(static_cast<float>(x0 * s + x1 * c));
+  }
+}
+
 // The host side of the cache: which pool pages are free, the block table,
 // each sequence's length, and (for the checks) every K/V row appended so far
-// in sequence order.
+// in sequence order, keys rotated to their positions.
 struct CacheBook {
   std::vector<int32_t> free_pages;   // handed out from the back
   std::vector<int32_t> block_table;  // [kNumSeqs, kMaxPagesPerSeq]; unused entries 0 (never read)
@@ -165,11 +167,11 @@ struct CacheBook {
 struct DeviceState {
   DeviceArray<bf16> k_cache, v_cache;  // [kNumPages, kPageSize, heads_kv, D]
   DeviceArray<int32_t> block_table;    // [kNumSeqs, kMaxPagesPerSeq]
-  DeviceArray<int32_t> seqused_k;      // [kNumSeqs]: keys in the cache per sequence
-  DeviceArray<int32_t> cache_len;      // [kNumSeqs]: lengths before an append
+  DeviceArray<int32_t> seqused_k;      // [kNumSeqs]: keys in the cache per sequence before a call
   DeviceArray<int32_t> cu_new;         // [kNumSeqs + 1]: new tokens per sequence, as offsets
   DeviceArray<bf16> new_k, new_v;      // [tokens, heads_kv, D]: rows to append
   DeviceArray<bf16> q, o;              // [tokens, heads_q, D]
+  DeviceArray<float> rotary_cos, rotary_sin;  // [kMaxSeqLen, kHeadDim / 2]
   DeviceArray<unsigned char> workspace;
 };
 
@@ -180,49 +182,58 @@ std::vector<bf16> random_bf16(size_t n, std::mt19937& rng) {
   return out;
 }
 
-// Appends new_counts[b] tokens to every sequence b: their K/V rows are
-// new_k / new_v ([tokens, heads_kv, D], packed in sequence order). Pages
-// first (host), then the block table, the lengths and the rows go to the
-// device, and the kernel writes the rows into their pages.
-bool append(CacheBook& book, DeviceState& dev, const std::vector<int>& new_counts, const std::vector<bf16>& new_k,
-            const std::vector<bf16>& new_v, cudaStream_t stream) {
-  std::vector<int32_t> cu(kNumSeqs + 1, 0);    // row offsets of each sequence's new tokens
-  std::vector<int32_t> new_lens(kNumSeqs, 0);  // lengths after the append: the next call's seqused_k
-  int max_new = 0;
+// What one call appends: new_counts[b] tokens for every sequence b, their
+// K/V rows packed in sequence order ([tokens, heads_kv, D]).
+struct Step {
+  std::vector<int> new_counts;
+  std::vector<int32_t> cu;  // row offsets of each sequence's new tokens
+  std::vector<bf16> new_k, new_v;
+  int longest_after = 0;    // the longest sequence after the call
+};
+
+// Before a call: pages for the new tokens (host), then the block table, the
+// lengths before the call (seqused_k), the offsets and the new rows go to
+// the device. flash writes the rows into their pages during the call.
+bool stage(CacheBook& book, DeviceState& dev, Step& step, cudaStream_t stream) {
+  step.cu.assign(kNumSeqs + 1, 0);
+  step.longest_after = 0;
   for (int b = 0; b < kNumSeqs; ++b) {
-    new_lens[b] = book.lens[b] + new_counts[b];
-    if (!book.reserve(b, new_lens[b])) return false;
-    cu[b + 1] = cu[b] + new_counts[b];
-    max_new = std::max(max_new, new_counts[b]);
+    if (!book.reserve(b, book.lens[b] + step.new_counts[b])) return false;
+    step.cu[b + 1] = step.cu[b] + step.new_counts[b];
+    step.longest_after = std::max(step.longest_after, book.lens[b] + step.new_counts[b]);
   }
-  bool ok = dev.block_table.upload(book.block_table, stream, "copy block table") &&
-            dev.cache_len.upload(book.lens, stream, "copy cache lengths") &&
-            dev.cu_new.upload(cu, stream, "copy cu_new") && dev.new_k.upload(new_k, stream, "copy new K") &&
-            dev.new_v.upload(new_v, stream, "copy new V") && dev.seqused_k.upload(new_lens, stream, "copy seqused_k");
-  if (ok && max_new > 0) {
-    append_kv_kernel<<<dim3(max_new, kNumSeqs), 128, 0, stream>>>(
-        dev.k_cache.ptr, dev.v_cache.ptr, dev.new_k.ptr, dev.new_v.ptr, dev.cu_new.ptr, dev.cache_len.ptr,
-        dev.block_table.ptr, kMaxPagesPerSeq, kPageSize, kKvRow);
-    ok = cuda_ok(cudaGetLastError(), "append_kv_kernel");
+  const bool ok = dev.block_table.upload(book.block_table, stream, "copy block table") &&
+                  dev.seqused_k.upload(book.lens, stream, "copy seqused_k") &&
+                  dev.cu_new.upload(step.cu, stream, "copy cu_seqlens_k_new") &&
+                  dev.new_k.upload(step.new_k, stream, "copy new K") && dev.new_v.upload(step.new_v, stream, "copy new V");
+  // The host vectors must stay untouched until the copies are done.
+  return ok && cuda_ok(cudaStreamSynchronize(stream), "cudaStreamSynchronize(copies)");
+}
+
+// After a call: the host's record gains the new rows (keys rotated to their
+// positions, as flash wrote them) and the new lengths. The engine's next
+// call passes these lengths as its seqused_k.
+void record(CacheBook& book, const Step& step) {
+  for (int b = 0; b < kNumSeqs; ++b) {
+    for (int t = 0; t < step.new_counts[b]; ++t) {
+      const size_t row = static_cast<size_t>(step.cu[b] + t) * kKvRow;
+      const size_t at = book.keys[b].size();
+      book.keys[b].resize(at + kKvRow);
+      for (int h = 0; h < kHeadsKv; ++h) {
+        rotate_row(&step.new_k[row + h * kHeadDim], &book.keys[b][at + h * kHeadDim], book.lens[b] + t);
+      }
+      book.values[b].insert(book.values[b].end(), step.new_v.begin() + row, step.new_v.begin() + row + kKvRow);
+    }
+    book.lens[b] += step.new_counts[b];
   }
-  // The host vectors above must stay untouched until the copies are done.
-  ok = ok && cuda_ok(cudaStreamSynchronize(stream), "cudaStreamSynchronize(append)");
-  // The host's record: the new rows, in order, and the new lengths.
-  for (int b = 0; b < kNumSeqs && ok; ++b) {
-    const size_t first = static_cast<size_t>(cu[b]) * kKvRow;
-    const size_t last = static_cast<size_t>(cu[b + 1]) * kKvRow;
-    book.keys[b].insert(book.keys[b].end(), new_k.begin() + first, new_k.begin() + last);
-    book.values[b].insert(book.values[b].end(), new_v.begin() + first, new_v.begin() + last);
-    book.lens[b] = new_lens[b];
-  }
-  return ok;
 }
 
 // The attention call shared by prefill and decode: Q and O packed [tokens,
 // heads_q, D] (for decode one token per sequence, which is also the dense
 // [batch, 1, heads_q, D]); K and V read from the pages through the block
-// table, seqused_k[b] keys per sequence.
-flash::AttentionParams paged_params(const DeviceState& dev, const CacheBook& book) {
+// table; the step's new rows appended at seqused_k[b] (the lengths before
+// the call) and attended with the rest; Q and the new keys rotated.
+flash::AttentionParams paged_params(const DeviceState& dev, const Step& step) {
   flash::AttentionParams p;
   p.q = dev.q.ptr;
   p.k = dev.k_cache.ptr;
@@ -233,7 +244,7 @@ flash::AttentionParams paged_params(const DeviceState& dev, const CacheBook& boo
   p.heads_q = kHeadsQ;
   p.heads_kv = kHeadsKv;
   p.head_dim = kHeadDim;
-  p.seqlen_k = *std::max_element(book.lens.begin(), book.lens.end());  // the longest sequence
+  p.seqlen_k = step.longest_after;  // the longest sequence, its new rows included
   // Q and O rows: one token after another, heads inside a token.
   p.q_batch_stride = p.q_seq_stride = p.o_batch_stride = p.o_seq_stride = kQRow;
   p.q_head_stride = p.o_head_stride = kHeadDim;
@@ -246,7 +257,20 @@ flash::AttentionParams paged_params(const DeviceState& dev, const CacheBook& boo
   p.max_pages_per_seq = kMaxPagesPerSeq;
   p.page_size = kPageSize;
   p.num_pages = kNumPages;
-  p.seqused_k = dev.seqused_k.ptr;
+  p.seqused_k = dev.seqused_k.ptr;  // before the append; flash does not write it
+  // The new rows, packed by sequence like Q.
+  p.k_new = dev.new_k.ptr;
+  p.v_new = dev.new_v.ptr;
+  p.cu_seqlens_k_new = dev.cu_new.ptr;
+  p.seqlen_new = *std::max_element(step.new_counts.begin(), step.new_counts.end());
+  p.k_new_seq_stride = p.v_new_seq_stride = kKvRow;
+  p.k_new_head_stride = p.v_new_head_stride = kHeadDim;
+  p.k_new_batch_stride = p.v_new_batch_stride = 0;  // packed: unused
+  p.rotary_cos = dev.rotary_cos.ptr;
+  p.rotary_sin = dev.rotary_sin.ptr;
+  p.rotary_dim = kHeadDim;
+  p.rotary_positions = kMaxSeqLen;
+  p.rotary_interleaved = false;  // pairs (j, j + 64), not (2j, 2j + 1)
   // Bottom-right causal: the last query of a sequence sees all its keys. For
   // one query per sequence (decode) that is every key, so causal = true
   // serves both phases.
@@ -264,7 +288,8 @@ bool attach_workspace(DeviceState& dev, flash::AttentionParams* p, size_t* bytes
 }
 
 // Copies the pool back and checks that every sequence's keys and values sit
-// in the pages the block table names, in order.
+// in the pages the block table names, in order: values exactly, keys (which
+// flash rotated in float32, the host in double) within one bf16 rounding.
 bool check_cache(const DeviceState& dev, const CacheBook& book) {
   std::vector<bf16> k_pool, v_pool;
   const size_t pool_elems = static_cast<size_t>(kNumPages) * kPageSize * kKvRow;
@@ -279,7 +304,8 @@ bool check_cache(const DeviceState& dev, const CacheBook& book) {
       const size_t at = (static_cast<size_t>(page) * kPageSize + j % kPageSize) * kKvRow;
       for (int e = 0; e < kKvRow; ++e) {
         const size_t expect = static_cast<size_t>(j) * kKvRow + e;
-        mismatches += __bfloat162float(k_pool[at + e]) != __bfloat162float(book.keys[b][expect]);
+        const float key = __bfloat162float(book.keys[b][expect]);
+        mismatches += std::fabs(__bfloat162float(k_pool[at + e]) - key) > std::fabs(key) / 128.f;
         mismatches += __bfloat162float(v_pool[at + e]) != __bfloat162float(book.values[b][expect]);
       }
     }
@@ -317,25 +343,31 @@ void reference_row(const CacheBook& book, const bf16* q_row, int b, int i, int n
   }
 }
 
-// Runs `p` on `stream`, copies O back and compares every row (tokens packed
-// in sequence order, new_counts[b] queries for sequence b) with the host
-// reference. Returns the largest absolute error, or -1 on a failure.
-float run_and_check(const DeviceState& dev, const CacheBook& book, const flash::AttentionParams& p,
-                    const std::vector<int>& new_counts, const std::vector<bf16>& h_q, cudaStream_t stream) {
+// Runs `p` (which appends `step`) on `stream`, records the step in the
+// book, copies O back and compares every row (tokens packed in sequence
+// order, new_counts[b] queries for sequence b, each rotated to its
+// position) with the host reference. Returns the largest absolute error,
+// or -1 on a failure.
+float run_and_check(const DeviceState& dev, CacheBook& book, const flash::AttentionParams& p, const Step& step,
+                    const std::vector<bf16>& h_q, cudaStream_t stream) {
   std::vector<bf16> h_o;
   if (!flash_ok(flash::attention_forward(p, stream), "flash::attention_forward") ||
-      !cuda_ok(cudaStreamSynchronize(stream), "cudaStreamSynchronize(attention)") ||
-      !dev.o.download(&h_o, h_q.size(), "copy O") || !check_cache(dev, book)) {
+      !cuda_ok(cudaStreamSynchronize(stream), "cudaStreamSynchronize(attention)")) {
     return -1.f;
   }
+  record(book, step);
+  if (!dev.o.download(&h_o, h_q.size(), "copy O") || !check_cache(dev, book)) return -1.f;
   float max_err = 0.f;
   std::vector<float> expect(kHeadDim);
+  std::vector<bf16> q_rotated(kHeadDim);
   size_t token = 0;
   for (int b = 0; b < kNumSeqs; ++b) {
-    for (int i = 0; i < new_counts[b]; ++i, ++token) {
+    const int n_q = step.new_counts[b];
+    for (int i = 0; i < n_q; ++i, ++token) {
       for (int h = 0; h < kHeadsQ; ++h) {
         const size_t row = token * kQRow + static_cast<size_t>(h) * kHeadDim;
-        reference_row(book, &h_q[row], b, i, new_counts[b], h, expect.data());
+        rotate_row(&h_q[row], q_rotated.data(), book.lens[b] - n_q + i);  // the query's position
+        reference_row(book, q_rotated.data(), b, i, n_q, h, expect.data());
         for (int d = 0; d < kHeadDim; ++d) {
           max_err = std::max(max_err, std::fabs(__bfloat162float(h_o[row + d]) - expect[d]));
         }
@@ -376,34 +408,44 @@ int main() {
             dev.v_cache.allocate(pool_elems, "cudaMalloc(V cache)") &&
             dev.block_table.allocate(book.block_table.size(), "cudaMalloc(block table)") &&
             dev.seqused_k.allocate(kNumSeqs, "cudaMalloc(seqused_k)") &&
-            dev.cache_len.allocate(kNumSeqs, "cudaMalloc(cache lengths)") &&
             dev.cu_new.allocate(kNumSeqs + 1, "cudaMalloc(cu_new)") &&
             dev.new_k.allocate(max_tokens * kKvRow, "cudaMalloc(new K)") &&
             dev.new_v.allocate(max_tokens * kKvRow, "cudaMalloc(new V)") &&
             dev.q.allocate(max_tokens * kQRow, "cudaMalloc(Q)") && dev.o.allocate(max_tokens * kQRow, "cudaMalloc(O)");
+  // The rotary tables, once: [position, pair].
+  std::vector<float> cos_table(static_cast<size_t>(kMaxSeqLen) * kRotaryPairs), sin_table(cos_table.size());
+  for (int t = 0; t < kMaxSeqLen; ++t) {
+    for (int j = 0; j < kRotaryPairs; ++j) {
+      cos_table[static_cast<size_t>(t) * kRotaryPairs + j] = static_cast<float>(std::cos(rotary_angle(t, j)));
+      sin_table[static_cast<size_t>(t) * kRotaryPairs + j] = static_cast<float>(std::sin(rotary_angle(t, j)));
+    }
+  }
+  ok = ok && dev.rotary_cos.allocate(cos_table.size(), "cudaMalloc(rotary_cos)") &&
+       dev.rotary_sin.allocate(sin_table.size(), "cudaMalloc(rotary_sin)") &&
+       dev.rotary_cos.upload(cos_table, stream, "copy rotary_cos") &&
+       dev.rotary_sin.upload(sin_table, stream, "copy rotary_sin");
   float worst = 0.f;
   std::printf("flash %s: %d sequences, prompts %d %d %d %d, heads %d/%d, head_dim %d, %d pages of %d keys\n",
               flash::version(), kNumSeqs, kPromptLens[0], kPromptLens[1], kPromptLens[2], kPromptLens[3], kHeadsQ,
               kHeadsKv, kHeadDim, kNumPages, kPageSize);
 
-  // ---- Prefill: all prompts in one varlen call. ----
+  // ---- Prefill: all prompts in one varlen call that appends them. ----
   if (ok) {
-    const std::vector<int> counts(std::begin(kPromptLens), std::end(kPromptLens));
+    Step step;
+    step.new_counts.assign(std::begin(kPromptLens), std::end(kPromptLens));
     const std::vector<bf16> h_q = random_bf16(static_cast<size_t>(total_prompt) * kQRow, rng);
-    const std::vector<bf16> h_k = random_bf16(static_cast<size_t>(total_prompt) * kKvRow, rng);
-    const std::vector<bf16> h_v = random_bf16(static_cast<size_t>(total_prompt) * kKvRow, rng);
-    std::vector<int32_t> cu_seqlens_q(kNumSeqs + 1, 0);
-    for (int b = 0; b < kNumSeqs; ++b) cu_seqlens_q[b + 1] = cu_seqlens_q[b] + counts[b];
-    DeviceArray<int32_t> d_cu_seqlens_q;
-    ok = append(book, dev, counts, h_k, h_v, stream) &&
-         d_cu_seqlens_q.allocate(cu_seqlens_q.size(), "cudaMalloc(cu_seqlens_q)") &&
-         d_cu_seqlens_q.upload(cu_seqlens_q, stream, "copy cu_seqlens_q") && dev.q.upload(h_q, stream, "copy Q");
-    flash::AttentionParams p = paged_params(dev, book);
-    p.cu_seqlens_q = d_cu_seqlens_q.ptr;                           // Q and O packed by sequence
-    p.seqlen_q = *std::max_element(counts.begin(), counts.end());  // the longest prompt
+    step.new_k = random_bf16(static_cast<size_t>(total_prompt) * kKvRow, rng);
+    step.new_v = random_bf16(static_cast<size_t>(total_prompt) * kKvRow, rng);
+    DeviceArray<int32_t> d_cu_seqlens_q;  // the queries are the new tokens: the same offsets
+    ok = stage(book, dev, step, stream) && d_cu_seqlens_q.allocate(kNumSeqs + 1, "cudaMalloc(cu_seqlens_q)") &&
+         d_cu_seqlens_q.upload(step.cu, stream, "copy cu_seqlens_q") && dev.q.upload(h_q, stream, "copy Q");
+    flash::AttentionParams p = paged_params(dev, step);
+    p.cu_seqlens_q = d_cu_seqlens_q.ptr;  // Q and O packed by sequence
+    p.seqlen_q = p.seqlen_new;            // the longest prompt
+    p.total_q = total_prompt;             // Q's rows (the rotated copy's size; lets the Hopper kernel run)
     size_t workspace_bytes = 0;
     ok = ok && attach_workspace(dev, &p, &workspace_bytes);
-    const float err = ok ? run_and_check(dev, book, p, counts, h_q, stream) : -1.f;
+    const float err = ok ? run_and_check(dev, book, p, step, h_q, stream) : -1.f;
     ok = ok && err >= 0.f;
     if (ok) {
       std::printf("prefill: %d tokens, kernel %s, workspace %zu bytes, max abs error %.3e\n", total_prompt,
@@ -413,21 +455,22 @@ int main() {
   }
 
   // ---- Decode: one new token per sequence per step. ----
-  for (int step = 1; step <= kDecodeSteps && ok; ++step) {
-    const std::vector<int> counts(kNumSeqs, 1);
+  for (int i = 1; i <= kDecodeSteps && ok; ++i) {
+    Step step;
+    step.new_counts.assign(kNumSeqs, 1);
     const std::vector<bf16> h_q = random_bf16(static_cast<size_t>(kNumSeqs) * kQRow, rng);
-    const std::vector<bf16> h_k = random_bf16(static_cast<size_t>(kNumSeqs) * kKvRow, rng);
-    const std::vector<bf16> h_v = random_bf16(static_cast<size_t>(kNumSeqs) * kKvRow, rng);
-    ok = append(book, dev, counts, h_k, h_v, stream) && dev.q.upload(h_q, stream, "copy Q");
-    flash::AttentionParams p = paged_params(dev, book);
+    step.new_k = random_bf16(static_cast<size_t>(kNumSeqs) * kKvRow, rng);
+    step.new_v = random_bf16(static_cast<size_t>(kNumSeqs) * kKvRow, rng);
+    ok = stage(book, dev, step, stream) && dev.q.upload(h_q, stream, "copy Q");
+    flash::AttentionParams p = paged_params(dev, step);
     p.seqlen_q = 1;
     p.num_splits = 0;  // flash decides whether to split the keys (it may, with a workspace)
     size_t workspace_bytes = 0;
     ok = ok && attach_workspace(dev, &p, &workspace_bytes);
-    const float err = ok ? run_and_check(dev, book, p, counts, h_q, stream) : -1.f;
+    const float err = ok ? run_and_check(dev, book, p, step, h_q, stream) : -1.f;
     ok = ok && err >= 0.f;
     if (ok) {
-      std::printf("decode step %d: lengths %d %d %d %d, kernel %s, workspace %zu bytes, max abs error %.3e\n", step,
+      std::printf("decode step %d: lengths %d %d %d %d, kernel %s, workspace %zu bytes, max abs error %.3e\n", i,
                   book.lens[0], book.lens[1], book.lens[2], book.lens[3], kernel_name(p).c_str(), workspace_bytes, err);
       worst = std::max(worst, err);
     }
