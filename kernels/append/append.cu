@@ -65,7 +65,7 @@ __global__ void __launch_bounds__(kThreads) append_kernel(const __grid_constant_
   const int first_new = a.cu_seqlens_new != nullptr ? __ldg(a.cu_seqlens_new + b) : 0;
   const int n_new = a.cu_seqlens_new != nullptr ? __ldg(a.cu_seqlens_new + b + 1) - first_new : a.seqlen_new;
   const int len = old_len + min(max(n_new, 0), a.alloc - old_len);  // no int overflow: old_len <= alloc
-  
+
   if (blockIdx.z == 0) {
     if (blockIdx.x == 0 && threadIdx.x == 0) a.lengths[b] = len;
     const int rows = len - old_len;  // those that fit the allocation

@@ -97,7 +97,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kMinBlocks)
   // Launched as a programmatic dependent of the append kernel (a no-op
   // otherwise): without `fused`, wait for the lengths, rotated Q and cache
   // rows it writes; with it (never for an fp8 cache), wait only before
-  // copying an appended row, and before exiting, so that this grid ends
+  // copying an appended row, and at the very end, so that this grid ends
   // after the append's and what follows it on the stream sees its writes.
   const bool fused = !kFp8 && p.append.fused;
   auto wait_for_append = [] {
@@ -125,8 +125,9 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kMinBlocks)
     // the rows that fit the allocation follow it (append.cu's arithmetic).
     const int* cu_new = p.append.cu_seqlens_new;
     const int n_new = cu_new != nullptr ? cu_new[batch + 1] - cu_new[batch] : p.append.seqlen_new;
-    first_appended_block = seq.len_k / kBlockN;
-    seq.len_k += min(max(n_new, 0), p.max_seqlen_k_alloc - seq.len_k);
+    const int added = min(max(n_new, 0), p.max_seqlen_k_alloc - seq.len_k);
+    if (added > 0) first_appended_block = seq.len_k / kBlockN;
+    seq.len_k += added;
   }
   // Rows past seqlen_q * g are not computed (a varlen seqlen_q is the
   // longest sequence); the launcher keeps that product below 2^31 - kBlockM,
@@ -445,7 +446,6 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kMinBlocks)
     }
   }
 
-  if (fused) wait_for_append();
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // The combine kernel (a programmatic dependent launch) may start now; it
   // waits for this grid to finish before it reads anything.
@@ -560,6 +560,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kMinBlocks)
       }
     }
   }
+  if (fused) wait_for_append();  // the append has long finished by now
 }
 
 }  // namespace flash::decode
