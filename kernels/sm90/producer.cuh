@@ -128,7 +128,8 @@ struct Producer {
   }
 };
 
-// The KV-cache producer: the four warps of warpgroup 0. Each warp loads
+// The KV-cache producer: the four warps of warpgroup 0, those with no box
+// in the call returning at once (run() says which). Each warp loads
 // K's and then V's boxes of some of a block's column blocks: warp w takes
 // column block w with four or more of them (head dim 256), else two warps
 // share a column block (head dims 96 and 128) or all four the only one (64),
