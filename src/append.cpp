@@ -71,6 +71,10 @@ cudaError_t launch_append(const AttentionParams& p, cudaStream_t stream) noexcep
   append::AppendArgs a{};
   a.k = const_cast<void*>(p.k);
   a.v = const_cast<void*>(p.v);
+  a.fp8_cache = p.kv_dtype == KvDType::kFloat8E4M3;
+  a.k_descale = p.k_descale;
+  a.v_descale = p.v_descale;
+  a.descale_head_stride = p.descale_head_stride;
   a.k_batch_stride = p.k_batch_stride, a.k_seq_stride = p.k_seq_stride, a.k_head_stride = p.k_head_stride;
   a.v_batch_stride = p.v_batch_stride, a.v_seq_stride = p.v_seq_stride, a.v_head_stride = p.v_head_stride;
   a.block_table = p.block_table;

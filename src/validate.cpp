@@ -195,6 +195,8 @@ Status check_append(const AttentionParams& p, const TensorView& q, const TensorV
   const int64_t rows_bytes = p.batch * kInt32;
   const int64_t table_entries = detail::block_table_entries(p);
   const int64_t per_head = p.heads_q * static_cast<int64_t>(sizeof(float));
+  const bool fp8_cache = p.kv_dtype == KvDType::kFloat8E4M3;
+  const int64_t descale_bytes = (p.descale_head_stride == 1 ? p.heads_kv : 1) * static_cast<int64_t>(sizeof(float));
   const struct {
     const char* name;
     const void* ptr;
@@ -209,7 +211,9 @@ Status check_append(const AttentionParams& p, const TensorView& q, const TensorV
               {"sinks", p.sinks, per_head},
               {"alibi_slopes", p.alibi_slopes, per_head},
               {"rotary_cos", p.rotary_cos, table_bytes},
-              {"rotary_sin", p.rotary_sin, table_bytes}};
+              {"rotary_sin", p.rotary_sin, table_bytes},
+              {"k_descale", fp8_cache ? p.k_descale : nullptr, descale_bytes},
+              {"v_descale", fp8_cache ? p.v_descale : nullptr, descale_bytes}};
   const int64_t ws_bytes = detail::workspace_extent(p);
   const struct {
     const char* name;
@@ -387,11 +391,6 @@ Status check_fp8_cache(const AttentionParams& p) noexcept {
       return make_status(StatusCode::kInvalidArgument, "k_descale and v_descale must be 4-byte aligned");
     }
   }
-  if (p.k_new != nullptr || p.v_new != nullptr) {
-    return make_status(StatusCode::kInvalidArgument,
-                       "k_new with an fp8 cache: the append does not quantise; write the new rows into the cache "
-                       "yourself and pass the lengths in seqused_k");
-  }
   if (p.backend == Backend::kSm80 && p.q_dtype == KvDType::kSame) {
     return make_status(StatusCode::kUnsupported,
                        "an fp8 cache runs on the decode kernel and on the Hopper kernel, not on the sm80 kernel; use "
@@ -429,7 +428,8 @@ Status check_fp8_prefill(const AttentionParams& p) noexcept {
                        "the FP8 prefill (q_dtype kFloat8E4M3) runs on the Hopper kernel only: use Backend::kAuto or "
                        "kSm90");
   }
-  const char* what = p.seqused_k != nullptr              ? "seqused_k"
+  const char* what = p.k_new != nullptr                  ? "k_new (an append)"
+                     : p.seqused_k != nullptr            ? "seqused_k"
                      : p.block_table != nullptr          ? "a paged cache (block_table)"
                      : p.softcap > 0.f                   ? "softcap"
                      : p.alibi_slopes != nullptr         ? "alibi_slopes"

@@ -47,6 +47,10 @@ struct AppendConfig {
   Rotary rotary = Rotary::kNone;
   int64_t rotary_dim = 0;
   int32_t num_splits = 0;
+  // An e4m3 cache (kv_dtype), its descales: one factor, or one per K/V
+  // head; empty: null (1). The new rows stay in dtype.
+  bool fp8 = false;
+  std::vector<float> k_descale, v_descale;
 };
 
 std::vector<uint16_t> random_bits(size_t n, uint64_t seed, DType dtype) {
@@ -59,13 +63,14 @@ std::vector<uint16_t> random_bits(size_t n, uint64_t seed, DType dtype) {
   return v;
 }
 
-// The kernel's rotation of one row (float32, no contraction, one rounding).
-void rotate_host(const uint16_t* src, uint16_t* dst, int64_t width, const AppendConfig& c, const float* cos_row,
-                 const float* sin_row) {
+// The kernel's rotation of one row (float32, no contraction), as floats:
+// each rotated element rounded once when stored, the others exact.
+void rotate_values(const uint16_t* src, float* out_row, int64_t width, const AppendConfig& c, const float* cos_row,
+                   const float* sin_row) {
   const int64_t rd = c.rotary == Rotary::kNone ? 0 : c.rotary_dim, half = rd / 2;
   for (int64_t e = 0; e < width; ++e) {
     if (e >= rd) {
-      dst[e] = src[e];
+      out_row[e] = ref::to_float(src[e], c.dtype);
       continue;
     }
     int64_t j, other;
@@ -78,9 +83,16 @@ void rotate_host(const uint16_t* src, uint16_t* dst, int64_t width, const Append
     const float x = ref::to_float(src[e], c.dtype), y = ref::to_float(src[other], c.dtype);
     // Each product rounded on its own, as the kernel's __fmul_rn.
     const volatile float xc = x * cos_row[j], ys = y * sin_row[j];
-    const float out = first ? xc - ys : ys + xc;
-    dst[e] = ref::from_float(out, c.dtype);
+    out_row[e] = first ? xc - ys : ys + xc;
   }
+}
+
+// The same row rounded to dtype (an unrotated element keeps its bits).
+void rotate_host(const uint16_t* src, uint16_t* dst, int64_t width, const AppendConfig& c, const float* cos_row,
+                 const float* sin_row) {
+  std::vector<float> values(static_cast<size_t>(width));
+  rotate_values(src, values.data(), width, c, cos_row, sin_row);
+  for (int64_t e = 0; e < width; ++e) dst[e] = ref::from_float(values[static_cast<size_t>(e)], c.dtype);
 }
 
 int compute_major() {
@@ -133,17 +145,42 @@ void Append::check(const AppendConfig& c, Backend backend) {
     return paged ? table[static_cast<size_t>(b * pages_per_seq + pos / c.page_size)] * c.page_size + pos % c.page_size
                  : b * c.capacity + pos;
   };
-  std::vector<uint16_t> k_cache(static_cast<size_t>(slots * hkv * d), kPoison16);
-  std::vector<uint16_t> v_cache(static_cast<size_t>(slots * hkv * dv), kPoison16);
-  const std::vector<uint16_t> k_old = random_bits(k_cache.size(), seed + 1, c.dtype);
-  const std::vector<uint16_t> v_old = random_bits(v_cache.size(), seed + 2, c.dtype);
-  for (int64_t b = 0; b < B; ++b) {
-    for (int64_t pos = 0; pos < std::min(c.old_lens[b], alloc); ++pos) {
-      const int64_t s = slot_of(b, pos);
-      std::copy_n(k_old.begin() + s * hkv * d, hkv * d, k_cache.begin() + s * hkv * d);
-      std::copy_n(v_old.begin() + s * hkv * dv, hkv * dv, v_cache.begin() + s * hkv * dv);
+  // Caches as bytes, es a element; poison is all ones (a NaN in every
+  // dtype, e4m3 included).
+  const int64_t es = c.fp8 ? 1 : 2;
+  std::vector<uint8_t> k_cache(static_cast<size_t>(slots * hkv * d * es), 0xFF);
+  std::vector<uint8_t> v_cache(static_cast<size_t>(slots * hkv * dv * es), 0xFF);
+  {
+    const std::vector<uint16_t> k_old = random_bits(k_cache.size() / es, seed + 1, c.dtype);
+    const std::vector<uint16_t> v_old = random_bits(v_cache.size() / es, seed + 2, c.dtype);
+    // e4m3 rows: random codes, the NaN ones (0x7f, 0xff) moved to 0x7e / 0xfe.
+    auto code = [](uint16_t bits) { return static_cast<uint8_t>((bits & 0x7f) == 0x7f ? bits ^ 1 : bits); };
+    for (int64_t b = 0; b < B; ++b) {
+      for (int64_t pos = 0; pos < std::min(c.old_lens[b], alloc); ++pos) {
+        const int64_t s = slot_of(b, pos);
+        for (int64_t e = s * hkv * d; e < (s + 1) * hkv * d; ++e) {
+          if (c.fp8) k_cache[e] = code(k_old[e]);
+          else std::memcpy(&k_cache[e * 2], &k_old[e], 2);
+        }
+        for (int64_t e = s * hkv * dv; e < (s + 1) * hkv * dv; ++e) {
+          if (c.fp8) v_cache[e] = code(v_old[e]);
+          else std::memcpy(&v_cache[e * 2], &v_old[e], 2);
+        }
+      }
     }
   }
+  // Stores value as cache element `elem`: in dtype, or e4m3 of value / descale.
+  auto put = [&](std::vector<uint8_t>& cache, int64_t elem, float value, float descale) {
+    if (c.fp8) {
+      cache[static_cast<size_t>(elem)] = ref::e4m3_from_float(value / descale);
+    } else {
+      const uint16_t bits = ref::from_float(value, c.dtype);
+      std::memcpy(&cache[static_cast<size_t>(elem * 2)], &bits, 2);
+    }
+  };
+  auto descale_of = [](const std::vector<float>& f, int64_t h) {
+    return f.empty() ? 1.f : f[f.size() == 1 ? 0 : static_cast<size_t>(h)];
+  };
   // New rows: dense [B, n, hkv, d] or packed [total, hkv, d].
   std::vector<int32_t> cu_new{0};
   for (int64_t n : c.new_lens) cu_new.push_back(cu_new.back() + static_cast<int32_t>(n));
@@ -169,7 +206,8 @@ void Append::check(const AppendConfig& c, Backend backend) {
   }
 
   // The expected cache, lengths and rotated Q.
-  std::vector<uint16_t> k_expect = k_cache, v_expect = v_cache;
+  std::vector<uint8_t> k_expect = k_cache, v_expect = v_cache;
+  std::vector<float> row_values(static_cast<size_t>(std::max(d, dv)));
   std::vector<int32_t> old32, len32;
   for (int64_t b = 0; b < B; ++b) {
     const int64_t len = std::min(c.old_lens[b] + c.new_lens[b], alloc);
@@ -178,9 +216,15 @@ void Append::check(const AppendConfig& c, Backend backend) {
     for (int64_t pos = c.old_lens[b]; pos < len; ++pos) {
       const int64_t s = slot_of(b, pos), r = new_row(b, pos - c.old_lens[b]);
       for (int64_t h = 0; h < hkv; ++h) {
-        rotate_host(k_new.data() + (r * hkv + h) * d, k_expect.data() + (s * hkv + h) * d, d, c,
-                    cos_t.data() + pos * rd / 2, sin_t.data() + pos * rd / 2);
-        std::copy_n(v_new.begin() + (r * hkv + h) * dv, dv, v_expect.begin() + (s * hkv + h) * dv);
+        rotate_values(k_new.data() + (r * hkv + h) * d, row_values.data(), d, c, cos_t.data() + pos * rd / 2,
+                      sin_t.data() + pos * rd / 2);
+        for (int64_t e = 0; e < d; ++e) {
+          put(k_expect, (s * hkv + h) * d + e, row_values[static_cast<size_t>(e)], descale_of(c.k_descale, h));
+        }
+        for (int64_t e = 0; e < dv; ++e) {
+          put(v_expect, (s * hkv + h) * dv + e, ref::to_float(v_new[static_cast<size_t>((r * hkv + h) * dv + e)], c.dtype),
+              descale_of(c.v_descale, h));
+        }
       }
     }
   }
@@ -198,7 +242,9 @@ void Append::check(const AppendConfig& c, Backend backend) {
   }
 
   DeviceBuffer k_dev, v_dev, kn_dev, vn_dev, q_dev, o_dev, lse_dev, used_dev, cu_new_dev, cu_q_dev, table_dev, cos_dev,
-      sin_dev, ws_dev;
+      sin_dev, ws_dev, kd_dev, vd_dev;
+  ASSERT_EQ(upload_vec(&kd_dev, c.k_descale, stream_), cudaSuccess);
+  ASSERT_EQ(upload_vec(&vd_dev, c.v_descale, stream_), cudaSuccess);
   ASSERT_EQ(upload_vec(&k_dev, k_cache, stream_), cudaSuccess);
   ASSERT_EQ(upload_vec(&v_dev, v_cache, stream_), cudaSuccess);
   ASSERT_EQ(upload_vec(&kn_dev, k_new, stream_), cudaSuccess);
@@ -248,6 +294,12 @@ void Append::check(const AppendConfig& c, Backend backend) {
     p.k_batch_stride = c.page_size * hkv * d;
     p.v_batch_stride = c.page_size * hkv * dv;
   }
+  if (c.fp8) {
+    p.kv_dtype = KvDType::kFloat8E4M3;
+    p.k_descale = c.k_descale.empty() ? nullptr : static_cast<const float*>(kd_dev.ptr);
+    p.v_descale = c.v_descale.empty() ? nullptr : static_cast<const float*>(vd_dev.ptr);
+    p.descale_head_stride = std::max(c.k_descale.size(), c.v_descale.size()) > 1 ? 1 : 0;
+  }
   AttentionParams plain = p;  // the same call on the appended cache, below
   p.k_new = kn_dev.ptr;
   p.v_new = vn_dev.ptr;
@@ -288,8 +340,8 @@ void Append::check(const AppendConfig& c, Backend backend) {
     ASSERT_TRUE(s.ok()) << s.message;
   }
   ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
-  EXPECT_TRUE(download_vec<uint16_t>(k_dev, k_cache.size(), stream_) == k_expect) << "K cache after the append";
-  EXPECT_TRUE(download_vec<uint16_t>(v_dev, v_cache.size(), stream_) == v_expect) << "V cache after the append";
+  EXPECT_TRUE(download_vec<uint8_t>(k_dev, k_cache.size(), stream_) == k_expect) << "K cache after the append";
+  EXPECT_TRUE(download_vec<uint8_t>(v_dev, v_cache.size(), stream_) == v_expect) << "V cache after the append";
   EXPECT_TRUE(download_vec<uint16_t>(q_dev, q.size(), stream_) == q) << "Q was written";
   const std::vector<uint16_t> o_append = download_vec<uint16_t>(o_dev, o_elems, stream_);
   const std::vector<float> lse_append = download_vec<float>(lse_dev, lse_elems, stream_);
@@ -394,6 +446,71 @@ std::vector<AppendConfig> configs() {
     v.push_back(c);
   }
   return v;
+}
+
+std::vector<AppendConfig> fp8_configs() {
+  std::vector<AppendConfig> v;
+  {
+    // Decode, split, into 16-key pages; per-head descales, the first K
+    // head's small enough that new keys saturate (|x| / 2^-9 > 448).
+    AppendConfig c;
+    c.name = "fp8_decode_paged16_neox";
+    c.fp8 = true;
+    c.old_lens = {5, 100, 31, 256};
+    c.new_lens = {1, 1, 1, 1};
+    c.page_size = 16;
+    c.rotary = Rotary::kNeox;
+    c.rotary_dim = 128;
+    c.num_splits = 3;
+    c.k_descale = {1.f / 512, 1.f / 64};
+    c.v_descale = {1.f / 128, 1.f / 256};
+    v.push_back(c);
+  }
+  {
+    // Chunked prefill (the Hopper kernel on kAuto), one descale for all.
+    AppendConfig c;
+    c.name = "fp8_prefill_dense_causal_interleaved";
+    c.fp8 = true;
+    c.dtype = DType::kFloat16;
+    c.head_dim = 64;
+    c.old_lens = {0, 130};
+    c.new_lens = {40, 40};
+    c.seqlen_q = 40;
+    c.causal = true;
+    c.rotary = Rotary::kInterleaved;
+    c.rotary_dim = 32;
+    c.k_descale = {1.f / 128};
+    c.v_descale = {1.f / 64};
+    v.push_back(c);
+  }
+  {
+    // No descales (1), no rotary, packed new rows.
+    AppendConfig c;
+    c.name = "fp8_varlen_paged8_plain";
+    c.fp8 = true;
+    c.old_lens = {3, 0, 60};
+    c.new_lens = {1, 20, 2};
+    c.varlen_new = true;
+    c.varlen_q = true;
+    c.page_size = 8;
+    c.causal = true;
+    v.push_back(c);
+  }
+  return v;
+}
+
+// Appends into an e4m3 cache: the new rows stored as e4m3(x / descale),
+// rotated keys first (the host's float32 rotation and nearest-even e4m3,
+// bit for bit), then the plain fp8-cache call's O. kSm80 takes no fp8 cache.
+TEST_F(Append, QuantisesIntoAnFp8Cache) {
+  for (const AppendConfig& c : fp8_configs()) {
+    if (!head_dim_runs(c.head_dim)) continue;
+    for (Backend b : {Backend::kAuto, Backend::kDecode, Backend::kSm90}) {
+      if (b == Backend::kSm90 && (compute_major() != 9 || !FLASH_TEST_HAS_SM90 || c.num_splits > 1)) continue;
+      check(c, b);
+      if (HasFatalFailure()) return;
+    }
+  }
 }
 
 TEST_F(Append, MatchesThePlainCallOnTheAppendedCache) {

@@ -774,14 +774,21 @@ std::vector<InferenceCase> inference_cases() {
        },
        FLASH_INVALID_ARGUMENT,
        {"k_seq_stride", "multiples of 16 elements"}},
-      {"fp8 KV cache with k_new",
+      {"fp8 KV cache with k_new (the append quantises)",
        false,
        [fp8_cache](flash_attention_params& p) {
          fp8_cache(p);
          p.k_new = fake_ptr(12), p.v_new = fake_ptr(13);
+         p.seqused_k = static_cast<const int32_t*>(fake_ptr(15));
+         p.seqlen_new = 1;
+         p.k_new_head_stride = p.v_new_head_stride = p.head_dim;
+         p.k_new_seq_stride = p.v_new_seq_stride = p.k_new_batch_stride = p.v_new_batch_stride =
+             p.heads_kv * p.head_dim;
+         p.workspace = fake_ptr(14);
+         p.workspace_bytes = size_t{1} << 20;
        },
-       FLASH_INVALID_ARGUMENT,
-       {"k_new", "fp8"}},
+       FLASH_SUCCESS,
+       {}},
       {"FP8 prefill",
        false,
        [fp8_cache](flash_attention_params& p) {

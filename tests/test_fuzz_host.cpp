@@ -200,7 +200,7 @@ AttentionParams make_valid(Fuzzer& f) {
   AttentionParams p;
   p.dtype = f.coin() ? DType::kFloat16 : DType::kBFloat16;
   // An fp8 cache: head dims multiples of 16, K/V strides multiples of 16
-  // elements, the decode kernel (kAuto or kDecode), no append.
+  // elements, the decode kernel (kAuto or kDecode).
   const bool fp8 = f.coin(0.25);
   p.backend = fp8 ? (f.coin() ? Backend::kAuto : Backend::kDecode) : static_cast<Backend>(f.range(0, 3));
   p.batch = f.range(1, 6);
@@ -258,8 +258,8 @@ AttentionParams make_valid(Fuzzer& f) {
   fill_strides(f, kv_rows, p.heads_kv, p.head_dim, &p.k_batch_stride, &p.k_seq_stride, &p.k_head_stride, kv_granule);
   fill_strides(f, kv_rows, p.heads_kv, dv, &p.v_batch_stride, &p.v_seq_stride, &p.v_head_stride, kv_granule);
 
-  // Append and attend (not with varlen K nor an fp8 cache): new rows, seqused_k, rotary.
-  if (mode != 1 && !fp8 && f.coin(0.2)) {
+  // Append and attend (not with varlen K): new rows, seqused_k, rotary.
+  if (mode != 1 && f.coin(0.2)) {
     if (p.seqused_k == nullptr) p.seqused_k = at<const int32_t>(kUsed, 4 * f.range(0, 100));
     p.k_new = at<const void>(kKNew, 256 * f.range(0, 100));
     p.v_new = at<const void>(kVNew, 256 * f.range(0, 100));
@@ -313,7 +313,7 @@ const char* const kFp8RuleNames[kFp8Rules] = {"unknown kv_dtype",
                                               "misaligned descale",
                                               "fp8 head dim not a multiple of 16",
                                               "fp8 K/V stride not a multiple of 16",
-                                              "fp8 with k_new",
+                                              "fp8 append's descale inside the cache",
                                               "fp8 on Backend::kSm80",
                                               "O right past an fp8 K/V's bytes",
                                               "O on an fp8 K/V's last bytes"};
@@ -557,8 +557,9 @@ Expectation violate(Fuzzer& f, AttentionParams* pp) {
           *strides[which] += 8 + 16 * f.range(0, 3);
           return {StatusCode::kInvalidArgument, names[which], kFp8KvStride};
         }
-        case 4:
-          // A complete append (not with varlen K) but for the cache's type.
+        case 4: {
+          // A complete append (not with varlen K) whose descale lies in the
+          // cache it writes.
           if (p.cu_seqlens_k != nullptr) return {StatusCode::kSuccess, nullptr};
           if (p.seqused_k == nullptr) p.seqused_k = at<const int32_t>(kUsed, 4 * f.range(0, 100));
           p.k_new = at<const void>(kKNew, 256 * f.range(0, 100));
@@ -570,7 +571,10 @@ Expectation violate(Fuzzer& f, AttentionParams* pp) {
                        &p.v_new_head_stride);
           p.workspace = at<void>(kWorkspace, 256 * f.range(0, 100));
           p.workspace_bytes = model_workspace(p);
-          return {StatusCode::kInvalidArgument, "k_new", kFp8Append};
+          const bool k = f.coin();
+          (k ? p.k_descale : p.v_descale) = static_cast<const float*>(k ? p.k : p.v);
+          return {StatusCode::kInvalidArgument, k ? "k_descale overlaps k" : "v_descale overlaps v", kFp8Append};
+        }
         case 5:
           // Forced onto the kernel without an fp8 path.
           p.backend = Backend::kSm80;

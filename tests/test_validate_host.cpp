@@ -1059,12 +1059,21 @@ TEST(Validate, ChecksAnFp8Cache) {
   bad.head_dim_v = 120;
   bad.set_contiguous_bnhd();
   EXPECT_TRUE(invalid(bad, {"head_dim_v (120)", "multiples of 16"}));
-  bad = p;
-  bad.seqused_k = static_cast<const int32_t*>(fake_ptr(7));
-  bad.k_new = fake_ptr(8);
-  bad.v_new = fake_ptr(9);
-  bad.seqlen_new = 1;
-  EXPECT_TRUE(invalid(bad, {"k_new with an fp8 cache"}));
+  {
+    // An append into an fp8 cache: the new rows in dtype, quantised by the
+    // append, which reads the descales while it writes K and V.
+    AttentionParams a = append_params();
+    a.kv_dtype = KvDType::kFloat8E4M3;
+    a.k_descale = static_cast<const float*>(fake_ptr(11));
+    a.v_descale = static_cast<const float*>(fake_ptr(12));
+    a.descale_head_stride = 1;
+    EXPECT_TRUE(flash::validate(a).ok()) << flash::validate(a).message;
+    a.k_descale = static_cast<const float*>(fake_ptr(1, 64));  // inside the K cache
+    EXPECT_TRUE(invalid(a, {"k_descale overlaps k"}));
+    a.k_descale = nullptr;
+    a.v_descale = static_cast<const float*>(fake_ptr(2, 64));  // inside the V cache
+    EXPECT_TRUE(invalid(a, {"v_descale overlaps v"}));
+  }
   bad = p;
   bad.backend = Backend::kSm80;
   EXPECT_TRUE(rejected(bad, StatusCode::kUnsupported, {"not on the sm80 kernel"}));

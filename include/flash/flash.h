@@ -270,8 +270,10 @@ typedef struct flash_attention_params {
    * calls of more than 16 queries it does not split, the decode kernel for
    * the others; FLASH_BACKEND_SM80 refuses them. head_dim and
    * head_dim_v must be multiples of 16 and the K/V strides multiples of 16
-   * elements. Not with k_new. FLASH_KV_DTYPE_SAME (the default) takes null
-   * descales and descale_head_stride 0. */
+   * elements. With k_new the new rows (in dtype) are stored as
+   * e4m3(x / descale) of their K/V head, rounded to nearest and saturated
+   * at +-448 (keys rotated first). FLASH_KV_DTYPE_SAME (the default) takes
+   * null descales and descale_head_stride 0. */
   flash_kv_dtype kv_dtype;
   const float* k_descale;
   const float* v_descale;

@@ -236,7 +236,9 @@ struct AttentionParams {
   // be multiples of 16 and K/V strides multiples of 16 elements (16-byte
   // rows). The NaN encodings (0x7f, 0xff) are not checked: the decode
   // kernel reads them as +-480, the Hopper kernel as NaN.
-  // Not with k_new (quantise the new rows into the cache yourself).
+  // With k_new, the new rows (in dtype) are stored as e4m3(x / descale) of
+  // their K/V head, rounded to nearest and saturated at +-448 (keys rotated
+  // first).
   KvDType kv_dtype = KvDType::kSame;
   const float* k_descale = nullptr;
   const float* v_descale = nullptr;

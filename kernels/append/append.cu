@@ -1,14 +1,18 @@
 // Append and rotate: writes each sequence's new K/V rows into the cache
-// (rotating the keys' first rotary_dim columns by their positions), rotates
-// Q into a dense copy, and records each sequence's key count after the
-// append. One warp per (row, head); lanes stride over the row's elements.
-// The rotation is computed in float32 without contraction and rounded once,
-// so a host doing the same operations in float32 gets the same bits.
+// (rotating the keys' first rotary_dim columns by their positions; into an
+// fp8 cache divided by the descale and rounded to e4m3), rotates Q into a
+// dense copy, and records each sequence's key count after the append. One
+// warp per (row, head); lanes stride over the row's elements. The rotation
+// is computed in float32 without contraction and rounded once, so a host
+// doing the same operations in float32 gets the same bits.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <type_traits>
 
 #include "../common/rotary.cuh"
 #include "append.h"
@@ -19,11 +23,24 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 
+// A cache element from a float: the element type itself, or (C = uint8_t,
+// an fp8 cache) e4m3 of x / descale, rounded to nearest, saturated.
+template <typename T, typename C>
+__device__ __forceinline__ C to_cache(float x, float descale) {
+  if constexpr (std::is_same_v<C, uint8_t>) {
+    return static_cast<uint8_t>(__nv_cvt_float_to_fp8(__fdiv_rn(x, descale), __NV_SATFINITE, __NV_E4M3));
+  } else {
+    return rotary::from_f32<T>(x);
+  }
+}
+
 // Copies one row of `width` elements from `src` to `dst`, rotating its first
 // rotary_dim columns by table row `pos` (rotary_cos null or rotate false:
-// a plain copy). Called by a whole warp.
-template <typename T>
-__device__ void rotate_row(const AppendArgs& a, const T* src, T* dst, int width, int pos, bool rotate) {
+// a plain copy); C = uint8_t stores e4m3 of each value / descale. Called by
+// a whole warp.
+template <typename T, typename C = T>
+__device__ void rotate_row(const AppendArgs& a, const T* src, C* dst, int width, int pos, bool rotate,
+                           float descale = 1.f) {
   const int lane = threadIdx.x % 32;
   const int rd = rotate && a.rotary_cos != nullptr ? a.rotary_dim : 0;
   const int half = rd / 2;
@@ -31,7 +48,11 @@ __device__ void rotate_row(const AppendArgs& a, const T* src, T* dst, int width,
   const float* sin_row = rd > 0 ? a.rotary_sin + static_cast<int64_t>(pos) * half : nullptr;
   for (int e = lane; e < width; e += 32) {
     if (e >= rd) {
-      dst[e] = src[e];
+      if constexpr (std::is_same_v<C, T>) {
+        dst[e] = src[e];
+      } else {
+        dst[e] = to_cache<T, C>(rotary::to_f32(src[e]), descale);
+      }
       continue;
     }
     // The pair (x0, x1) turns to (x0 cos - x1 sin, x0 sin + x1 cos); e is
@@ -46,13 +67,13 @@ __device__ void rotate_row(const AppendArgs& a, const T* src, T* dst, int width,
     const float c = __ldg(cos_row + j), s = __ldg(sin_row + j);
     const float x = rotary::to_f32(src[e]), y = rotary::to_f32(src[other]);
     const float out = first ? rotary::first(x, y, c, s) : rotary::second(y, x, c, s);
-    dst[e] = rotary::from_f32<T>(out);
+    dst[e] = to_cache<T, C>(out, descale);
   }
 }
 
 // grid (x, batch, 2): z = 0 appends sequence blockIdx.y's new rows, z = 1
 // rotates its query rows.
-template <typename T>
+template <typename T, typename C>
 __global__ void __launch_bounds__(kThreads) append_kernel(const __grid_constant__ AppendArgs a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // The decode kernel after it may launch now; it waits for this grid to
@@ -85,10 +106,15 @@ __global__ void __launch_bounds__(kThreads) append_kernel(const __grid_constant_
         page = __ldg(a.block_table + b * a.block_table_batch_stride + pos / a.page_size);
         row = pos % a.page_size;
       }
-      T* k_dst = static_cast<T*>(a.k) + page * a.k_batch_stride + row * a.k_seq_stride + h * a.k_head_stride;
-      T* v_dst = static_cast<T*>(a.v) + page * a.v_batch_stride + row * a.v_seq_stride + h * a.v_head_stride;
-      rotate_row(a, k_src, k_dst, a.head_dim, rotary::table_row(pos, a.rotary_positions), true);
-      rotate_row(a, v_src, v_dst, a.head_dim_v, 0, false);
+      C* k_dst = static_cast<C*>(a.k) + page * a.k_batch_stride + row * a.k_seq_stride + h * a.k_head_stride;
+      C* v_dst = static_cast<C*>(a.v) + page * a.v_batch_stride + row * a.v_seq_stride + h * a.v_head_stride;
+      float k_descale = 1.f, v_descale = 1.f;
+      if constexpr (std::is_same_v<C, uint8_t>) {
+        if (a.k_descale != nullptr) k_descale = __ldg(a.k_descale + h * a.descale_head_stride);
+        if (a.v_descale != nullptr) v_descale = __ldg(a.v_descale + h * a.descale_head_stride);
+      }
+      rotate_row(a, k_src, k_dst, a.head_dim, rotary::table_row(pos, a.rotary_positions), true, k_descale);
+      rotate_row(a, v_src, v_dst, a.head_dim_v, 0, false, v_descale);
     }
     return;
   }
@@ -111,7 +137,7 @@ __global__ void __launch_bounds__(kThreads) append_kernel(const __grid_constant_
   }
 }
 
-template <typename T>
+template <typename T, typename C>
 cudaError_t launch(const AppendArgs& a, cudaStream_t stream) {
   if (a.batch == 0) return cudaSuccess;
   // Enough CTAs for the longest sequence's rows, at most 1024 per sequence
@@ -119,14 +145,19 @@ cudaError_t launch(const AppendArgs& a, cudaStream_t stream) {
   const int64_t rows = std::max<int64_t>(static_cast<int64_t>(a.seqlen_new) * a.heads_kv,
                                          a.rotary_cos != nullptr ? static_cast<int64_t>(a.seqlen_q) * a.heads_q : 0);
   const int64_t blocks = std::min<int64_t>(std::max<int64_t>((rows + kWarps - 1) / kWarps, 1), 1024);
-  append_kernel<T><<<dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(a.batch), 2), kThreads, 0, stream>>>(a);
+  append_kernel<T, C><<<dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(a.batch), 2), kThreads, 0, stream>>>(a);
   return cudaGetLastError();
 }
 
 }  // namespace
 
 cudaError_t launch_append(const AppendArgs& args, DType dtype, cudaStream_t stream) {
-  return dtype == DType::kFloat16 ? launch<__half>(args, stream) : launch<__nv_bfloat16>(args, stream);
+  if (args.fp8_cache) {
+    return dtype == DType::kFloat16 ? launch<__half, uint8_t>(args, stream)
+                                    : launch<__nv_bfloat16, uint8_t>(args, stream);
+  }
+  return dtype == DType::kFloat16 ? launch<__half, __half>(args, stream)
+                                  : launch<__nv_bfloat16, __nv_bfloat16>(args, stream);
 }
 
 }  // namespace flash::append

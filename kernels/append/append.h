@@ -13,9 +13,16 @@ namespace flash::append {
 // One checked append call (src/append.cpp fills it after validate()).
 // Strides in elements.
 struct AppendArgs {
-  // The cache, written: dense [batch, alloc, heads_kv, d] or paged pages.
+  // The cache, written: dense [batch, alloc, heads_kv, d] or paged pages,
+  // of the call's dtype, or e4m3 bytes with fp8_cache: K = k_descale[h *
+  // descale_head_stride] * K_fp8 (null: 1), so a new row x is stored as
+  // e4m3(x / k_descale), rounded to nearest and saturated to +-448; V alike.
   void* k;
   void* v;
+  bool fp8_cache;
+  const float* k_descale;
+  const float* v_descale;
+  int64_t descale_head_stride;
   int64_t k_batch_stride, k_seq_stride, k_head_stride;  // batch stride: between pages when paged
   int64_t v_batch_stride, v_seq_stride, v_head_stride;
   const int32_t* block_table;  // null: dense

@@ -86,8 +86,9 @@ cudaError_t run_decode_kernels(const detail::FwdParams& params, cudaStream_t str
   const bool after = programmatic && params.follows_append;
   // Launched that way, the kernel does the append's share of the attention
   // itself (FwdParams::AppendFusion): Q and the lengths as the caller gave
-  // them; it waits for the append only where it reads appended rows. (An
-  // append never has an fp8 cache.)
+  // them; it waits for the append only where it reads appended rows. (With
+  // an fp8 cache the kernel waits for the whole append: the fp8
+  // instantiations do not compile the fusion.)
   detail::FwdParams fused;
   const detail::FwdParams* call = &params;
   if (!kFp8KV && after) {

@@ -236,8 +236,10 @@ def attention(
     (float32 [1]: one factor, or [heads_kv]: one per K/V head; both the same
     length; None means 1) dequantise them: K = k_descale[h] * k. Needs
     head_dim and v's last dimension multiples of 16, strides of k and v
-    multiples of 16 elements; not with k_new. A descale without an fp8
-    cache raises ValueError.
+    multiples of 16 elements. With k_new / v_new (q's dtype) the new rows
+    are stored as e4m3(x / descale) of their K/V head (rounded to nearest,
+    saturated at 448), keys rotated first. A descale without an fp8 cache
+    raises ValueError.
     FP8 prefill (Hopper kernel, e4m3 tensor cores): q, k and v all
     float8_e4m3fn (or uint8 with q_dtype='float8_e4m3fn' and
     kv_dtype='float8_e4m3fn'), q_descale like k_descale (Q = q_descale[h] *

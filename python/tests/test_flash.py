@@ -511,8 +511,33 @@ def test_fp8_cache_errors():
     with pytest.raises(ValueError, match="same length"):
         flash.attention(q, k8, v8, k_descale=torch.ones(1, device="cuda"), v_descale=per_head)
     used = torch.tensor([10], dtype=torch.int32, device="cuda")
-    with pytest.raises(ValueError, match="k_new"):  # the append does not quantise
-        flash.attention(q, k8, v8, k_new=rand(1, 1, 2, 128), v_new=rand(1, 1, 2, 128), seqused_k=used)
+    with pytest.raises(ValueError, match="k_new must be float16 or bfloat16"):  # new rows come unquantised
+        flash.attention(q, k8, v8, k_new=rand(1, 1, 2, 128).to(torch.float8_e4m3fn),
+                        v_new=rand(1, 1, 2, 128).to(torch.float8_e4m3fn), seqused_k=used)
+
+
+@gpu
+def test_fp8_cache_append_quantises_the_new_rows():
+    # One decode step into an e4m3 cache: the new rows (bf16) are stored as
+    # e4m3(x / descale) of their K/V head, and O is the plain call's on the
+    # appended cache, bit for bit.
+    q = rand(2, 1, 8, 128)
+    k8, v8 = rand(2, 64, 2, 128).to(torch.float8_e4m3fn), rand(2, 64, 2, 128).to(torch.float8_e4m3fn)
+    kd = torch.tensor([0.5, 0.25], device="cuda")
+    vd = torch.tensor([0.125, 1.0], device="cuda")
+    kn, vn = rand(2, 1, 2, 128), rand(2, 1, 2, 128)
+    old = [10, 63]
+    used = torch.tensor(old, dtype=torch.int32, device="cuda")
+    out = flash.attention(q, k8, v8, k_new=kn, v_new=vn, seqused_k=used, k_descale=kd, v_descale=vd)
+    torch.cuda.synchronize()
+    for s in range(2):
+        # Inputs within e4m3's range, so torch's (unsaturated) conversion agrees.
+        expect_k = (kn[s, 0].float() / kd[:, None]).to(torch.float8_e4m3fn)
+        expect_v = (vn[s, 0].float() / vd[:, None]).to(torch.float8_e4m3fn)
+        assert torch.equal(k8[s, old[s]].view(torch.uint8), expect_k.view(torch.uint8))
+        assert torch.equal(v8[s, old[s]].view(torch.uint8), expect_v.view(torch.uint8))
+    plain = flash.attention(q, k8, v8, seqused_k=used + 1, k_descale=kd, v_descale=vd)
+    assert torch.equal(out, plain)
 
 
 def hopper():

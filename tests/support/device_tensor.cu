@@ -73,6 +73,21 @@ float e4m3_to_float(uint8_t bits) {
   return sign * std::ldexp(static_cast<float>(8 + mantissa), exponent - 10);
 }
 
+uint8_t e4m3_from_float(float value) {
+  if (std::isnan(value)) return 0x7f;
+  const uint8_t sign = std::signbit(value) ? 0x80 : 0;
+  const float magnitude = std::fabs(value);
+  // The finite magnitudes are codes 0 .. 0x7e in increasing order: take the
+  // nearest, the even code on a tie; beyond 448 (0x7e), 448.
+  uint8_t best = 0;
+  for (int code = 1; code <= 0x7e; ++code) {
+    const float here = e4m3_to_float(static_cast<uint8_t>(code)), there = e4m3_to_float(best);
+    const float d_here = std::fabs(here - magnitude), d_best = std::fabs(there - magnitude);
+    if (d_here < d_best || (d_here == d_best && code % 2 == 0)) best = static_cast<uint8_t>(code);
+  }
+  return static_cast<uint8_t>(sign | best);
+}
+
 float to_float(uint16_t bits, DType dtype) {
   if (dtype == DType::kFloat16) {
     __half_raw raw;

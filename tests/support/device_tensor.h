@@ -36,5 +36,8 @@ float to_float(uint16_t bits, DType dtype);
 uint16_t from_float(float value, DType dtype);
 // An e4m3 byte's value (OCP e4m3fn: bias 7, subnormals, 0x7f / 0xff NaN).
 float e4m3_to_float(uint8_t bits);
+// The e4m3 byte nearest `value` (ties to the even code), saturated to
+// +-448; NaN in, NaN (0x7f) out. What cvt.rn.satfinite.e4m3x2.f32 gives.
+uint8_t e4m3_from_float(float value);
 
 }  // namespace flash::ref
