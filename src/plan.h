@@ -54,7 +54,7 @@ struct Plan {
   int window_left = -1;                   // the window as the kernels see it: causal is (-1, 0),
   int window_right = -1;                  // sides past any sequence length are -1
 
-  // Split-KV (decode and sm90 kernels; 1 for the sm80 one). num_splits is what runs,
+  // Split-KV (every kernel). num_splits is what runs,
   // after the workspace rule: with num_splits = 0 flash takes the largest
   // count up to its choice whose workspace the caller's holds (none given:
   // 1). splits_wanted / workspace_wanted are flash's choice before that rule

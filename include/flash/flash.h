@@ -15,7 +15,8 @@
  *   if (flash_attention_forward(&p, stream) != FLASH_SUCCESS)
  *     fprintf(stderr, "flash: %s\n", flash_last_error_message());
  *
- * Every function is thread-safe. None throws, exits or prints. */
+ * Every function is thread-safe. None throws or exits; none prints, but for
+ * the autotuner's warnings about the cache file FLASH_AUTOTUNE_CACHE names. */
 #ifndef FLASH_FLASH_H_
 #define FLASH_FLASH_H_
 
@@ -47,7 +48,7 @@ typedef enum flash_backend {
   FLASH_BACKEND_SM80 = 1, /* the FlashAttention-2 mma.sync kernel (sm_80 and newer) */
   FLASH_BACKEND_SM90 = 2, /* the Hopper wgmma/TMA kernel (sm_90 with an sm_90a build; runs head dims on 64, 96, 128, 192, 256) */
   FLASH_BACKEND_DECODE = 3 /* the split-KV decode kernel (mma.sync, sm_80 and newer; short queries: seqlen_q <= 16;
-                              AUTO also takes it for every call on an fp8 KV cache) */
+                              AUTO also takes it for fp8 KV cache calls it splits) */
 } flash_backend;
 
 /* The result of a call; flash_last_error_message() says more. */
@@ -185,7 +186,8 @@ typedef struct flash_attention_params {
 
   /* Split-KV, on every kernel: 0 lets flash choose (as many splits as the
    * workspace holds, up to its choice; none without one; its choice keeps
-   * each float32 accumulation within 2^18 keys), 1 never splits,
+   * each float32 accumulation within 2^18 keys where 128 splits and 1 GiB
+   * of partial results allow), 1 never splits,
    * n > 1 asks for n (at most 128), and then the workspace (device memory,
    * 256-byte aligned) must hold at least flash_attention_workspace_size()
    * bytes. */
@@ -343,9 +345,10 @@ flash_status_code flash_attention_forward(const flash_attention_params* params, 
 
 /* Bytes of device workspace flash_attention_forward needs for `params` on the
  * current device, written to *bytes: nonzero when it would split the keys
- * (few query tiles for the GPU, or more than 2^18 keys), and always with
- * k_new (the lengths after the append, the rotated Q). Pass a buffer of at
- * least this size as params->workspace. Launches nothing. A null `params` or
+ * (few query tiles for the GPU, or more than 2^18 keys), always with k_new
+ * (the lengths after the append, the rotated Q) and always for the FP8
+ * prefill (V transposed). Pass a buffer of at least this size as
+ * params->workspace. Launches nothing. A null `params` or
  * `bytes`, or a struct_size the library does not accept, is
  * FLASH_INVALID_ARGUMENT; on any failure *bytes (when not null) is 0. */
 flash_status_code flash_attention_workspace_size(const flash_attention_params* params,

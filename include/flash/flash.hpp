@@ -36,7 +36,7 @@ enum class Backend : int32_t {
   kSm80 = 1,  // the FlashAttention-2 mma.sync kernel (sm_80 and newer)
   kSm90 = 2,  // the Hopper wgmma/TMA kernel (sm_90 with an sm_90a build; runs head dims on 64, 96, 128, 192, 256)
   kDecode = 3,  // the split-KV decode kernel (mma.sync, sm_80 and newer); for short queries (kAuto takes it
-                // for seqlen_q <= 16, and for every call on an fp8 cache), correct but slow for long ones
+                // for seqlen_q <= 16, and for fp8-cache calls it splits), correct but slow for long ones
 };
 
 enum class StatusCode : int32_t {
@@ -168,8 +168,8 @@ struct AttentionParams {
   // block_table[b * block_table_batch_stride + j / page_size], row
   // j % page_size. block_table is device memory, int32; every entry for
   // keys below the sequence's length must be in [0, num_pages), also for
-  // pages wholly outside a sliding window (the kernels load whole 64- or
-  // 128-key blocks and may read those entries). page_size is any positive
+  // pages wholly outside a sliding window (the kernels load whole blocks of
+  // 64 to 176 keys and may read those entries). page_size is any positive
   // number of keys, 1 included (a power of two saves a division per row);
   // on sm_90 every size runs on the Hopper kernel (a multiple of 8 as TMA
   // boxes inside a page, others, and pages making 8-row boxes at head dim
@@ -268,8 +268,9 @@ struct AttentionParams {
   // Split-KV (flash-decoding): the keys are split across CTAs, each writing
   // a partial output that a combine kernel merges in a fixed order (so
   // results are deterministic); every kernel family splits. num_splits = 0
-  // lets flash choose from the GPU and the work, and always enough splits
-  // to keep each float32 accumulation of P V within 2^18 keys (the tensor
+  // lets flash choose from the GPU and the work, and enough splits to keep
+  // each float32 accumulation of P V within 2^18 keys where 128 splits and
+  // 1 GiB of partial results allow (the tensor
   // cores truncate: one accumulation over 2^22 keys comes out ~2.6e-2 low);
   // 1 never splits; n > 1 asks for n (at most 128; a split that gets no
   // keys costs a little and changes nothing). Splitting
@@ -351,7 +352,7 @@ enum class ChoiceSource : int32_t {
 
 // One compiled kernel configuration.
 struct KernelChoice {
-  Backend backend = Backend::kSm80;  // kSm80 or kSm90
+  Backend backend = Backend::kSm80;  // kSm80, kSm90 or kDecode
   int32_t block_m = 0;               // query rows per tile
   int32_t block_n = 0;               // key rows per K/V block
   int32_t warps = 0;                 // sm80: warps per CTA; sm90: consumer warpgroups
@@ -385,9 +386,10 @@ Status query_kernel_choice(const AttentionParams& params, KernelChoice* choice) 
 
 // Bytes of device workspace attention_forward needs for `params` on the
 // current device: nonzero when it would split the keys (few query tiles
-// for the GPU, or more than 2^18 keys per row) and always with k_new (the
-// lengths after the append, the rotated Q). Pass a buffer of at least this size
-// as params.workspace. Launches nothing.
+// for the GPU, or more than 2^18 keys per row), always with k_new (the
+// lengths after the append, the rotated Q) and always for the FP8 prefill
+// (V transposed). Pass a buffer of at least this size as params.workspace.
+// Launches nothing.
 Status attention_workspace_size(const AttentionParams& params, size_t* bytes) noexcept;
 
 // ---- Merging partial attention results ----------------------------------

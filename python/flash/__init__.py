@@ -266,7 +266,10 @@ def attention(
 
 
 def workspace_size(q: Any, k: Any, v: Any, **kwargs: Any) -> int:
-    """Bytes of workspace attention() needs for this call (0: flash would not split the keys)."""
+    """Bytes of workspace attention() needs for this call.
+
+    0 when flash would not split the keys, and the call neither appends
+    (k_new) nor runs the FP8 prefill (e4m3 q)."""
     opts = _options(kwargs)
     q, k, v = _fp8_views(q, k, v, opts)
     return int(_flash.workspace_size(_flash.params(q, k, v, **opts)))

@@ -639,7 +639,7 @@ NB_MODULE(_flash, m) {
         raise_if_failed(flash::attention_workspace_size(p, &bytes));
         return bytes;
       },
-      nb::arg("params"), "Bytes of workspace the call needs (0: flash would not split the keys).");
+      nb::arg("params"), "Bytes of workspace the call needs (0: flash would not split the keys, and it neither appends nor runs the FP8 prefill).");
 
   m.def(
       "kernel_choice",
