@@ -496,6 +496,25 @@ std::vector<AppendConfig> fp8_configs() {
     c.causal = true;
     v.push_back(c);
   }
+  {
+    // A dense cache, V wider than K, one K/V head for 16 query heads.
+    AppendConfig c;
+    c.name = "fp8_decode_dense_value_dim";
+    c.fp8 = true;
+    c.head_dim = 64;
+    c.head_dim_v = 128;
+    c.heads_q = 16;
+    c.heads_kv = 1;
+    c.old_lens = {90, 7};
+    c.new_lens = {2, 2};
+    c.seqlen_q = 2;
+    c.causal = true;
+    c.rotary = Rotary::kNeox;
+    c.rotary_dim = 64;
+    c.k_descale = {1.f / 32};
+    c.v_descale = {1.f / 16};
+    v.push_back(c);
+  }
   return v;
 }
 
@@ -504,7 +523,7 @@ std::vector<AppendConfig> fp8_configs() {
 // bit for bit), then the plain fp8-cache call's O. kSm80 takes no fp8 cache.
 TEST_F(Append, QuantisesIntoAnFp8Cache) {
   for (const AppendConfig& c : fp8_configs()) {
-    if (!head_dim_runs(c.head_dim)) continue;
+    if (!head_dim_runs(std::max(c.head_dim, c.head_dim_v))) continue;
     for (Backend b : {Backend::kAuto, Backend::kDecode, Backend::kSm90}) {
       if (b == Backend::kSm90 && (compute_major() != 9 || !FLASH_TEST_HAS_SM90 || c.num_splits > 1)) continue;
       check(c, b);
