@@ -95,6 +95,20 @@ void rotate_host(const uint16_t* src, uint16_t* dst, int64_t width, const Append
   for (int64_t e = 0; e < width; ++e) dst[e] = ref::from_float(values[static_cast<size_t>(e)], c.dtype);
 }
 
+// Rotary tables [positions, rd / 2]: position t's pair j turned by
+// t * 10000^(-2j / rd). At least one entry each, so an upload has bytes.
+void rotary_tables(int64_t positions, int64_t rd, std::vector<float>* cos_t, std::vector<float>* sin_t) {
+  cos_t->assign(static_cast<size_t>(std::max<int64_t>(positions * rd / 2, 1)), 0.f);
+  sin_t->assign(cos_t->size(), 0.f);
+  for (int64_t t = 0; t < positions && rd > 0; ++t) {
+    for (int64_t j = 0; j < rd / 2; ++j) {
+      const double angle = static_cast<double>(t) * std::pow(10000.0, -2.0 * static_cast<double>(j) / static_cast<double>(rd));
+      (*cos_t)[static_cast<size_t>(t * rd / 2 + j)] = static_cast<float>(std::cos(angle));
+      (*sin_t)[static_cast<size_t>(t * rd / 2 + j)] = static_cast<float>(std::sin(angle));
+    }
+  }
+}
+
 int compute_major() {
   int device = 0, major = 0;
   cudaGetDevice(&device);
@@ -194,16 +208,9 @@ void Append::check(const AppendConfig& c, Backend backend) {
   for (int64_t n : c.new_lens) cu_q.push_back(cu_q.back() + static_cast<int32_t>(n));
   const int64_t q_rows = c.varlen_q ? cu_q.back() : B * c.seqlen_q;
   const std::vector<uint16_t> q = random_bits(static_cast<size_t>(std::max<int64_t>(q_rows, 1) * hq * d), seed + 5, c.dtype);
-  // Rotary tables: [alloc, rd / 2], position t's pair j turned by t * 10000^(-2j/rd).
   const int64_t rd = c.rotary == Rotary::kNone ? 0 : c.rotary_dim;
-  std::vector<float> cos_t(static_cast<size_t>(std::max<int64_t>(alloc * rd / 2, 1))), sin_t(cos_t.size());
-  for (int64_t t = 0; t < alloc && rd > 0; ++t) {
-    for (int64_t j = 0; j < rd / 2; ++j) {
-      const double angle = static_cast<double>(t) * std::pow(10000.0, -2.0 * static_cast<double>(j) / static_cast<double>(rd));
-      cos_t[static_cast<size_t>(t * rd / 2 + j)] = static_cast<float>(std::cos(angle));
-      sin_t[static_cast<size_t>(t * rd / 2 + j)] = static_cast<float>(std::sin(angle));
-    }
-  }
+  std::vector<float> cos_t, sin_t;
+  rotary_tables(alloc, rd, &cos_t, &sin_t);
 
   // The expected cache, lengths and rotated Q.
   std::vector<uint8_t> k_expect = k_cache, v_expect = v_cache;
@@ -572,14 +579,8 @@ TEST_F(Append, CapturedDecodeStepReplaysWithNewLengths) {
     const uint64_t seed = case_seed(std::hash<std::string>{}(std::string("graph ") + gc.name));
     std::vector<int32_t> table;
     for (int64_t i = 0; i < num_pages; ++i) table.push_back(static_cast<int32_t>(num_pages - 1 - i));
-    std::vector<float> cos_t(static_cast<size_t>(capacity * rd / 2)), sin_t(cos_t.size());
-    for (int64_t t = 0; t < capacity; ++t) {
-      for (int64_t j = 0; j < rd / 2; ++j) {
-        const double angle = static_cast<double>(t) * std::pow(10000.0, -2.0 * static_cast<double>(j) / rd);
-        cos_t[static_cast<size_t>(t * rd / 2 + j)] = static_cast<float>(std::cos(angle));
-        sin_t[static_cast<size_t>(t * rd / 2 + j)] = static_cast<float>(std::sin(angle));
-      }
-    }
+    std::vector<float> cos_t, sin_t;
+    rotary_tables(capacity, rd, &cos_t, &sin_t);
     std::vector<int32_t> lens = {5, 63, 200};  // 63: the first step crosses a 64-key block
     constexpr int kSteps = 3;
     // Rows below each starting length random; the rows the steps append to,
