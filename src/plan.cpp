@@ -100,6 +100,9 @@ int prefill_splits_wanted(const AttentionParams& p, const DeviceCaps& caps) {
 //   head_dim 64 is faster with the dense rule).
 //   Either way at least two K/V blocks per split, at most kMaxSplits, and
 //   none when the (batch, K/V head, row block) CTAs alone fill the GPU.
+//   Paged bf16/fp16 caches: at least four K/V blocks per split, and none
+//   once the CTAs number the SMs (a paged split of two blocks is mostly
+//   its prologue; the sweep in decode-splits.md).
 int decode_splits_wanted(const AttentionParams& p, const DeviceCaps& caps) {
   if (p.num_splits >= 1) return std::min<int>(p.num_splits, kMaxSplits);
   const int64_t g = p.heads_q / p.heads_kv;
@@ -108,7 +111,9 @@ int decode_splits_wanted(const AttentionParams& p, const DeviceCaps& caps) {
   if (units <= 0) return 1;
   const int64_t block_n = decode::block_n(decode_head_dim(p), fp8_cache(p));
   const int64_t keys = longest_keys(p, block_n);
-  const int64_t max_splits = std::min<int64_t>(ceil_div(keys, block_n) / 2, kMaxSplits);
+  const bool paged_16bit = p.block_table != nullptr && !fp8_cache(p);
+  const int64_t min_blocks = paged_16bit ? 4 : 2;  // K/V blocks per split
+  const int64_t max_splits = std::min<int64_t>(ceil_div(keys, block_n) / min_blocks, kMaxSplits);
   const int64_t accurate = std::min(accuracy_splits(keys), max_splits);
   const int64_t num_sms = std::max(caps.num_sms, 1);
   const bool fp8_slots = fp8_cache(p) && decode_head_dim(p) >= 128;
@@ -120,7 +125,8 @@ int decode_splits_wanted(const AttentionParams& p, const DeviceCaps& caps) {
   const int smem = decode_smem(p) + 1024;  // + the per-block reservation
   const int per_sm = caps.smem_per_sm > 0 ? std::max(1, caps.smem_per_sm / smem) : 1;
   const int64_t slots = num_sms * per_sm;
-  if (units * 5 >= slots * 4 || max_splits <= 1) return static_cast<int>(std::max<int64_t>(accurate, 1));
+  const bool filled = units * 5 >= slots * 4 || (paged_16bit && units >= num_sms);
+  if (filled || max_splits <= 1) return static_cast<int>(std::max<int64_t>(accurate, 1));
   auto efficiency = [&](int64_t s) {
     const double waves = static_cast<double>(units * s) / static_cast<double>(slots);
     return waves / std::ceil(waves);

@@ -811,6 +811,19 @@ TEST(Plan, DecodeSplitsAboutOneCtaPerSm) {
     paged.k_batch_stride = paged.v_batch_stride = 256 * paged.k_seq_stride;
     ASSERT_TRUE(validate(paged).ok()) << validate(paged).message;
     EXPECT_GT(wanted(paged), wanted(dense_cache)) << hd;
+    // Paged: at least four blocks of 64 keys a split (4096 keys: 16), and
+    // no split once the (batch, K/V head) CTAs number the SMs (32 x 8).
+    AttentionParams short_paged = paged;
+    short_paged.seqlen_k = 4096;
+    short_paged.max_pages_per_seq = 16;
+    short_paged.block_table_batch_stride = 16;
+    ASSERT_TRUE(validate(short_paged).ok()) << validate(short_paged).message;
+    EXPECT_EQ(wanted(short_paged), 16) << hd;
+    AttentionParams full_paged = paged;
+    full_paged.batch = 32;
+    full_paged.num_pages = 32 * 128;
+    ASSERT_TRUE(validate(full_paged).ok()) << validate(full_paged).message;
+    EXPECT_EQ(wanted(full_paged), 1) << hd;
   }
 }
 
