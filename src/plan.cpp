@@ -504,7 +504,9 @@ Status make_plan(const AttentionParams& p, const DeviceCaps& caps, Plan* plan) n
         sm90_why = "fp8 cache calls that flash splits run on the decode kernel";
       }
       if (sm90_why == nullptr) {
-        add(plan, Backend::kSm90, 0);
+#if FLASH_HAS_SM90
+        add(plan, Backend::kSm90, sm90::fp8_cache_candidate(sm90_head_dim(p)));
+#endif
         plan_splits(p, 1, plan);
         want_split_workspace(split, plan);
         return Status{};

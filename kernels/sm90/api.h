@@ -29,9 +29,16 @@ cudaError_t run_fwd_cache(const detail::FwdParams& params, MaskVariant mask, cud
 
 // The same for a call on an fp8 (e4m3) KV cache (kv_dtype), dense, varlen,
 // seqused_k or paged with any page size, unsplit: the producer widens K/V
-// in shared memory (ConvertProducer). Defined in instantiations/fwd_cache_*_e4m3_*.cu.
+// in shared memory (ConvertProducer), in the tiles of candidate
+// fp8_cache_candidate(kHeadDim). Defined in instantiations/fwd_cache_*_e4m3_*.cu.
 template <DType kDType, int kHeadDim>
 cudaError_t run_fwd_cache_fp8(const detail::FwdParams& params, MaskVariant mask, cudaStream_t stream);
+
+// The candidate whose tiles an fp8 cache's calls run: at head dim 64 the
+// 128-row tile with two consumer warpgroups and three stages (candidate 1),
+// whose producer has the registers to widen (72, against 32 beside three
+// consumer warpgroups; docs/perf/fp8-prefill.md); elsewhere candidate 0.
+constexpr int fp8_cache_candidate(int64_t head_dim) { return head_dim == 64 ? 1 : 0; }
 
 // FP8 prefill (kernels/sm90/fp8_kernel.cuh): Q, K and V in e4m3 (dense or
 // varlen), O in kDType, head dims 64, 128 and 256, no mask, causal or a

@@ -118,13 +118,14 @@ cudaError_t run_fwd(const detail::FwdParams& p, MaskVariant mask, int candidate,
                              : run_masking<kDType, kHeadDim, true>(p, mask, candidate, stream);
 }
 
-// KV-cache calls: candidate 0's tiles only, every mask variant. kFp8: an
-// fp8 cache.
+// KV-cache calls: one candidate's tiles, every mask variant: candidate 0,
+// or with kFp8 (an fp8 cache) fp8_cache_candidate's.
 template <DType kDType, int kHeadDim, bool kFp8>
 cudaError_t run_cache_kernel(const detail::FwdParams& p, MaskVariant mask, cudaStream_t stream) {
   using Element = typename ElementOf<kDType>::type;
-  using Tail = CandidateTraits<kHeadDim, false, 0, Element>;
-  using Masked = CandidateTraits<kHeadDim, true, 0, Element>;
+  constexpr int kIndex = kFp8 ? fp8_cache_candidate(kHeadDim) : 0;
+  using Tail = CandidateTraits<kHeadDim, false, kIndex, Element>;
+  using Masked = CandidateTraits<kHeadDim, true, kIndex, Element>;
   switch (mask) {
     case MaskVariant::kTail: return run_lse_variant<Tail, false, true, false, false, kFp8>(p, stream);
     case MaskVariant::kCausal: return run_lse_variant<Masked, true, true, false, false, kFp8>(p, stream);
