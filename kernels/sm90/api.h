@@ -22,7 +22,8 @@ template <DType kDType, int kHeadDim>
 cudaError_t run_fwd(const detail::FwdParams& params, MaskVariant mask, int candidate, cudaStream_t stream);
 
 // The same for a call with seqused_k or a paged cache (page_size a
-// multiple of 8, unsplit): candidate 0's tiles, with the KV-cache producer.
+// multiple of 8, unsplit): candidate 0's tiles, with the KV-cache producer
+// (bf16/fp16 caches; fp8 ones: run_fwd_cache_fp8).
 // Defined in instantiations/fwd_cache_*.cu.
 template <DType kDType, int kHeadDim>
 cudaError_t run_fwd_cache(const detail::FwdParams& params, MaskVariant mask, cudaStream_t stream);
