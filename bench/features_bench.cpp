@@ -110,7 +110,8 @@ void bench_feature(benchmark::State& state, BenchEnv* env, FeatureKey key) {
 
 // Append and attend: decode, heads 32/8, head_dim 128, bf16, on a dense
 // cache with seqused_k; the plain call against the same call appending
-// its one new row per sequence (NeoX rotary over all 128 columns) first.
+// its one new row per sequence first, without rotary and with NeoX rotary
+// over all 128 columns (the difference is the rotations' share).
 struct AppendShape {
   const char* name;
   int64_t batch, keys;
@@ -119,7 +120,9 @@ constexpr AppendShape kAppendShapes[] = {{"decode_B32_hd128_32k", 32, 32768}, {"
                                          {"decode_B1_hd128_4k", 1, 4096}};
 constexpr int kNumAppendShapes = sizeof(kAppendShapes) / sizeof(kAppendShapes[0]);
 
-// key: shape * 2 + (1: append with rotary).
+// key: shape * 3 + mode (0 plain, 1 append, 2 append with rotary).
+constexpr int kAppendModes = 3;
+constexpr const char* kAppendModeNames[kAppendModes] = {"plain", "append", "append_rotary"};
 struct AppendRun {
   RowTensors t;
   DeviceBuffer new_k, new_v, used, cos_table, sin_table, workspace;
@@ -127,8 +130,9 @@ struct AppendRun {
   double flops = 0.0;
 
   std::string setup(BenchEnv& env, int key) {
-    const AppendShape& s = kAppendShapes[key / 2];
-    const bool append = key % 2 == 1;
+    const AppendShape& s = kAppendShapes[key / kAppendModes];
+    const bool append = key % kAppendModes >= 1;
+    const bool rotary = key % kAppendModes == 2;
     p.dtype = kRowDtype;
     p.batch = s.batch;
     p.seqlen_q = 1;
@@ -149,6 +153,8 @@ struct AppendRun {
       const size_t new_elems = static_cast<size_t>(s.batch * 8 * 128);
       err = alloc_filled(env, &new_k, new_elems, 4, "k_new");
       if (err.empty()) err = alloc_filled(env, &new_v, new_elems, 5, "v_new");
+    }
+    if (err.empty() && rotary) {
       std::vector<float> c(static_cast<size_t>(s.keys * 64)), sn(c.size());
       for (int64_t pos = 0; pos < s.keys; ++pos) {
         for (int64_t j = 0; j < 64; ++j) {
@@ -177,6 +183,8 @@ struct AppendRun {
       p.seqlen_new = 1;
       p.k_new_head_stride = p.v_new_head_stride = 128;
       p.k_new_seq_stride = p.v_new_seq_stride = p.k_new_batch_stride = p.v_new_batch_stride = 8 * 128;
+    }
+    if (rotary) {
       p.rotary_cos = static_cast<const float*>(cos_table.get());
       p.rotary_sin = static_cast<const float*>(sin_table.get());
       p.rotary_dim = 128;
@@ -198,9 +206,9 @@ void bench_append(benchmark::State& state, BenchEnv* env, int key) {
 }  // namespace
 
 void register_feature_benchmarks(BenchEnv* env) {
-  for (int key = 0; key < 2 * kNumAppendShapes; ++key) {
-    const std::string name = std::string("features/append/") + kAppendShapes[key / 2].name +
-                             (key % 2 == 1 ? "/append_rotary" : "/plain");
+  for (int key = 0; key < kAppendModes * kNumAppendShapes; ++key) {
+    const std::string name = std::string("features/append/") + kAppendShapes[key / kAppendModes].name + "/" +
+                             kAppendModeNames[key % kAppendModes];
     benchmark::RegisterBenchmark(name.c_str(), bench_append, env, key)
         ->UseManualTime()
         ->Iterations(env->options.flash_iters)
@@ -243,18 +251,23 @@ void print_feature_summary(std::FILE* out, const BenchEnv& env) {
                  base > 0.0 ? sinks->second.median_ms / base : 0.0, alibi->second.config.c_str(),
                  alibi->second.median_ms, base > 0.0 ? alibi->second.median_ms / base : 0.0);
   }
-  std::fprintf(out, "\n## append and attend: decode with one new K/V row per sequence, rotary on\n\n");
+  std::fprintf(out, "\n## append and attend: decode with one new K/V row per sequence\n\n");
   std::fprintf(out,
                "- bf16, heads 32/8, head_dim 128, dense cache with seqused_k; plain: the keys already there; "
-               "append: the last key written by the call (NeoX rotary over 128 columns) first\n\n");
-  std::fprintf(out, "| shape | kernel | plain us | append+rotary us | cost |\n|---|---|---|---|---|\n");
+               "append: the last key written by the call first, without rotary and with NeoX rotary over 128 "
+               "columns; cost = its us / plain us\n\n");
+  std::fprintf(out, "| shape | kernel | plain us | append us | cost | append+rotary us | cost |\n"
+                    "|---|---|---|---|---|---|---|\n");
   for (int shape = 0; shape < kNumAppendShapes; ++shape) {
-    const auto plain = append_results().find(2 * shape);
-    const auto app = append_results().find(2 * shape + 1);
-    if (plain == append_results().end() || app == append_results().end()) continue;
+    const auto plain = append_results().find(kAppendModes * shape);
+    const auto app = append_results().find(kAppendModes * shape + 1);
+    const auto rot = append_results().find(kAppendModes * shape + 2);
+    if (plain == append_results().end() || app == append_results().end() || rot == append_results().end()) continue;
     const double base = plain->second.median_ms;
-    std::fprintf(out, "| %s | %s | %.1f | %.1f | %.3f |\n", kAppendShapes[shape].name, plain->second.config.c_str(),
-                 1e3 * base, 1e3 * app->second.median_ms, base > 0.0 ? app->second.median_ms / base : 0.0);
+    const auto cost = [&](double ms) { return base > 0.0 ? ms / base : 0.0; };
+    std::fprintf(out, "| %s | %s | %.1f | %.1f | %.3f | %.1f | %.3f |\n", kAppendShapes[shape].name,
+                 plain->second.config.c_str(), 1e3 * base, 1e3 * app->second.median_ms, cost(app->second.median_ms),
+                 1e3 * rot->second.median_ms, cost(rot->second.median_ms));
   }
   std::fflush(out);
 }

@@ -13,9 +13,9 @@
 // Sinks are one float per query head, all 2.0; ALiBi slopes 2^(-8h/H).
 // Then append and attend (AttentionParams::k_new): decode, heads 32/8,
 // head_dim 128, dense cache with seqused_k, at batch 32 x 32k, 1 x 32k and
-// 1 x 4k keys, "features/append/<shape>/<plain|append_rotary>": the plain
-// call, and the same call writing its last key itself first (NeoX rotary
-// over 128 columns); the summary gives the ratio.
+// 1 x 4k keys, "features/append/<shape>/<plain|append|append_rotary>": the
+// plain call, and the same call writing its last key itself first, without
+// rotary and with NeoX rotary over 128 columns; the summary gives the ratios.
 #pragma once
 
 #include <cstdio>
