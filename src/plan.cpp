@@ -101,8 +101,7 @@ int prefill_splits_wanted(const AttentionParams& p, const DeviceCaps& caps) {
 //   Either way at least two K/V blocks per split, at most kMaxSplits, and
 //   none when the (batch, K/V head, row block) CTAs alone fill the GPU.
 //   Paged bf16/fp16 caches: at least four K/V blocks per split, and none
-//   once the CTAs number the SMs (a paged split of two blocks is mostly
-//   its prologue; the sweep in decode-splits.md).
+//   once the CTAs number the SMs (the paged split sweep in decode-splits.md).
 int decode_splits_wanted(const AttentionParams& p, const DeviceCaps& caps) {
   if (p.num_splits >= 1) return std::min<int>(p.num_splits, kMaxSplits);
   const int64_t g = p.heads_q / p.heads_kv;
