@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "../common/ptx.cuh"
 #include "../common/rotary.cuh"
 #include "append.h"
 
@@ -30,7 +31,7 @@ __device__ __forceinline__ C to_cache(float x, float descale) {
   if constexpr (std::is_same_v<C, uint8_t>) {
     return static_cast<uint8_t>(__nv_cvt_float_to_fp8(__fdiv_rn(x, descale), __NV_SATFINITE, __NV_E4M3));
   } else {
-    return rotary::from_f32<T>(x);
+    return ptx::from_float<T>(x);
   }
 }
 

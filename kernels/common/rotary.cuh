@@ -28,11 +28,5 @@ template <>
 __device__ __forceinline__ float to_f32(__half x) { return __half2float(x); }
 template <>
 __device__ __forceinline__ float to_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
-template <typename T>
-__device__ __forceinline__ T from_f32(float x);
-template <>
-__device__ __forceinline__ __half from_f32(float x) { return __float2half_rn(x); }
-template <>
-__device__ __forceinline__ __nv_bfloat16 from_f32(float x) { return __float2bfloat16_rn(x); }
 
 }  // namespace flash::rotary

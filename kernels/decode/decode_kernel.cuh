@@ -271,8 +271,8 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kMinBlocks)
         Element* a = at(row, inter ? 2 * j : j);
         Element* b = at(row, inter ? 2 * j + 1 : j + rot_half);
         const float x0 = rotary::to_f32(*a), x1 = rotary::to_f32(*b);
-        *a = rotary::from_f32<Element>(rotary::first(x0, x1, rot_cos[i], rot_sin[i]));
-        *b = rotary::from_f32<Element>(rotary::second(x0, x1, rot_cos[i], rot_sin[i]));
+        *a = ptx::from_float<Element>(rotary::first(x0, x1, rot_cos[i], rot_sin[i]));
+        *b = ptx::from_float<Element>(rotary::second(x0, x1, rot_cos[i], rot_sin[i]));
       }
     }
   };
