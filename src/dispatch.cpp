@@ -141,7 +141,16 @@ bool describe(const Plan& plan, const Candidate& c, const AttentionParams& p, Ke
       // An fp8 cache, widened in shared memory (ConvertProducer).
       append_to_name(choice, " fp8");
     } else if (p.block_table != nullptr && sm90::gathers_pages(p.page_size, kernel, choice->block_n)) {
-      // A paged cache the kernel copies row by row (GatherProducer) rather than in TMA boxes.
+      // A paged cache the kernel copies row by row (GatherProducer) rather
+      // than in TMA boxes, on its own tile where gather_block_n names one.
+      if (const int block_n = sm90::gather_block_n(kernel); block_n != 0) {
+        choice->block_m = sm90::kGatherBlockM;
+        choice->block_n = block_n;
+        choice->warps = sm90::kGatherBlockM / 64;  // consumer warpgroups
+        choice->stages = sm90::kGatherStages;
+        std::snprintf(choice->name, sizeof(choice->name), "sm90 %dx%d %dwg %dst", choice->block_m, choice->block_n,
+                      choice->warps, choice->stages);
+      }
       append_to_name(choice, " gather");
     }
     return true;

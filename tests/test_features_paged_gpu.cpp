@@ -2,6 +2,7 @@
 // pages, dense caches with seqused_k (clamped to the allocation), paged and
 // varlen calls combined with windows and softcap, and what Backend::kSm90
 // refuses. See feature_test.h for the backends each row runs on.
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -79,6 +80,32 @@ std::vector<FeatureRow> paged_rows() {
       if (hd == 128) cfg.softcap = 20.f;
       cfg.with_lse = variant % 2 == 0;
       t.add("chunked_tiles_pages" + std::to_string(page_size), cfg);
+    }
+  }
+  // Head dim 64 gathers pages on its own tile (gather_block_n: 96-key
+  // blocks): its score-modifier kernels, ALiBi alone (no left window edge)
+  // and ALiBi with a softcap and a window.
+  if (head_dim_compiled(64)) {
+    for (int mods = 0; mods < 2; ++mods) {
+      ++variant;
+      FeatureConfig cfg = make_config(mods ? DType::kBFloat16 : DType::kFloat16, 64, 8, 2, seed++);
+      cfg.varlen_q = true;
+      cfg.seqlens_q = tile_rotated(variant);
+      cfg.seqlens_k = tile_rotated(variant + 3);
+      for (size_t i = 0; i < cfg.seqlens_k.size(); ++i) cfg.seqlens_k[i] += cfg.seqlens_q[i];
+      cfg.kv = KvLayout::kPaged;
+      cfg.use_seqused_k = true;
+      cfg.page_size = mods ? 3 : 1;
+      cfg.causal = true;
+      for (int64_t h = 0; h < cfg.heads_q; ++h) {
+        cfg.alibi.push_back(std::exp2(-8.f * static_cast<float>(h + 1) / static_cast<float>(cfg.heads_q)));
+      }
+      if (mods) {
+        cfg.softcap = 20.f;
+        cfg.window_left = 100;
+      }
+      cfg.with_lse = true;
+      t.add("gather_score_mods_pages" + std::to_string(cfg.page_size), cfg);
     }
   }
   // The Hopper KV-cache producer's warps (CacheProducer) at every head dim:

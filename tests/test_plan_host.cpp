@@ -638,7 +638,9 @@ TEST(Plan, Fp8CacheRunsOnTheDecodeKernelAtAMultipleOf64) {
         EXPECT_NE(std::string(choice.name).find(" fp8"), std::string::npos) << choice.name;
         // Head dim 64: the 128-row, two-warpgroup tile (its producer has
         // the registers to widen); elsewhere the head dim's first tile.
-        if (kernel == 64) EXPECT_EQ(std::string(choice.name).rfind("sm90 128x128 2wg 3st", 0), 0u) << choice.name;
+        if (kernel == 64) {
+          EXPECT_EQ(std::string(choice.name).rfind("sm90 128x128 2wg 3st", 0), 0u) << choice.name;
+        }
         EXPECT_EQ(plan.candidates[0].index, kernel == 64 ? 1 : 0);
         continue;
       }
@@ -1013,7 +1015,7 @@ TEST(Plan, Sm90KernelNameSaysWhenItGathers) {
     int64_t head_dim, page_size;
     bool gathers;
   };
-  for (const Row& r : {Row{128, 1, true}, Row{128, 3, true}, Row{128, 16, false}, Row{64, 64, false},
+  for (const Row& r : {Row{128, 1, true}, Row{128, 3, true}, Row{128, 16, false}, Row{64, 64, false}, Row{64, 1, true},
                        Row{256, 8, true}, Row{256, 16, false}, Row{256, 64, false}}) {
     if (!head_dim_compiled(r.head_dim)) continue;
     AttentionParams p = dense(r.head_dim, 2048, 2048, true);
@@ -1026,6 +1028,12 @@ TEST(Plan, Sm90KernelNameSaysWhenItGathers) {
     const std::string name = choice.name;
     EXPECT_EQ(name.find(" gather") != std::string::npos, r.gathers)
         << name << ": head_dim " << r.head_dim << ", page_size " << r.page_size;
+    // Head dim 64 gathers on its own tile (sm90::gather_block_n).
+    const int gather_n = r.gathers ? sm90::gather_block_n(r.head_dim) : 0;
+    if (gather_n != 0) {
+      EXPECT_EQ(choice.block_n, gather_n) << name;
+      EXPECT_EQ(name.rfind("sm90 192x96 3wg 2st gather", 0), 0u) << name;
+    }
   }
 }
 

@@ -16,6 +16,7 @@
 
 #include "../common/constants.h"
 #include "../common/softmax.cuh"
+#include "tma_limits.h"
 #include "epilogue.cuh"
 #include "kernel_traits.cuh"
 #include "mainloop.cuh"
@@ -62,8 +63,12 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
   // the consumers 216 (at 56 it spills in the widening).
   constexpr bool kWideProducer = kCache && Traits::kConsumerWarpgroups == 2;
   constexpr bool kWidest = kWideProducer && kFp8 && Traits::kHeadDim <= 128;
-  constexpr int kProducerRegs = kWidest ? 72 : kWideProducer ? 56 : Traits::kProducerRegs;
-  constexpr int kConsumerRegs = kWidest ? 216 : kWideProducer ? 224 : Traits::kConsumerRegs;
+  // The gather's tile beside three consumer warpgroups (gather_block_n):
+  // 56 and 152.
+  constexpr bool kGather3 = kCache && !kFp8 && Traits::kConsumerWarpgroups == 3 &&
+                            Traits::kBlockN == gather_block_n(Traits::kHeadDim);
+  constexpr int kProducerRegs = kWidest ? 72 : kWideProducer ? 56 : kGather3 ? 56 : Traits::kProducerRegs;
+  constexpr int kConsumerRegs = kWidest ? 216 : kWideProducer ? 224 : kGather3 ? 152 : Traits::kConsumerRegs;
   static_assert(128 * kProducerRegs + 128 * Traits::kConsumerWarpgroups * kConsumerRegs <= 65536,
                 "register split exceeds the register file");
 

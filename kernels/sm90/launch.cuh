@@ -87,9 +87,13 @@ cudaError_t run_candidate(const detail::FwdParams& p, MaskVariant mask, cudaStre
     switch (mask) {
       case MaskVariant::kCausal: return run_lse_variant<Traits, true>(p, stream);
       case MaskVariant::kWindow: return run_with_traits<Traits, true, true, false>(p, stream);
-      // One variant for every softcap call: a window of (-1, -1) masks
-      // only the ragged tail, so it serves calls without a window too.
-      case MaskVariant::kScoreMod: return run_lse_variant<Traits, true, false, true, true>(p, stream);
+      // Score modifiers: ALiBi without a softcap and without a left window
+      // edge runs a kernel with neither (kLeft false: Mainloop compiles the
+      // softcap out there); every other call the kernel with both, where a
+      // window of (-1, -1) masks only the ragged tail.
+      case MaskVariant::kScoreMod:
+        if (p.softcap <= 0.f && p.window_left < 0) return run_lse_variant<Traits, true, false, false, true>(p, stream);
+        return run_lse_variant<Traits, true, false, true, true>(p, stream);
       default: return cudaErrorInvalidValue;
     }
   }
@@ -118,14 +122,9 @@ cudaError_t run_fwd(const detail::FwdParams& p, MaskVariant mask, int candidate,
                              : run_masking<kDType, kHeadDim, true>(p, mask, candidate, stream);
 }
 
-// KV-cache calls: one candidate's tiles, every mask variant: candidate 0,
-// or with kFp8 (an fp8 cache) fp8_cache_candidate's.
-template <DType kDType, int kHeadDim, bool kFp8>
-cudaError_t run_cache_kernel(const detail::FwdParams& p, MaskVariant mask, cudaStream_t stream) {
-  using Element = typename ElementOf<kDType>::type;
-  constexpr int kIndex = kFp8 ? fp8_cache_candidate(kHeadDim) : 0;
-  using Tail = CandidateTraits<kHeadDim, false, kIndex, Element>;
-  using Masked = CandidateTraits<kHeadDim, true, kIndex, Element>;
+// One KV-cache kernel per mask variant, on `Tail` (no mask) or `Masked` tiles.
+template <typename Tail, typename Masked, bool kFp8>
+cudaError_t run_cache_variants(const detail::FwdParams& p, MaskVariant mask, cudaStream_t stream) {
   switch (mask) {
     case MaskVariant::kTail: return run_lse_variant<Tail, false, true, false, false, kFp8>(p, stream);
     case MaskVariant::kCausal: return run_lse_variant<Masked, true, true, false, false, kFp8>(p, stream);
@@ -133,6 +132,24 @@ cudaError_t run_cache_kernel(const detail::FwdParams& p, MaskVariant mask, cudaS
     case MaskVariant::kScoreMod: return run_lse_variant<Masked, true, true, true, true, kFp8>(p, stream);
     default: return cudaErrorInvalidValue;
   }
+}
+
+// KV-cache calls: one candidate's tiles, every mask variant: candidate 0,
+// or with kFp8 (an fp8 cache) fp8_cache_candidate's; a paged bf16/fp16
+// cache that the kernel gathers row by row on kGatherBlockM x
+// gather_block_n tiles where that is not 0 (head dim 64).
+template <DType kDType, int kHeadDim, bool kFp8>
+cudaError_t run_cache_kernel(const detail::FwdParams& p, MaskVariant mask, cudaStream_t stream) {
+  using Element = typename ElementOf<kDType>::type;
+  if constexpr (!kFp8 && gather_block_n(kHeadDim) != 0) {
+    if (p.block_table != nullptr && gathers_pages(p.page_size, kHeadDim, gather_block_n(kHeadDim))) {
+      using Gather = FwdTraits<kHeadDim, kGatherBlockM, gather_block_n(kHeadDim), kGatherStages, Element>;
+      return run_cache_variants<Gather, Gather, false>(p, mask, stream);
+    }
+  }
+  constexpr int kIndex = kFp8 ? fp8_cache_candidate(kHeadDim) : 0;
+  return run_cache_variants<CandidateTraits<kHeadDim, false, kIndex, Element>,
+                            CandidateTraits<kHeadDim, true, kIndex, Element>, kFp8>(p, mask, stream);
 }
 
 template <DType kDType, int kHeadDim>

@@ -219,7 +219,11 @@ struct Mainloop {
     if constexpr (kScoreMod) {
       // ALiBi's bias leaves part of itself in `shift`, a row offset (ScoreMod::apply_shifted).
       float shift[2];
-      ScoreMod<true>(p).apply_shifted(
+      ScoreMod<true> mods(p);
+      // The score-modifier kernels without a left window edge serve only
+      // ALiBi calls without a softcap (launch.cuh, run_candidate).
+      if constexpr (!kLeft) mods.prescale = 0.f;
+      mods.apply_shifted(
           s_frag, n_block * kBlockN, lane, [&](int, int hi) { return row(tile, hi) + tile.len_k - tile.len_q; },
           alibi_neg, shift);
       if (tile.needs_mask(n_block)) apply_mask<kLeft>(s_frag, ranges, n_block * kBlockN, lane);
