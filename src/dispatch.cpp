@@ -142,14 +142,14 @@ bool describe(const Plan& plan, const Candidate& c, const AttentionParams& p, Ke
       append_to_name(choice, " fp8");
     } else if (p.block_table != nullptr && sm90::gathers_pages(p.page_size, kernel, choice->block_n)) {
       // A paged cache the kernel copies row by row (GatherProducer) rather
-      // than in TMA boxes, on its own tile where gather_block_n names one.
-      if (const int block_n = sm90::gather_block_n(kernel); block_n != 0) {
-        choice->block_m = sm90::kGatherBlockM;
-        choice->block_n = block_n;
-        choice->warps = sm90::kGatherBlockM / 64;  // consumer warpgroups
-        choice->stages = sm90::kGatherStages;
-        std::snprintf(choice->name, sizeof(choice->name), "sm90 %dx%d %dwg %dst", choice->block_m, choice->block_n,
-                      choice->warps, choice->stages);
+      // than in TMA boxes, on its own tile where gather_tile names one.
+      if (const sm90::GatherTile g = sm90::gather_tile(kernel); g.block_n != 0) {
+        choice->block_m = g.block_m;
+        choice->block_n = g.block_n;
+        choice->warps = g.block_m / 64;  // consumer warpgroups
+        choice->stages = g.stages;
+        std::snprintf(choice->name, sizeof(choice->name), "sm90 %dx%d %dwg %dst", g.block_m, g.block_n,
+                      choice->warps, g.stages);
       }
       append_to_name(choice, " gather");
     }

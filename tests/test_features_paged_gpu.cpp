@@ -82,7 +82,7 @@ std::vector<FeatureRow> paged_rows() {
       t.add("chunked_tiles_pages" + std::to_string(page_size), cfg);
     }
   }
-  // Head dim 64 gathers pages on its own tile (gather_block_n: 96-key
+  // Head dim 64 gathers pages on its own tile (gather_tile: 96-key
   // blocks): its score-modifier kernels, ALiBi alone (no left window edge)
   // and ALiBi with a softcap and a window.
   if (head_dim_compiled(64)) {

@@ -1028,8 +1028,8 @@ TEST(Plan, Sm90KernelNameSaysWhenItGathers) {
     const std::string name = choice.name;
     EXPECT_EQ(name.find(" gather") != std::string::npos, r.gathers)
         << name << ": head_dim " << r.head_dim << ", page_size " << r.page_size;
-    // Head dim 64 gathers on its own tile (sm90::gather_block_n).
-    const int gather_n = r.gathers ? sm90::gather_block_n(r.head_dim) : 0;
+    // Head dim 64 gathers on its own tile (sm90::gather_tile).
+    const int gather_n = r.gathers ? sm90::gather_tile(r.head_dim).block_n : 0;
     if (gather_n != 0) {
       EXPECT_EQ(choice.block_n, gather_n) << name;
       EXPECT_EQ(name.rfind("sm90 192x96 3wg 2st gather", 0), 0u) << name;

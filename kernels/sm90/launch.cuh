@@ -136,14 +136,15 @@ cudaError_t run_cache_variants(const detail::FwdParams& p, MaskVariant mask, cud
 
 // KV-cache calls: one candidate's tiles, every mask variant: candidate 0,
 // or with kFp8 (an fp8 cache) fp8_cache_candidate's; a paged bf16/fp16
-// cache that the kernel gathers row by row on kGatherBlockM x
-// gather_block_n tiles where that is not 0 (head dim 64).
+// cache that the kernel gathers row by row on gather_tile's tile where
+// the head dim has one.
 template <DType kDType, int kHeadDim, bool kFp8>
 cudaError_t run_cache_kernel(const detail::FwdParams& p, MaskVariant mask, cudaStream_t stream) {
   using Element = typename ElementOf<kDType>::type;
-  if constexpr (!kFp8 && gather_block_n(kHeadDim) != 0) {
-    if (p.block_table != nullptr && gathers_pages(p.page_size, kHeadDim, gather_block_n(kHeadDim))) {
-      using Gather = FwdTraits<kHeadDim, kGatherBlockM, gather_block_n(kHeadDim), kGatherStages, Element>;
+  constexpr GatherTile kGather = gather_tile(kHeadDim);
+  if constexpr (!kFp8 && kGather.block_n != 0) {
+    if (p.block_table != nullptr && gathers_pages(p.page_size, kHeadDim, kGather.block_n)) {
+      using Gather = FwdTraits<kHeadDim, kGather.block_m, kGather.block_n, kGather.stages, Element>;
       return run_cache_variants<Gather, Gather, false>(p, mask, stream);
     }
   }

@@ -103,14 +103,17 @@ inline bool gathers_pages(int64_t page_size, int head_dim, int block_n) noexcept
   if (page_size % kPagedRowMultiple != 0) return true;
   return head_dim == 256 && paged_box_rows(page_size, block_n) < 16;
 }
-// The key block of the calls on a paged bf16/fp16 cache that the kernel
-// gathers (gathers_pages), where they have a tile of their own, else 0: at
-// head dim 64 a kGatherBlockM x 96 tile of kGatherStages stages, whose
-// producer has 56 registers beside three consumer warpgroups of 152
-// (fwd_kernel; docs/perf/sm90-kv-cache.md).
-FLASH_TMA_LIMITS_FN constexpr int gather_block_n(int64_t head_dim) noexcept { return head_dim == 64 ? 96 : 0; }
-inline constexpr int kGatherBlockM = 192;
-inline constexpr int kGatherStages = 2;
+// The tile of the calls on a paged bf16/fp16 cache that the kernel gathers
+// (gathers_pages) where they have one of their own (block_n 0: candidate
+// 0's). Head dim 64: 192 x 96, two stages, whose producer has 56 registers
+// beside three consumer warpgroups of 152 (fwd_kernel;
+// docs/perf/sm90-kv-cache.md).
+struct GatherTile {
+  int block_m, block_n, stages;
+};
+FLASH_TMA_LIMITS_FN constexpr GatherTile gather_tile(int64_t head_dim) noexcept {
+  return head_dim == 64 ? GatherTile{192, 96, 2} : GatherTile{0, 0, 0};
+}
 // Null when the Hopper kernel can load a paged cache of these pages, else
 // why not. Conservative: pages of a multiple of 8 keys are held to the TMA
 // coordinate limit even at head dim 256, where some are gathered.
