@@ -1032,7 +1032,7 @@ TEST(Plan, Sm90KernelNameSaysWhenItGathers) {
     const int gather_n = r.gathers ? sm90::gather_tile(r.head_dim).block_n : 0;
     if (gather_n != 0) {
       EXPECT_EQ(choice.block_n, gather_n) << name;
-      EXPECT_EQ(name.rfind("sm90 192x96 3wg 2st gather", 0), 0u) << name;
+      EXPECT_EQ(name.rfind("sm90 192x96 3wg 3st gather", 0), 0u) << name;
     }
   }
 }

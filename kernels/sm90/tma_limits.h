@@ -105,14 +105,14 @@ inline bool gathers_pages(int64_t page_size, int head_dim, int block_n) noexcept
 }
 // The tile of the calls on a paged bf16/fp16 cache that the kernel gathers
 // (gathers_pages) where they have one of their own (block_n 0: candidate
-// 0's). Head dim 64: 192 x 96, two stages, whose producer has 56 registers
+// 0's). Head dim 64: 192 x 96, three stages, whose producer has 56 registers
 // beside three consumer warpgroups of 152 (fwd_kernel;
 // docs/perf/sm90-kv-cache.md).
 struct GatherTile {
   int block_m, block_n, stages;
 };
 FLASH_TMA_LIMITS_FN constexpr GatherTile gather_tile(int64_t head_dim) noexcept {
-  return head_dim == 64 ? GatherTile{192, 96, 2} : GatherTile{0, 0, 0};
+  return head_dim == 64 ? GatherTile{192, 96, 3} : GatherTile{0, 0, 0};
 }
 // Null when the Hopper kernel can load a paged cache of these pages, else
 // why not. Conservative: pages of a multiple of 8 keys are held to the TMA
