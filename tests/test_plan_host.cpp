@@ -870,7 +870,9 @@ TEST(Plan, WorkspaceSizeDoesNotWrap) {
   p.workspace = const_cast<void*>(fake(4));
   p.workspace_bytes = 256;
   EXPECT_FALSE(validate(p).ok());
-  EXPECT_EQ(detail::decode_workspace_bytes(decode_call(128, 1, 1024), 2), size_t{2} * 1 * 32 * 129 * 4);
+  if (head_dim_compiled(128)) {  // the decode kernel's workspace at head dim 128
+    EXPECT_EQ(detail::decode_workspace_bytes(decode_call(128, 1, 1024), 2), size_t{2} * 1 * 32 * 129 * 4);
+  }
 }
 
 // The prefill kernels split the keys too: every float32 accumulation within
