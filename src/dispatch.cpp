@@ -136,21 +136,25 @@ bool describe(const Plan& plan, const Candidate& c, const AttentionParams& p, Ke
     const int kernel = kernel_head_dim(call_head_dim(p.head_dim, p.head_dim_v),
                                        p.kv_dtype != KvDType::kSame ? KernelSet::kFp8 : KernelSet::kSm90);
     if (!sm90::describe_candidate(kernel, plan.mask != MaskVariant::kTail, c.index, choice)) return false;
+    // A paged cache the kernel copies row by row (GatherProducer) rather
+    // than in TMA boxes, on its own tile where gather_tile names one (as
+    // run_cache_kernel decides).
+    const sm90::GatherTile g = sm90::gather_tile(kernel);
+    const bool own_tile = p.kv_dtype == KvDType::kSame && p.block_table != nullptr && g.block_n != 0 &&
+                          sm90::gathers_pages(p.page_size, kernel, g.block_n);
+    if (own_tile) {
+      choice->block_m = g.block_m;
+      choice->block_n = g.block_n;
+      choice->warps = g.block_m / 64;  // consumer warpgroups
+      choice->stages = g.stages;
+      std::snprintf(choice->name, sizeof(choice->name), "sm90 %dx%d %dwg %dst", g.block_m, g.block_n, choice->warps,
+                    g.stages);
+    }
     if (plan.num_splits > 1) append_to_name(choice, " %d splits", plan.num_splits);
     if (p.kv_dtype != KvDType::kSame) {
       // An fp8 cache, widened in shared memory (ConvertProducer).
       append_to_name(choice, " fp8");
-    } else if (p.block_table != nullptr && sm90::gathers_pages(p.page_size, kernel, choice->block_n)) {
-      // A paged cache the kernel copies row by row (GatherProducer) rather
-      // than in TMA boxes, on its own tile where gather_tile names one.
-      if (const sm90::GatherTile g = sm90::gather_tile(kernel); g.block_n != 0) {
-        choice->block_m = g.block_m;
-        choice->block_n = g.block_n;
-        choice->warps = g.block_m / 64;  // consumer warpgroups
-        choice->stages = g.stages;
-        std::snprintf(choice->name, sizeof(choice->name), "sm90 %dx%d %dwg %dst", g.block_m, g.block_n,
-                      choice->warps, g.stages);
-      }
+    } else if (own_tile || (p.block_table != nullptr && sm90::gathers_pages(p.page_size, kernel, choice->block_n))) {
       append_to_name(choice, " gather");
     }
     return true;

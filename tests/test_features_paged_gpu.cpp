@@ -104,7 +104,7 @@ std::vector<FeatureRow> paged_rows() {
         cfg.softcap = 20.f;
         cfg.window_left = 100;
       }
-      cfg.with_lse = true;
+      cfg.with_lse = mods == 1;  // the kernels with and without float32 row sums
       t.add("gather_score_mods_pages" + std::to_string(cfg.page_size), cfg);
     }
   }
