@@ -21,6 +21,21 @@ namespace {
 // batch stride past max_pages_per_seq. Then the Hopper kernel's tiles and
 // producer warps at every head dim, without seqused_k, seqlen_k passed as
 // the allocation, and head dim 256.
+// Chunked prefill on a paged cache read through seqused_k: varlen queries
+// of tile_rotated(shift) lengths, each sequence's keys its queries plus
+// tile_rotated(shift + 3).
+FeatureConfig chunked_paged(DType dtype, int64_t head_dim, int shift, uint64_t seed_index, int64_t page_size) {
+  FeatureConfig cfg = make_config(dtype, head_dim, 8, 2, seed_index);
+  cfg.varlen_q = true;
+  cfg.seqlens_q = tile_rotated(shift);
+  cfg.seqlens_k = tile_rotated(shift + 3);
+  for (size_t i = 0; i < cfg.seqlens_k.size(); ++i) cfg.seqlens_k[i] += cfg.seqlens_q[i];
+  cfg.kv = KvLayout::kPaged;
+  cfg.use_seqused_k = true;
+  cfg.page_size = page_size;
+  return cfg;
+}
+
 std::vector<FeatureRow> paged_rows() {
   FeatureTable t;
   uint64_t seed = kFeatureSeedBase;
@@ -67,14 +82,8 @@ std::vector<FeatureRow> paged_rows() {
     for (int64_t hd : {64, 96, 128, 192, 256}) {
       if (!head_dim_compiled(hd)) continue;
       ++variant;
-      FeatureConfig cfg = make_config(variant % 2 ? DType::kBFloat16 : DType::kFloat16, hd, 8, 2, seed++);
-      cfg.varlen_q = true;
-      cfg.seqlens_q = tile_rotated(variant);
-      cfg.seqlens_k = tile_rotated(variant + 3);
-      for (size_t i = 0; i < cfg.seqlens_k.size(); ++i) cfg.seqlens_k[i] += cfg.seqlens_q[i];
-      cfg.kv = KvLayout::kPaged;
-      cfg.use_seqused_k = true;
-      cfg.page_size = page_size;
+      FeatureConfig cfg =
+          chunked_paged(variant % 2 ? DType::kBFloat16 : DType::kFloat16, hd, variant, seed++, page_size);
       cfg.causal = variant % 3 != 0;
       if (variant % 3 == 2) cfg.window_left = 100;
       if (hd == 128) cfg.softcap = 20.f;
@@ -88,14 +97,7 @@ std::vector<FeatureRow> paged_rows() {
   if (head_dim_compiled(64)) {
     for (int mods = 0; mods < 2; ++mods) {
       ++variant;
-      FeatureConfig cfg = make_config(mods ? DType::kBFloat16 : DType::kFloat16, 64, 8, 2, seed++);
-      cfg.varlen_q = true;
-      cfg.seqlens_q = tile_rotated(variant);
-      cfg.seqlens_k = tile_rotated(variant + 3);
-      for (size_t i = 0; i < cfg.seqlens_k.size(); ++i) cfg.seqlens_k[i] += cfg.seqlens_q[i];
-      cfg.kv = KvLayout::kPaged;
-      cfg.use_seqused_k = true;
-      cfg.page_size = mods ? 3 : 1;
+      FeatureConfig cfg = chunked_paged(mods ? DType::kBFloat16 : DType::kFloat16, 64, variant, seed++, mods ? 3 : 1);
       cfg.causal = true;
       for (int64_t h = 0; h < cfg.heads_q; ++h) {
         cfg.alibi.push_back(std::exp2(-8.f * static_cast<float>(h + 1) / static_cast<float>(cfg.heads_q)));
