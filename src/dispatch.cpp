@@ -139,17 +139,9 @@ bool describe(const Plan& plan, const Candidate& c, const AttentionParams& p, Ke
     // A paged cache the kernel copies row by row (GatherProducer) rather
     // than in TMA boxes, on its own tile where gather_tile names one (as
     // run_cache_kernel decides).
-    const sm90::GatherTile g = sm90::gather_tile(kernel);
-    const bool own_tile = p.kv_dtype == KvDType::kSame && p.block_table != nullptr && g.block_n != 0 &&
-                          sm90::gathers_pages(p.page_size, kernel, g.block_n);
-    if (own_tile) {
-      choice->block_m = g.block_m;
-      choice->block_n = g.block_n;
-      choice->warps = g.block_m / 64;  // consumer warpgroups
-      choice->stages = g.stages;
-      std::snprintf(choice->name, sizeof(choice->name), "sm90 %dx%d %dwg %dst", g.block_m, g.block_n, choice->warps,
-                    g.stages);
-    }
+    const int gather_n = sm90::gather_tile(kernel).block_n;
+    const bool own_tile = p.kv_dtype == KvDType::kSame && p.block_table != nullptr && gather_n != 0 &&
+                          sm90::gathers_pages(p.page_size, kernel, gather_n) && sm90::describe_gather(kernel, choice);
     if (plan.num_splits > 1) append_to_name(choice, " %d splits", plan.num_splits);
     if (p.kv_dtype != KvDType::kSame) {
       // An fp8 cache, widened in shared memory (ConvertProducer).

@@ -67,5 +67,8 @@ bool describe_fp8(int64_t head_dim, bool masked, KernelChoice* choice);
 int num_candidates(int64_t head_dim, bool masked);
 // Describes configuration `index` (source left as is). False if none.
 bool describe_candidate(int64_t head_dim, bool masked, int index, KernelChoice* choice);
+// The tile of the paged calls the kernel gathers at this head dim where
+// they have one of their own (gather_tile, tma_limits.h); false where not.
+bool describe_gather(int64_t head_dim, KernelChoice* choice);
 
 }  // namespace flash::sm90

@@ -5,20 +5,26 @@
 
 #include "api.h"
 #include "kernel_traits.cuh"
+#include "tma_limits.h"
 
 namespace flash::sm90 {
 namespace {
 
+// A tile of block_m x block_n with `stages` K/V stages; `kind` names a
+// kernel family ("" or "fp8 ").
+void describe_tile(int block_m, int block_n, int stages, const char* kind, KernelChoice* c) {
+  c->backend = Backend::kSm90;
+  c->block_m = block_m;
+  c->block_n = block_n;
+  c->warps = block_m / kWarpgroupRows;  // consumer warpgroups
+  c->stages = stages;
+  std::snprintf(c->name, sizeof(c->name), "sm90 %s%dx%d %dwg %dst", kind, block_m, block_n, c->warps, stages);
+}
+
 template <int kHeadDim, bool kMasked, int kIndex>
 void describe(KernelChoice* c) {
   using Tile = CandidateTile<kHeadDim, kMasked, kIndex>;
-  c->backend = Backend::kSm90;
-  c->block_m = Tile::kBlockM;
-  c->block_n = Tile::kBlockN;
-  c->warps = Tile::kBlockM / kWarpgroupRows;  // consumer warpgroups
-  c->stages = Tile::kStages;
-  std::snprintf(c->name, sizeof(c->name), "sm90 %dx%d %dwg %dst", Tile::kBlockM, Tile::kBlockN, c->warps,
-                Tile::kStages);
+  describe_tile(Tile::kBlockM, Tile::kBlockN, Tile::kStages, "", c);
 }
 
 template <int kHeadDim, bool kMasked, int... kIndex>
@@ -35,16 +41,17 @@ bool describe_head_dim(int index, KernelChoice* c) {
 template <int kHeadDim, bool kMasked>
 void describe_fp8_tile(KernelChoice* c) {
   using Tile = Fp8Tile<kHeadDim, kMasked>;
-  c->backend = Backend::kSm90;
-  c->block_m = Tile::kBlockM;
-  c->block_n = Tile::kBlockN;
-  c->warps = Tile::kBlockM / kWarpgroupRows;
-  c->stages = Tile::kStages;
-  std::snprintf(c->name, sizeof(c->name), "sm90 fp8 %dx%d %dwg %dst", Tile::kBlockM, Tile::kBlockN, c->warps,
-                Tile::kStages);
+  describe_tile(Tile::kBlockM, Tile::kBlockN, Tile::kStages, "fp8 ", c);
 }
 
 }  // namespace
+
+bool describe_gather(int64_t head_dim, KernelChoice* choice) {
+  const GatherTile g = gather_tile(head_dim);
+  if (g.block_n == 0) return false;
+  describe_tile(g.block_m, g.block_n, g.stages, "", choice);
+  return true;
+}
 
 bool describe_fp8(int64_t head_dim, bool masked, KernelChoice* choice) {
   switch (head_dim) {

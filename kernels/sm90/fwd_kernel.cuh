@@ -66,7 +66,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
   // A gather tile (gather_tile) of three consumer warpgroups: 56 and 152.
   constexpr bool kGather3 = kCache && !kFp8 && Traits::kConsumerWarpgroups == 3 &&
                             Traits::kBlockN == gather_tile(Traits::kHeadDim).block_n;
-  constexpr int kProducerRegs = kWidest ? 72 : kWideProducer ? 56 : kGather3 ? 56 : Traits::kProducerRegs;
+  constexpr int kProducerRegs = kWidest ? 72 : (kWideProducer || kGather3) ? 56 : Traits::kProducerRegs;
   constexpr int kConsumerRegs = kWidest ? 216 : kWideProducer ? 224 : kGather3 ? 152 : Traits::kConsumerRegs;
   static_assert(128 * kProducerRegs + 128 * Traits::kConsumerWarpgroups * kConsumerRegs <= 65536,
                 "register split exceeds the register file");

@@ -125,3 +125,5 @@ inline const char* paged_problem(int64_t page_size, int64_t num_pages) noexcept 
 }
 
 }  // namespace flash::sm90
+
+#undef FLASH_TMA_LIMITS_FN
