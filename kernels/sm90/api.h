@@ -21,9 +21,10 @@ using detail::MaskVariant;
 template <DType kDType, int kHeadDim>
 cudaError_t run_fwd(const detail::FwdParams& params, MaskVariant mask, int candidate, cudaStream_t stream);
 
-// The same for a call with seqused_k or a paged cache (page_size a
-// multiple of 8, unsplit): candidate 0's tiles, with the KV-cache producer
-// (bf16/fp16 caches; fp8 ones: run_fwd_cache_fp8).
+// The same for a call with seqused_k or a paged cache (any page size,
+// unsplit): candidate 0's tiles, with the KV-cache producer, or where the
+// kernel gathers the pages and gather_tile (tma_limits.h) names a tile,
+// that one (bf16/fp16 caches; fp8 ones: run_fwd_cache_fp8).
 // Defined in instantiations/fwd_cache_*.cu.
 template <DType kDType, int kHeadDim>
 cudaError_t run_fwd_cache(const detail::FwdParams& params, MaskVariant mask, cudaStream_t stream);
