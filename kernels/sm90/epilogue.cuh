@@ -25,7 +25,10 @@
 namespace flash::sm90 {
 
 // kSplit: the split-KV kernel, whose tiles store partial results (store_partial).
-template <typename Traits, bool kSplit = false>
+// kRereadRowOffset: store_lse reads a varlen tile's first row from
+// cu_seqlens_q again instead of keeping tile.q_start live across the key
+// loop; set where the mask's bit words need that register (Mainloop::kMaskWords).
+template <typename Traits, bool kSplit = false, bool kRereadRowOffset = false>
 struct Epilogue {
   using Element = typename Traits::Element;
   using Smem = SmemLayout<Traits>;
@@ -183,7 +186,8 @@ struct Epilogue {
   __device__ __forceinline__ void store_lse(const Tile& tile, const float (&lse)[2]) const {
     if (p.lse == nullptr || lane % 4 != 0) return;
     float* lse_row = p.cu_seqlens_q != nullptr
-                         ? p.lse + static_cast<int64_t>(tile.head) * p.cu_seqlens_q[p.batch] + tile.q_start
+                         ? p.lse + static_cast<int64_t>(tile.head) * p.cu_seqlens_q[p.batch] +
+                               (kRereadRowOffset ? p.cu_seqlens_q[tile.batch] : tile.q_start)
                          : p.lse + (static_cast<int64_t>(tile.batch) * p.heads_q + tile.head) * p.seqlen_q;
 #pragma unroll
     for (int hi = 0; hi < 2; ++hi) {

@@ -113,7 +113,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
   const int num_units = scheduler.num_units(p);
   const int wg = warpgroup - 1;
   const Loop loop(smem, p, wg, per_thread_kv);
-  const Epilogue<Traits, kSplit> epilogue(params, smem, wg);
+  const Epilogue<Traits, kSplit, Loop::kMaskWords> epilogue(params, smem, wg);
   Turns<Loop::kPingpong, Traits::kConsumerWarpgroups> turns{wg};
   typename Loop::OTile o;
   OnlineSoftmax<1> softmax;

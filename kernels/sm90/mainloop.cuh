@@ -86,6 +86,11 @@ struct Mainloop {
   // rebuilds them (docs/perf/sm90-pingpong-and-lazy-max.md).
   static constexpr bool kDescriptorAdd = kHeadDim != 64;
   static constexpr bool kFp8In = Traits::kFp8In;
+  // An fp8 cache at head dim 128 and up waits for K_j and V_{j-1} before
+  // S's wgmma and fences once (docs/perf/sm90-kv-cache.md: +1% at hd128,
+  // +3.5% at hd256; -1.7% at hd64 and level on gathered bf16 pages, which
+  // keep a fence per block).
+  static constexpr bool kFenceAhead = kFp8 && kHeadDim >= 128;
   using STile = float[kBlockN / 2];
   using PTile = uint32_t[kBlockN / (kFp8In ? 32 : 16)][4];
   using OTile = float[kOCols / 2];
@@ -109,14 +114,31 @@ struct Mainloop {
         desc_q(smem_descriptor(smem_q_wg, 0)),
         gathered(gathered_) {}
 
-  // Waits for the CTA's j-th K or V block. Rows gathered with cp.async, or
-  // widened from fp8 by the producer's stores, are generic-proxy writes:
-  // the fence makes them visible to wgmma's async proxy reads.
+  // The per-element mask: bit words in masked kernels without a left edge
+  // or a KV cache (causal and right-window calls; their epilogue reads the
+  // varlen LSE offset again to free the register the words need). The
+  // per-column form elsewhere: with a left edge, in the KV-cache kernels
+  // (whose hd64 consumers would hold one register more than they have),
+  // and for the sequence tail of unmasked kernels.
+  static constexpr bool kMaskWords = kMasked && !kLeft && !kCache;
+  template <typename Frag>
+  __device__ __forceinline__ void mask(Frag& s_frag, const RowRange<1>& ranges, int col0) const {
+    if constexpr (!kMaskWords) {
+      apply_mask<kLeft>(s_frag, ranges, col0, lane);
+    } else {
+      apply_right_mask_words(s_frag, ranges, col0, lane);
+    }
+  }
+
+  // Whether the consumers fence K/V blocks: rows gathered with cp.async,
+  // or widened from fp8 by the producer's stores, are generic-proxy
+  // writes, and the fence makes them visible to wgmma's async-proxy reads.
+  __device__ __forceinline__ bool fences_kv() const { return kCache && gathered; }
+
+  // Waits for the CTA's j-th K or V block (and fences it, fences_kv()).
   __device__ __forceinline__ void wait_kv(Barrier full, int j) const {
     mbarrier_wait(smem.bar(full, Smem::stage_of(j)), Smem::parity_of(j));
-    if constexpr (kCache) {
-      if (gathered) fence_proxy_async_smem();
-    }
+    if (fences_kv()) fence_proxy_async_smem();
   }
 
   // S = Q_i K_j^T: both operands K-major; K advances 16 elements (32 bytes)
@@ -226,11 +248,11 @@ struct Mainloop {
       mods.apply_shifted(
           s_frag, n_block * kBlockN, lane, [&](int, int hi) { return row(tile, hi) + tile.len_k - tile.len_q; },
           alibi_neg, shift);
-      if (tile.needs_mask(n_block)) apply_mask<kLeft>(s_frag, ranges, n_block * kBlockN, lane);
+      if (tile.needs_mask(n_block)) mask(s_frag, ranges, n_block * kBlockN);
       return softmax.template update_shifted<Traits::kLazyMax, Traits::kLseSums, true>(s_frag, scale_log2,
                                                                                        correction, shift);
     } else {
-      if (tile.needs_mask(n_block)) apply_mask<kLeft>(s_frag, ranges, n_block * kBlockN, lane);
+      if (tile.needs_mask(n_block)) mask(s_frag, ranges, n_block * kBlockN);
       return softmax.template update<Traits::kLazyMax, Traits::kLseSums, Traits::kPOffsetLog2, Traits::kLazyLog2>(
           s_frag, scale_log2, correction);
     }
@@ -390,11 +412,21 @@ struct Mainloop {
     for (int i = 1; i < n; ++i) {
       const int cur = kv_count + i;
       const int prev = cur - 1;
-      wait_kv(Barrier::kKFull, cur);
+      // kFenceAhead: a fenced pair of blocks is waited for and fenced once,
+      // ahead of both GEMMs, so the fence (MEMBAR.ALL.CTA in SASS) never
+      // sits between S's wgmma and P V's.
+      const bool fence_ahead = kFenceAhead && fences_kv();
+      if (fence_ahead) {
+        mbarrier_wait(smem.bar(Barrier::kKFull, Smem::stage_of(cur)), Smem::parity_of(cur));
+        mbarrier_wait(smem.bar(Barrier::kVFull, Smem::stage_of(prev)), Smem::parity_of(prev));
+        fence_proxy_async_smem();
+      } else {
+        wait_kv(Barrier::kKFull, cur);
+      }
       turns.begin();
       wgmma_fence();
       issue_qk(Smem::stage_of(cur), s);
-      wait_kv(Barrier::kVFull, prev);
+      if (!fence_ahead) wait_kv(Barrier::kVFull, prev);
       wgmma_fence();
       issue_pv(Smem::stage_of(prev), pa, o);
       turns.end(last_of_cta && i == n - 1);
