@@ -38,14 +38,18 @@ void check_width() {
 }
 
 TEST(MaskBits, MatchTheColumnRule) {
-  check_width<1>();   // the MLA kernel's narrowest fragments
-  check_width<2>();   // decode: 16 keys a warp
-  check_width<4>();   // decode fp8: 32 keys a warp
+  // kBlockN / 8 of every sm90 tile whose kernels mask with the words
+  // (causal and right-window calls without a KV cache; the FP8 prefill's
+  // 192-key blocks among them), and 17 for a second word of one bit pair.
   check_width<8>();   // 64-key blocks
   check_width<10>();  // 80
+  check_width<12>();  // 96
+  check_width<14>();  // 112
   check_width<16>();  // 128: exactly one word a row
-  check_width<17>();  // 136: a second word with one bit pair
+  check_width<17>();  // 136
+  check_width<20>();  // 160
   check_width<22>();  // 176
+  check_width<24>();  // 192
 }
 
 TEST(MaskBits, FirstBitsClampsItsCount) {

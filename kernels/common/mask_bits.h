@@ -1,4 +1,4 @@
-// The per-element mask's bit words (mask.cuh, apply_mask): plain arithmetic
+// The per-element mask's bit words (mask.cuh, apply_right_mask_words): plain arithmetic
 // with no device code, so host tests can check it against the per-column
 // rule.
 //

@@ -182,12 +182,20 @@ struct Epilogue {
     }
   }
 
+  // A varlen tile's first row in packed Q/O (tile.q_start).
+  __device__ __forceinline__ int varlen_q_start(const Tile& tile) const {
+    if constexpr (kRereadRowOffset) {
+      return p.cu_seqlens_q[tile.batch];
+    } else {
+      return tile.q_start;
+    }
+  }
+
   // Dense: [batch, heads_q, seqlen_q]; varlen: [heads_q, total_q].
   __device__ __forceinline__ void store_lse(const Tile& tile, const float (&lse)[2]) const {
     if (p.lse == nullptr || lane % 4 != 0) return;
     float* lse_row = p.cu_seqlens_q != nullptr
-                         ? p.lse + static_cast<int64_t>(tile.head) * p.cu_seqlens_q[p.batch] +
-                               (kRereadRowOffset ? p.cu_seqlens_q[tile.batch] : tile.q_start)
+                         ? p.lse + static_cast<int64_t>(tile.head) * p.cu_seqlens_q[p.batch] + varlen_q_start(tile)
                          : p.lse + (static_cast<int64_t>(tile.batch) * p.heads_q + tile.head) * p.seqlen_q;
 #pragma unroll
     for (int hi = 0; hi < 2; ++hi) {

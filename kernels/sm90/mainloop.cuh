@@ -87,10 +87,10 @@ struct Mainloop {
   static constexpr bool kDescriptorAdd = kHeadDim != 64;
   static constexpr bool kFp8In = Traits::kFp8In;
   // An fp8 cache at head dim 128 and up waits for K_j and V_{j-1} before
-  // S's wgmma and fences once (docs/perf/sm90-kv-cache.md: +1% at hd128,
-  // +3.5% at hd256; -1.7% at hd64 and level on gathered bf16 pages, which
-  // keep a fence per block).
+  // S's wgmma and fences once (docs/perf/sm90-kv-cache.md: +0.5-2% at
+  // hd128, +3.5-4% at hd256, -1.5-1.8% on hd64's paged rows).
   static constexpr bool kFenceAhead = kFp8 && kHeadDim >= 128;
+  static_assert(!kFenceAhead || kCache, "fp8 caches run on the KV-cache kernel");
   using STile = float[kBlockN / 2];
   using PTile = uint32_t[kBlockN / (kFp8In ? 32 : 16)][4];
   using OTile = float[kOCols / 2];
@@ -119,8 +119,9 @@ struct Mainloop {
   // varlen LSE offset again to free the register the words need). The
   // per-column form elsewhere: with a left edge, in the KV-cache kernels
   // (whose hd64 consumers would hold one register more than they have),
-  // and for the sequence tail of unmasked kernels.
-  static constexpr bool kMaskWords = kMasked && !kLeft && !kCache;
+  // for the sequence tail of unmasked kernels, and in the FP8 prefill,
+  // whose kernels with the words are not measured yet.
+  static constexpr bool kMaskWords = kMasked && !kLeft && !kCache && !kFp8In;
   template <typename Frag>
   __device__ __forceinline__ void mask(Frag& s_frag, const RowRange<1>& ranges, int col0) const {
     if constexpr (!kMaskWords) {
@@ -130,15 +131,14 @@ struct Mainloop {
     }
   }
 
-  // Whether the consumers fence K/V blocks: rows gathered with cp.async,
-  // or widened from fp8 by the producer's stores, are generic-proxy
-  // writes, and the fence makes them visible to wgmma's async-proxy reads.
-  __device__ __forceinline__ bool fences_kv() const { return kCache && gathered; }
-
-  // Waits for the CTA's j-th K or V block (and fences it, fences_kv()).
+  // Waits for the CTA's j-th K or V block. Rows gathered with cp.async, or
+  // widened from fp8 by the producer's stores, are generic-proxy writes:
+  // the fence makes them visible to wgmma's async proxy reads.
   __device__ __forceinline__ void wait_kv(Barrier full, int j) const {
     mbarrier_wait(smem.bar(full, Smem::stage_of(j)), Smem::parity_of(j));
-    if (fences_kv()) fence_proxy_async_smem();
+    if constexpr (kCache) {
+      if (gathered) fence_proxy_async_smem();
+    }
   }
 
   // S = Q_i K_j^T: both operands K-major; K advances 16 elements (32 bytes)
@@ -412,21 +412,20 @@ struct Mainloop {
     for (int i = 1; i < n; ++i) {
       const int cur = kv_count + i;
       const int prev = cur - 1;
-      // kFenceAhead: a fenced pair of blocks is waited for and fenced once,
-      // ahead of both GEMMs, so the fence (MEMBAR.ALL.CTA in SASS) never
-      // sits between S's wgmma and P V's.
-      const bool fence_ahead = kFenceAhead && fences_kv();
-      if (fence_ahead) {
+      // kFenceAhead: K_cur and V_prev are waited for and fenced once, ahead
+      // of both GEMMs, so the fence (MEMBAR.ALL.CTA in SASS) never sits
+      // between S's wgmma and P V's.
+      if constexpr (kFenceAhead) {
         mbarrier_wait(smem.bar(Barrier::kKFull, Smem::stage_of(cur)), Smem::parity_of(cur));
         mbarrier_wait(smem.bar(Barrier::kVFull, Smem::stage_of(prev)), Smem::parity_of(prev));
-        fence_proxy_async_smem();
+        if (gathered) fence_proxy_async_smem();
       } else {
         wait_kv(Barrier::kKFull, cur);
       }
       turns.begin();
       wgmma_fence();
       issue_qk(Smem::stage_of(cur), s);
-      if (!fence_ahead) wait_kv(Barrier::kVFull, prev);
+      if constexpr (!kFenceAhead) wait_kv(Barrier::kVFull, prev);
       wgmma_fence();
       issue_pv(Smem::stage_of(prev), pa, o);
       turns.end(last_of_cta && i == n - 1);

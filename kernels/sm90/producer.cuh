@@ -390,7 +390,8 @@ struct GatherProducer {
 // wait before it widens, with no barrier among the producer threads. Each
 // thread then arrives on the stage's "full" barrier (initialised to 128
 // arrivals); the consumers fence the async proxy after their wait
-// (Mainloop::wait_kv). Rows past the sequence's keys and columns past the
+// (Mainloop::wait_kv; at head dim 128 and up once for a K and a V block,
+// Mainloop::kFenceAhead). Rows past the sequence's keys and columns past the
 // call's width are zero-filled by the copies, so the consumers need not
 // zero V. The descales are applied by the consumers (scores and O).
 template <typename Traits>
