@@ -88,7 +88,8 @@ struct Mainloop {
   static constexpr bool kFp8In = Traits::kFp8In;
   // An fp8 cache at head dim 128 and up waits for K_j and V_{j-1} before
   // S's wgmma and fences once (docs/perf/sm90-kv-cache.md: +0.5-2% at
-  // hd128, +3.5-4% at hd256, -1.5-1.8% on hd64's paged rows).
+  // hd128, +3.5-4% at hd256, -1.5-1.8% on hd64's paged rows; hd192 not
+  // measured).
   static constexpr bool kFenceAhead = kFp8 && kHeadDim >= 128;
   static_assert(!kFenceAhead || kCache, "fp8 caches run on the KV-cache kernel");
   using STile = float[kBlockN / 2];
