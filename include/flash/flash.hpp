@@ -172,8 +172,8 @@ struct AttentionParams {
   // 64 to 176 keys and may read those entries). page_size is any positive
   // number of keys, 1 included (a power of two saves a division per row);
   // on sm_90 every size runs on the Hopper kernel (a multiple of 8 as TMA
-  // boxes inside a page, others, and pages making 8-row boxes at head dim
-  // 256, gathered row by row).
+  // boxes inside a page, others, and pages making boxes of 8 or 16 rows at
+  // head dim 256, gathered row by row).
   // Sequence b has
   // seqused_k[b] keys, or seqlen_k when seqused_k is null; either must be
   // <= max_pages_per_seq * page_size.

@@ -71,6 +71,12 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
   static_assert(128 * kProducerRegs + 128 * Traits::kConsumerWarpgroups * kConsumerRegs <= 65536,
                 "register split exceeds the register file");
 
+  // Where the head dim has a gather tile of its own (run_cache_kernel),
+  // gathered calls run on it alone and every other cache call elsewhere.
+  constexpr bool kOnGatherTile = is_gather_tile(Traits::kHeadDim, Traits::kBlockM, Traits::kBlockN, Traits::kStages);
+  constexpr bool kGatherOnly = kCache && !kFp8 && kOnGatherTile;
+  constexpr bool kBoxesOnly = kCache && !kFp8 && gather_tile(Traits::kHeadDim).block_n != 0 && !kOnGatherTile;
+
   extern __shared__ unsigned char smem_raw[];
   const SmemLayout<Traits> smem(smem_raw);
   const int warpgroup = threadIdx.x / kWarpgroupThreads;
@@ -96,7 +102,11 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
     if constexpr (kFp8) {
       ConvertProducer<Traits>::run(params, scheduler, smem);
     } else if constexpr (kCache) {
-      if (params.gather_kv) {
+      if constexpr (kGatherOnly) {
+        GatherProducer<Traits>::run(params, scheduler, smem);
+      } else if constexpr (kBoxesOnly) {
+        CacheProducer<Traits>::run(params, scheduler, smem);
+      } else if (params.gather_kv) {
         GatherProducer<Traits>::run(params, scheduler, smem);
       } else {
         CacheProducer<Traits>::run(params, scheduler, smem);

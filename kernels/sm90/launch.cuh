@@ -182,6 +182,15 @@ cudaError_t run_with_traits(const detail::FwdParams& p, cudaStream_t stream) {
   params.common = p;
   params.gather_kv =
       !kFp8 && p.block_table != nullptr && gathers_pages(p.page_size, Traits::kHeadDim, Traits::kBlockN);
+  // A head dim with a gather tile gathers on it alone (run_cache_kernel;
+  // fwd_kernel compiles one paged-cache producer each).
+  if constexpr (kCache && !kFp8) {
+    constexpr bool kOnGatherTile =
+        is_gather_tile(Traits::kHeadDim, Traits::kBlockM, Traits::kBlockN, Traits::kStages);
+    if (gather_tile(Traits::kHeadDim).block_n != 0 && (params.gather_kv != 0) != kOnGatherTile) {
+      return cudaErrorInvalidValue;
+    }
+  }
   params.kv_box_rows = p.block_table != nullptr ? paged_box_rows(p.page_size, Traits::kBlockN) : Traits::kBlockN;
   // The call's head dim: TMA zero-fills the columns of a wider kernel and
   // stores none of them (the gather and the fp8 copies zero-fill them themselves).

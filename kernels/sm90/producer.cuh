@@ -253,8 +253,8 @@ struct CacheProducer {
 };
 
 // The gathering KV-cache producer, for pages TMA cannot box (a page_size
-// that is not a multiple of 8, 1 included) or boxes badly (8-row boxes
-// at head dim 256; gathers_pages, tma_limits.h): all four warps of warpgroup 0
+// that is not a multiple of 8, 1 included) or boxes badly (8- and 16-row
+// boxes at head dim 256; gathers_pages, tma_limits.h): all four warps of warpgroup 0
 // copy each K/V block with cp.async, 16 bytes a lane, into the layout TMA's
 // 128-byte swizzle would have written. Warp w owns rows [w R, w R + R) of a
 // block (R = kBlockN / 4). Lane l looks up row w R + l's page a block ahead
@@ -262,7 +262,11 @@ struct CacheProducer {
 // lanes copy one row (a 16-byte chunk of each 128-byte column block each),
 // four rows a warp, the offsets passed by shuffle. Rows past the sequence's
 // keys and columns past the call's width are zero-filled (source size 0),
-// so the consumers need not zero V. Each thread's cp.async.mbarrier.arrive
+// so the consumers need not zero V. Those checks cost the producer more
+// issue slots than the copies themselves (a block's copies then outlast
+// its GEMMs), so every block of a tile but its last, in a call of whole
+// 64-column blocks, takes a copy path without them (copy_full_block).
+// Each thread's cp.async.mbarrier.arrive
 // completes the stage's "full" barrier, initialised to 128 arrivals
 // (fwd_kernel); the consumers fence the async proxy before wgmma reads the
 // stage (Mainloop::wait_kv).
@@ -323,12 +327,39 @@ struct GatherProducer {
     }
   }
 
+  // copy_block for a block whose rows are all keys of the sequence, in a
+  // call whose rows are whole column blocks wide: no row or column checks,
+  // so a copy costs its share of one shuffled offset and a 64-bit add.
+  __device__ __forceinline__ static void copy_full_block(const unsigned char* base, int64_t offset, uint32_t dst,
+                                                         int warp, int lane) {
+    const int chunk = lane % 8;
+    const int first_row = warp * kRowsPerWarp + lane / 8;
+    const unsigned char* src = base + chunk * 16;
+    const uint32_t row_dst = dst + first_row * kSwizzleBytes;
+    const uint32_t swizzle[2] = {static_cast<uint32_t>((chunk ^ (first_row % 8)) * 16),
+                                 static_cast<uint32_t>((chunk ^ ((first_row + 4) % 8)) * 16)};
+#pragma unroll
+    for (int step = 0; step < kRowsPerWarp / 4; ++step) {
+      const int64_t row_offset = __shfl_sync(0xffffffffu, offset, 4 * step + lane / 8);
+      const unsigned char* row_src = src + row_offset;
+      const uint32_t row = row_dst + step * 4 * kSwizzleBytes + swizzle[step % 2];
+#pragma unroll
+      for (int cb = 0; cb < Traits::kColBlocks; ++cb) {
+        ptx::cp_async_16(row + cb * kBlockN * kSwizzleBytes, row_src + cb * kSwizzleBytes);
+      }
+    }
+  }
+
   template <typename Scheduler>
   __device__ __forceinline__ static void run(const FwdParams& params, const Scheduler& scheduler, const Smem& smem) {
     const detail::FwdParams& p = params.common;
     const int warp = threadIdx.x / 32;
     const int lane = threadIdx.x % 32;
     if (threadIdx.x == 0) prefetch_tensormap(&params.tma_q);
+    // Rows of whole column blocks (no column past the call's width): the
+    // blocks below the tile's last take copy_full_block.
+    const bool whole_rows = p.head_dim == Traits::kColBlocks * kSwizzleColumns &&
+                            p.head_dim_v == Traits::kColBlocks * kSwizzleColumns;
     uint32_t k_cols = 0, v_cols = 0;
 #pragma unroll
     for (int cb = 0; cb < Traits::kColBlocks; ++cb) {
@@ -357,11 +388,21 @@ struct GatherProducer {
           if (i + 1 < tile.n_blocks) next = lookup(p, tile, tile.n_first + tile.n_blocks - 2 - i, warp, lane);
           const int stage = Smem::stage_of(kv_count);
           const uint32_t empty_parity = Smem::parity_of(kv_count) ^ 1;
+          // Blocks run from the tile's last: only the first can hold rows past the keys.
+          const bool full = whole_rows && (tile.n_first + tile.n_blocks - i) * kBlockN <= tile.len_k;
           mbarrier_wait(smem.bar(Barrier::kKEmpty, stage), empty_parity);
-          copy_block(k_base, off.k, k_cols, smem.k(stage), warp, lane);
+          if (full) {
+            copy_full_block(k_base, off.k, smem.k(stage), warp, lane);
+          } else {
+            copy_block(k_base, off.k, k_cols, smem.k(stage), warp, lane);
+          }
           cp_async_mbarrier_arrive(smem.bar(Barrier::kKFull, stage));
           mbarrier_wait(smem.bar(Barrier::kVEmpty, stage), empty_parity);
-          copy_block(v_base, off.v, v_cols, smem.v(stage), warp, lane);
+          if (full) {
+            copy_full_block(v_base, off.v, smem.v(stage), warp, lane);
+          } else {
+            copy_block(v_base, off.v, v_cols, smem.v(stage), warp, lane);
+          }
           cp_async_mbarrier_arrive(smem.bar(Barrier::kVFull, stage));
         }
       }

@@ -82,8 +82,8 @@ inline TmaTensors tma_tensors(const detail::FwdParams& p) noexcept {
 // paged_box_rows(page_size, kBlockN) rows, each inside one page. A box
 // must start on an 8-row boundary of the 128-byte swizzle (1024 bytes) and
 // its page coordinate is a signed 32-bit TMA coordinate. Pages of any other
-// size, and pages making 8-row boxes at head dim 256, are gathered row by
-// row with cp.async instead (gathers_pages).
+// size, and pages making boxes of 8 or 16 rows at head dim 256, are
+// gathered row by row with cp.async instead (gathers_pages).
 inline constexpr int64_t kPagedRowMultiple = 8;
 inline int paged_box_rows(int64_t page_size, int block_n) noexcept {
   int64_t a = page_size, b = block_n;
@@ -96,12 +96,12 @@ inline int paged_box_rows(int64_t page_size, int block_n) noexcept {
 }
 // Whether the kernel of `head_dim` and `block_n`-key blocks gathers a
 // paged cache's rows with cp.async instead of loading TMA boxes: for pages
-// TMA cannot box, and at head dim 256 for 8-row boxes (64 copies a K/V block; boxes of
-// 16 rows measure faster than the gather there, those of 8 are not
-// measured; docs/perf/sm90-kv-cache.md).
+// TMA cannot box, and at head dim 256 for boxes of fewer than 32 rows
+// (16-key pages gather at 0.85 of the dense call, box at 0.78;
+// docs/perf/sm90-kv-cache.md).
 inline bool gathers_pages(int64_t page_size, int head_dim, int block_n) noexcept {
   if (page_size % kPagedRowMultiple != 0) return true;
-  return head_dim == 256 && paged_box_rows(page_size, block_n) < 16;
+  return head_dim == 256 && paged_box_rows(page_size, block_n) < 32;
 }
 // The tile of the calls on a paged bf16/fp16 cache that the kernel gathers
 // (gathers_pages) where they have one of their own (block_n 0: candidate
@@ -113,6 +113,13 @@ struct GatherTile {
 };
 FLASH_TMA_LIMITS_FN constexpr GatherTile gather_tile(int64_t head_dim) noexcept {
   return head_dim == 64 ? GatherTile{192, 96, 3} : GatherTile{0, 0, 0};
+}
+// Whether a KV-cache kernel of this tile is the head dim's gather tile.
+// Where one exists, only it gathers and it does nothing else, so each
+// kernel compiles one paged-cache producer (fwd_kernel).
+FLASH_TMA_LIMITS_FN constexpr bool is_gather_tile(int64_t head_dim, int block_m, int block_n, int stages) noexcept {
+  return gather_tile(head_dim).block_n == block_n && gather_tile(head_dim).block_m == block_m &&
+         gather_tile(head_dim).stages == stages;
 }
 // Null when the Hopper kernel can load a paged cache of these pages, else
 // why not. Conservative: pages of a multiple of 8 keys are held to the TMA
