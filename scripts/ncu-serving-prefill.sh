@@ -13,8 +13,9 @@
 # HD (default 128), CACHES (default paged16; any of dense, seqused, paged1,
 # paged16, paged64, paged256), KVS (cache dtypes, default "bf16
 # bf16-e4m3kv"), CUDA_ARCHS (default 90a). Each row's report is
-# ncu_<kv>_<cache>.ncu-rep, its summary ncu_<kv>_<cache>.txt and its
-# per-SASS-line stall samples source_<kv>_<cache>.csv.gz.
+# ncu_hd<HD>_<kv>_<cache>.ncu-rep, its summary ncu_hd<HD>_<kv>_<cache>.txt
+# and its per-SASS-line stall samples source_hd<HD>_<kv>_<cache>.csv.gz, so
+# runs of several head dims can share OUT.
 set -uo pipefail
 OUT=${OUT:-$PWD/ncu-serving-prefill-out}
 mkdir -p "$OUT"
@@ -31,7 +32,7 @@ BENCH=${FLASH_BENCH:-$BUILD_DIR/bench/flash_bench}
 LIB=$(dirname "$(dirname "$BENCH")")/libflash.a
 for kv in $KVS; do
   for cache in $CACHES; do
-    name=${kv}_$cache
+    name=hd${HD}_${kv}_$cache
     # The dense row has no e4m3 form.
     [[ $kv == *e4m3* && $cache == dense ]] && continue
     ncu --clock-control none -k regex:fwd_kernel --launch-skip 1 --launch-count 1 --section SpeedOfLight \

@@ -7,9 +7,11 @@ report) and splits its lines into the producer's (from each
 USETMAXREG.DEALLOC to the next USETMAXREG.TRY_ALLOC, in address order) and
 the consumers' (the rest). Prints, per role, the samples, the warp
 instructions executed and the stall reasons' shares, then the lines with
-the most samples.
+the most samples. Out-of-line code that the compiler places after the
+producer's (the slow paths of either role's mbarrier waits) counts as the
+producer's: read the barrier a spin line waits on before crediting it.
 
-  scripts/ncu-stalls-by-role.py source_bf16-e4m3kv_paged16.csv.gz [lines]
+  scripts/ncu-stalls-by-role.py source_hd128_bf16-e4m3kv_paged16.csv.gz [lines]
 """
 import collections
 import csv
