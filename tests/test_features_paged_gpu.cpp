@@ -113,7 +113,8 @@ std::vector<FeatureRow> paged_rows() {
   // The Hopper KV-cache producer's warps (CacheProducer) at every head dim:
   // pages of 16 and 32 keys make 2 to 16 boxes a column block, shared by up
   // to four warps; ragged with seqused_k (16) and equal lengths without it,
-  // pages shuffled (32).
+  // pages shuffled (32). At head dim 256 the 16-key pages are gathered
+  // (GatherProducer, whole blocks and the ragged last one).
   for (int64_t page_size : {16, 32}) {
     for (int64_t hd : {64, 96, 128, 192, 256}) {
       if (!head_dim_compiled(hd)) continue;

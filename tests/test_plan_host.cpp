@@ -990,7 +990,7 @@ TEST(Plan, DecodeSplitsLongKeysForAccuracy) {
 
 // How the Hopper kernel loads a paged cache: TMA boxes inside a page where
 // pages hold a multiple of 8 keys, a cp.async gather for other sizes, and
-// the gather at head dim 256 where boxes would hold 8 rows.
+// the gather at head dim 256 where boxes would hold 8 or 16 rows.
 TEST(Plan, Sm90GathersPagesTmaCannotBoxWell) {
   struct Row {
     int64_t page_size;

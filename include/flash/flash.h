@@ -166,7 +166,10 @@ typedef struct flash_attention_params {
    * [num_pages, page_size, heads_kv, head_dim] (k/v_batch_stride: the stride
    * between pages) and key j of sequence b lives in page
    * block_table[b * block_table_batch_stride + j / page_size], row
-   * j % page_size. Device memory; page_size any positive number of keys. */
+   * j % page_size. Device memory; page_size any positive number of keys.
+   * Every entry for keys below a sequence's length must be in
+   * [0, num_pages) (flash.hpp says more); another value there is undefined
+   * behaviour (wrong output, or a memory fault). */
   const int32_t* block_table;
   int64_t block_table_batch_stride; /* int32 entries between sequences' rows of block_table */
   int64_t max_pages_per_seq;        /* entries per row of block_table */
