@@ -170,8 +170,8 @@ struct AttentionParams {
   // keys below the sequence's length must be in [0, num_pages), also for
   // pages wholly outside a sliding window (the kernels load whole blocks of
   // 64 to 176 keys and may read those entries); another value there is
-  // undefined behaviour (wrong output, or a memory fault). page_size is any positive
-  // number of keys, 1 included (a power of two saves a division per row);
+  // undefined behaviour (wrong output, or a memory fault). page_size is any
+  // positive number of keys, 1 included (a power of two saves a division per row);
   // on sm_90 every size runs on the Hopper kernel (a multiple of 8 as TMA
   // boxes inside a page, others, and pages making boxes of 8 or 16 rows at
   // head dim 256, gathered row by row).
