@@ -55,9 +55,9 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
 
   // The KV-cache producer (up to four warps issuing page boxes, or four
   // gathering rows) needs more registers than the dense one's single thread: with two
-  // consumer warpgroups it takes 56 and they 224 (128 * 56 + 256 * 224 <=
-  // 65536). With fewer it spills inside the gather's copy loop
-  // (docs/perf/sm90-kv-cache.md).
+  // consumer warpgroups it takes 56 and they 224 (128 * 56 + 256 * 224 =
+  // 384 * 168, the CTA's launch allocation: FwdTraits::kLaunchRegs). With
+  // fewer it spills inside the gather's copy loop (docs/perf/sm90-kv-cache.md).
   // An fp8 cache's producer (ConvertProducer) holds two pairs' e4m3 chunks
   // and their widened values at once: at head dims up to 128 it takes 72 and
   // the consumers 216 (at 56 it spills in the widening).
@@ -68,8 +68,9 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
                             Traits::kBlockN == gather_tile(Traits::kHeadDim).block_n;
   constexpr int kProducerRegs = kWidest ? 72 : (kWideProducer || kGather3) ? 56 : Traits::kProducerRegs;
   constexpr int kConsumerRegs = kWidest ? 216 : kWideProducer ? 224 : kGather3 ? 152 : Traits::kConsumerRegs;
-  static_assert(128 * kProducerRegs + 128 * Traits::kConsumerWarpgroups * kConsumerRegs <= 65536,
-                "register split exceeds the register file");
+  static_assert(128 * kProducerRegs + 128 * Traits::kConsumerWarpgroups * kConsumerRegs <=
+                    Traits::kNThreads * Traits::kLaunchRegs,
+                "register split exceeds the CTA's launch allocation");
 
   // Where the head dim has a gather tile of its own (run_cache_kernel),
   // gathered calls run on it alone and every other cache call elsewhere.

@@ -27,7 +27,13 @@ struct FwdTraits {
   static constexpr int kConsumerWarps = 4 * kConsumerWarpgroups;
   static constexpr int kNThreads = 128 * (kConsumerWarpgroups + 1);
   // setmaxnreg: the producer gives registers back so the consumers, which
-  // hold S and O in registers, can have more. 128*P + 128*kCWG*C <= 65536.
+  // hold S and O in registers, can have more. It moves registers within
+  // what the CTA was launched with (kLaunchRegs a thread, the most
+  // __launch_bounds__(kNThreads, 1) allows, a multiple of 8: 168 for two
+  // consumer warpgroups, 128 for three); a split that asks for more leaves
+  // the consumers' setmaxnreg.inc waiting for ever. So 128*P + 128*kCWG*C
+  // <= kNThreads * kLaunchRegs (64,512 or 65,536).
+  static constexpr int kLaunchRegs = 65536 / kNThreads / 8 * 8;
   static constexpr int kProducerRegs = kConsumerWarpgroups == 2 ? 24 : 32;
   static constexpr int kConsumerRegs = kConsumerWarpgroups == 2 ? 240 : 160;
   // Pingpong: the consumer warpgroups take turns issuing their GEMMs, so
@@ -127,8 +133,8 @@ struct FwdTraits {
   static_assert(kBlockN % 16 == 0 && kBlockN <= 256, "kBlockN must be a multiple of 16, at most 256 (wgmma N)");
   static_assert(kBlockN % 8 == 0 && kBlockM <= 256, "TMA boxes are at most 256 rows");
   static_assert(kStages >= 2, "the K/V rings need two stages to overlap loads with compute");
-  static_assert(128 * kProducerRegs + 128 * kConsumerWarpgroups * kConsumerRegs <= 65536,
-                "register split exceeds the register file");
+  static_assert(128 * kProducerRegs + 128 * kConsumerWarpgroups * kConsumerRegs <= kNThreads * kLaunchRegs,
+                "register split exceeds the CTA's launch allocation");
   static_assert(kSmemBytes <= kMaxSmemPerBlock, "tiles do not fit in shared memory");
   static_assert(kOPasses * kOStageColBlocks == kColBlocks, "O is staged in equal parts");
 };
@@ -152,6 +158,7 @@ struct Fp8FwdTraits {
   static constexpr int kConsumerWarpgroups = kBlockM / 64;
   static constexpr int kConsumerWarps = 4 * kConsumerWarpgroups;
   static constexpr int kNThreads = 128 * (kConsumerWarpgroups + 1);
+  static constexpr int kLaunchRegs = 65536 / kNThreads / 8 * 8;  // as FwdTraits
   static constexpr int kProducerRegs = kConsumerWarpgroups == 2 ? 24 : 32;
   static constexpr int kConsumerRegs = kConsumerWarpgroups == 2 ? 240 : 160;
   template <bool kMasked>
@@ -215,8 +222,8 @@ struct Fp8FwdTraits {
   static_assert(kBlockM % 64 == 0 && (kConsumerWarpgroups == 2 || kConsumerWarpgroups == 3),
                 "two or three consumer warpgroups of 64 query rows");
   static_assert(kStages >= 2, "the K/V rings need two stages to overlap loads with compute");
-  static_assert(128 * kProducerRegs + 128 * kConsumerWarpgroups * kConsumerRegs <= 65536,
-                "register split exceeds the register file");
+  static_assert(128 * kProducerRegs + 128 * kConsumerWarpgroups * kConsumerRegs <= kNThreads * kLaunchRegs,
+                "register split exceeds the CTA's launch allocation");
   static_assert(kSchedSeqs >= 32 && kSmemBytes <= kMaxSmemPerBlock, "tiles do not fit in shared memory");
 };
 
