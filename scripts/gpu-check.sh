@@ -50,8 +50,10 @@
 # BENCH_ARGS (extra flash_bench flags), SERVING_ARGS (extra flags of the
 # serving phase, e.g. --serving_head_dims=128), BENCH_BACKENDS (default auto; e.g.
 # "auto sm80"), DECODE_ARGS (extra flags of the decode phase, e.g.
-# "--backend=sm80"), TEST_FILTER (gtest filter), SANITIZE_FILTER and
-# SANITIZE_TIMEOUT (see scripts/sanitize.sh).
+# "--backend=sm80"), TEST_FILTER (gtest filter), TEST_TIMEOUT (seconds the
+# GPU test binaries get, default 400: a kernel that hangs costs that, not
+# the whole device call; the summary names the test it hung in),
+# SANITIZE_FILTER and SANITIZE_TIMEOUT (see scripts/sanitize.sh).
 set -uo pipefail
 
 OUT=${OUT:-$PWD/gpu-check-out}
@@ -94,12 +96,14 @@ if has_phase test; then
   "$BUILD_DIR/tests/flash_host_tests" >"$OUT/host_tests.log" 2>&1
   note "host tests: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ tests?' "$OUT/host_tests.log" | tr '\n' ' ')"
   t0=$(date +%s)
-  "$BUILD_DIR/tests/flash_gpu_tests" --gtest_filter="$TEST_FILTER" >"$OUT/gpu_tests.log" 2>&1
+  timeout "${TEST_TIMEOUT:-400}" "$BUILD_DIR/tests/flash_gpu_tests" --gtest_filter="$TEST_FILTER" >"$OUT/gpu_tests.log" 2>&1
+  [[ $? == 124 ]] && note "gpu tests TIMED OUT after ${TEST_TIMEOUT:-400}s in: $(grep '^\[ RUN' "$OUT/gpu_tests.log" | tail -1)"
   note "gpu tests ($(( $(date +%s) - t0 ))s): $(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ tests?' "$OUT/gpu_tests.log" | tr '\n' ' ')"
   grep -E '^\[  FAILED  \]' "$OUT/gpu_tests.log" | head -20 | tee -a "$SUMMARY"
   if [[ -x "$BUILD_DIR/tests/flash_mla_tests" ]]; then
     t0=$(date +%s)
-    "$BUILD_DIR/tests/flash_mla_tests" >"$OUT/mla_tests.log" 2>&1
+    timeout "${TEST_TIMEOUT:-400}" "$BUILD_DIR/tests/flash_mla_tests" >"$OUT/mla_tests.log" 2>&1
+    [[ $? == 124 ]] && note "mla tests TIMED OUT in: $(grep '^\[ RUN' "$OUT/mla_tests.log" | tail -1)"
     note "mla tests ($(( $(date +%s) - t0 ))s): $(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ tests?' "$OUT/mla_tests.log" | tr '\n' ' ')"
     grep -E '^\[  FAILED  \]' "$OUT/mla_tests.log" | head -20 | tee -a "$SUMMARY"
   fi

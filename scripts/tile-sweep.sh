@@ -15,7 +15,9 @@
 #
 # Prints one table per variant and round (TABLE: the regex of the table's
 # header line, default the standard sweep's "| dtype"; e.g. "| head_dim |
-# cache" with --serving); logs go to $OUT.
+# cache" with --serving); logs go to $OUT, each as it is written. A
+# flash_bench run that takes longer than BENCH_TIMEOUT seconds (default 180:
+# a variant that hangs) is stopped and reported.
 set -uo pipefail
 OUT=${OUT:-$PWD/tile-sweep-out}
 mkdir -p "$OUT"
@@ -58,7 +60,9 @@ done
 cat "$OUT/variants.txt"
 for round in $(seq "$ROUNDS"); do
   for name in "${names[@]}"; do
-    /tmp/variant-$name/build/bench/flash_bench --no-standard ${BENCH_ARGS:-} >"$OUT/bench-$name-$round.log" 2>&1
+    timeout "${BENCH_TIMEOUT:-180}" /tmp/variant-$name/build/bench/flash_bench --no-standard ${BENCH_ARGS:-} \
+      >"$OUT/bench-$name-$round.log" 2>&1
+    [[ $? == 124 ]] && echo "[$name] round $round TIMED OUT after ${BENCH_TIMEOUT:-180}s (a hang?)"
     echo "## $name round $round ($(grep -o 'median: [0-9.]* TFLOP/s' "$OUT/bench-$name-$round.log"))"
     sed -n "/^${TABLE:-| dtype}/,/^\$/p" "$OUT/bench-$name-$round.log" | sed '1,2d' | cut -d'|' -f2-8
   done
