@@ -34,7 +34,9 @@
 #
 # Then the MLA kernels' tests (flash_mla_tests, when built; their quick
 # case list) under memcheck, racecheck and synccheck, filtered to
-# mla_kernel and combine_kernel.
+# mla_kernel and combine_kernel (SANITIZE_MLA_KERNELS: another regex of
+# kernel names, e.g. with SANITIZE_MLA_FILTER='Decode/SplitMerge.*' the
+# decode kernel's own merge: '.*(decode_kernel|combine_kernel|zero_counters_kernel).*').
 #
 # Logs go to $OUT/sanitize-<tool>.log (sanitize-mla-<tool>.log). The last lines printed (also in
 # $OUT/sanitize-summary.txt) are one per tool: its exit code, its summary
@@ -124,7 +126,7 @@ if [[ -x "$MLA_BIN" ]]; then
   for tool in $TOOLS; do
     [[ "$tool" == initcheck ]] && continue
     FLASH_MLA_QUICK=1 run_tool "mla-$tool" "$tool" "$OUT/sanitize-mla-$tool.log" "$MLA_BIN" "$MLA_FILTER" \
-      --kernel-name "regex=.*(mla_kernel|combine_kernel).*"
+      --kernel-name "regex=${SANITIZE_MLA_KERNELS:-.*(mla_kernel|combine_kernel).*}"
   done
 fi
 
