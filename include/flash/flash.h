@@ -178,7 +178,10 @@ typedef struct flash_attention_params {
 
   /* Sliding window relative to the bottom-right diagonal: query row i sees
    * key j iff i + d - window_left <= j <= i + d + window_right, with
-   * d = seqlen_k - seqlen_q; -1 (the default) leaves that side unbounded. */
+   * d = seqlen_k - seqlen_q; -1 (the default) leaves that side unbounded.
+   * K and V rows below a sequence's length must be finite also outside the
+   * window: partly visible blocks are loaded whole and masked, and 0 times
+   * a NaN or infinite V is NaN. */
   int64_t window_left;
   int64_t window_right;
   /* Logit softcap: when > 0, scores become softcap * tanh(score / softcap)

@@ -188,7 +188,10 @@ struct AttentionParams {
   // sequence with seqlen_q rows and seqlen_k keys sees key j iff
   //   i + d - window_left <= j <= i + d + window_right,  d = seqlen_k - seqlen_q;
   // -1 leaves that side unbounded. causal = true is window_right = 0 (then
-  // window_right must be -1 or 0). Blocks wholly outside are skipped.
+  // window_right must be -1 or 0). Blocks wholly outside are skipped; the
+  // keys of a partly visible block are loaded and masked, so K and V rows
+  // below a sequence's length must hold finite values also outside the
+  // window (a masked key's P is 0, but 0 times a NaN or infinite V is NaN).
   int64_t window_left = -1;
   int64_t window_right = -1;
   // Logit softcap: when > 0, scores become softcap * tanh(score / softcap)
