@@ -18,6 +18,13 @@
 # cache" with --serving); logs go to $OUT, each as it is written. A
 # flash_bench run that takes longer than BENCH_TIMEOUT seconds (default 180:
 # a variant that hangs) is stopped and reported.
+#
+# Several flash_bench runs per variant and round: separate their argument
+# lists in BENCH_ARGS with ";;" and give TABLE one regex each, in the same
+# order and separated the same way (one TABLE serves them all). Variants
+# that change disjoint kernels can then share one pair of builds:
+#   BENCH_ARGS="--decode --l2_flush=read;;--fp8_prefill" \
+#   TABLE='| head_dim | L | batch;;| head_dim | causal | fp8' scripts/tile-sweep.sh ...
 set -uo pipefail
 OUT=${OUT:-$PWD/tile-sweep-out}
 mkdir -p "$OUT"
@@ -58,12 +65,21 @@ for spec in "$@"; do
   names+=("$name")
 done
 cat "$OUT/variants.txt"
+IFS=$'\n' read -r -d '' -a arg_sets < <(printf '%s' "${BENCH_ARGS:-}" | sed 's/;;/\n/g'; printf '\0')
+IFS=$'\n' read -r -d '' -a tables < <(printf '%s' "${TABLE:-| dtype}" | sed 's/;;/\n/g'; printf '\0')
+[[ ${#arg_sets[@]} == 0 ]] && arg_sets=("")
 for round in $(seq "$ROUNDS"); do
   for name in "${names[@]}"; do
-    timeout "${BENCH_TIMEOUT:-180}" /tmp/variant-$name/build/bench/flash_bench --no-standard ${BENCH_ARGS:-} \
-      >"$OUT/bench-$name-$round.log" 2>&1
-    [[ $? == 124 ]] && echo "[$name] round $round TIMED OUT after ${BENCH_TIMEOUT:-180}s (a hang?)"
-    echo "## $name round $round ($(grep -o 'median: [0-9.]* TFLOP/s' "$OUT/bench-$name-$round.log"))"
-    sed -n "/^${TABLE:-| dtype}/,/^\$/p" "$OUT/bench-$name-$round.log" | sed '1,2d' | cut -d'|' -f2-8
+    for k in "${!arg_sets[@]}"; do
+      table=${tables[$k]:-${tables[0]}}
+      log="$OUT/bench-$name-$round.log"
+      [[ ${#arg_sets[@]} -gt 1 ]] && log="$OUT/bench-$name-$round-$k.log"
+      # shellcheck disable=SC2086  # the argument list splits on spaces
+      timeout "${BENCH_TIMEOUT:-180}" /tmp/variant-$name/build/bench/flash_bench --no-standard ${arg_sets[$k]} \
+        >"$log" 2>&1
+      [[ $? == 124 ]] && echo "[$name] round $round TIMED OUT after ${BENCH_TIMEOUT:-180}s (a hang?)"
+      echo "## $name round $round${arg_sets[1]+ run $k} ($(grep -o 'median: [0-9.]* TFLOP/s' "$log"))"
+      sed -n "/^${table}/,/^\$/p" "$log" | sed '1,2d' | cut -d'|' -f2-8
+    done
   done
 done
