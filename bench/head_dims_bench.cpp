@@ -30,6 +30,12 @@ constexpr Dims kRows[] = {{64, 0},  {80, 0},  {96, 0},  {112, 0}, {128, 0},
                           {160, 0}, {192, 0}, {192, 128}, {224, 0}, {256, 0}};
 // A row's key in the results: head_dim * 1000 + head_dim_v (0: the same).
 int64_t row_key(const Dims& x) { return x.d * 1000 + x.dv; }
+// The mask and length rows beside them, at head dims 96 and 128: causal at
+// N 16384, and N 2048 (batch 8) causal and not. Their keys add kCausalKey
+// and kShortKey to row_key.
+constexpr int64_t kCausalKey = 1000000, kShortKey = 2000000;
+constexpr int64_t kShortSeqlen = 2048;
+constexpr int64_t kMaskRowDims[] = {96, 128};
 
 bool compiled(int64_t d) {
   const std::vector<int64_t> list = compiled_head_dims();
@@ -52,20 +58,26 @@ struct HeadDimRun {
   double flops = 0.0;
 
   std::string setup(BenchEnv& env, int64_t key) {
-    const int64_t d = key / 1000, dv = key % 1000 != 0 ? key % 1000 : d;
+    const bool causal = (key / kCausalKey) % 2 == 1;
+    const bool short_rows = key / kShortKey != 0;
+    const int64_t dims = key % kCausalKey;
+    const int64_t d = dims / 1000, dv = dims % 1000 != 0 ? dims % 1000 : d;
+    const int64_t n = short_rows ? kShortSeqlen : kSeqlen, batch = kSeqlen / n;
     p.dtype = kRowDtype;
-    p.batch = 1;
-    p.seqlen_q = p.seqlen_k = kSeqlen;
+    p.batch = batch;
+    p.seqlen_q = p.seqlen_k = n;
     p.heads_q = p.heads_kv = kHeads;
     p.head_dim = d;
-    p.head_dim_v = key % 1000;
-    p.causal = false;
+    p.head_dim_v = dims % 1000;
+    p.causal = causal;
     p.backend = env.options.backend;
     p.set_contiguous_bnhd();
-    // 2 * N^2 * heads * (head_dim + head_dim_v): Q K^T and P V.
-    flops = 2.0 * static_cast<double>(kHeads * (d + dv)) * static_cast<double>(kSeqlen) * static_cast<double>(kSeqlen);
-    const size_t elems = static_cast<size_t>(kSeqlen * kHeads * d);
-    const size_t v_elems = static_cast<size_t>(kSeqlen * kHeads * dv);
+    // 2 * N^2 * heads * (head_dim + head_dim_v) a sequence: Q K^T and P V;
+    // half that under a causal mask.
+    flops = 2.0 * static_cast<double>(batch * kHeads * (d + dv)) * static_cast<double>(n) * static_cast<double>(n) *
+            (causal ? 0.5 : 1.0);
+    const size_t elems = static_cast<size_t>(batch * n * kHeads * d);
+    const size_t v_elems = static_cast<size_t>(batch * n * kHeads * dv);
     const std::string err = t.allocate(env, &p, elems, elems, v_elems, v_elems);
     return err.empty() ? attach_workspace(&p, &workspace) : err;
   }
@@ -75,9 +87,16 @@ std::map<int64_t, PrefillFigures>& head_dim_results() {
   static std::map<int64_t, PrefillFigures> rows;
   return rows;
 }
+std::map<int64_t, PrefillFigures>& mask_row_results() {
+  static std::map<int64_t, PrefillFigures> rows;
+  return rows;
+}
 
 void bench_head_dim(benchmark::State& state, BenchEnv* env, int64_t key) {
   bench_prefill<HeadDimRun>(state, env, key, &head_dim_results());
+}
+void bench_mask_row(benchmark::State& state, BenchEnv* env, int64_t key) {
+  bench_prefill<HeadDimRun>(state, env, key, &mask_row_results());
 }
 
 }  // namespace
@@ -90,6 +109,21 @@ void register_head_dim_benchmarks(BenchEnv* env) {
         ->UseManualTime()
         ->Iterations(env->options.flash_iters)
         ->Unit(benchmark::kMillisecond);
+  }
+  for (int64_t d : kMaskRowDims) {
+    if (!compiled(d)) continue;
+    struct Variant {
+      const char* suffix;
+      int64_t key;
+    };
+    for (const Variant& v : {Variant{"/causal", kCausalKey}, Variant{"/2k", kShortKey},
+                             Variant{"/2k/causal", kShortKey + kCausalKey}}) {
+      const std::string name = "head_dims/hd" + std::to_string(d) + v.suffix;
+      benchmark::RegisterBenchmark(name.c_str(), bench_mask_row, env, v.key + d * 1000)
+          ->UseManualTime()
+          ->Iterations(env->options.flash_iters)
+          ->Unit(benchmark::kMillisecond);
+    }
   }
 }
 
@@ -122,6 +156,27 @@ void print_head_dim_summary(std::FILE* out, const BenchEnv& env) {
                   static_cast<long long>(dv));
     std::fprintf(out, "| %s | %s | %.4f | %.1f | %s | %lld | %s |\n", label, fig.config.c_str(), fig.median_ms,
                  fig.tflops, vs128, static_cast<long long>(ran_as), vs_kernel);
+  }
+  const auto& masked = mask_row_results();
+  if (!masked.empty()) {
+    std::fprintf(out,
+                 "\n- the same at head dims 96 and 128, causal at N %lld, and at N %lld (batch %lld) causal and not; "
+                 "causal FLOPs halved\n\n",
+                 static_cast<long long>(kSeqlen), static_cast<long long>(kShortSeqlen),
+                 static_cast<long long>(kSeqlen / kShortSeqlen));
+    std::fprintf(out, "| head_dim | N | causal | kernel | ms | TFLOP/s | / hd128 |\n");
+    std::fprintf(out, "|---|---|---|---|---|---|---|\n");
+    for (const auto& [key, fig] : masked) {
+      const int64_t d = key % kCausalKey / 1000;
+      const auto same128 = masked.find(key - d * 1000 + 128 * 1000);
+      char vs128[16] = "-";
+      if (same128 != masked.end() && same128->second.tflops > 0.0) {
+        std::snprintf(vs128, sizeof(vs128), "%.2f", fig.tflops / same128->second.tflops);
+      }
+      std::fprintf(out, "| %lld | %lld | %s | %s | %.4f | %.1f | %s |\n", static_cast<long long>(d),
+                   static_cast<long long>(key / kShortKey != 0 ? kShortSeqlen : kSeqlen),
+                   (key / kCausalKey) % 2 == 1 ? "yes" : "no", fig.config.c_str(), fig.median_ms, fig.tflops, vs128);
+    }
   }
   std::fflush(out);
 }
