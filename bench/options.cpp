@@ -165,7 +165,7 @@ const char* usage() {
          "                              standard-attention rows apply it too; 0 or at least 1e-6)\n"
          "  --lse                       the sweep's flash rows also write the log-sum-exp (float32; default: none,\n"
          "                              as an inference forward pass; at head_dim 64 the Hopper kernel is then\n"
-         "                              the variant that keeps float32 row sums, as it always is with --softcap)\n"
+         "                              the variant that keeps float32 row sums, with --softcap too)\n"
          "  --serving                   run the serving rows (bench/serving_bench.h), ratios to the dense call beside\n"
          "                              each row: chunked prefill, bf16, heads 32/8, batch 4, 2048 new causal queries\n"
          "                              against 16384 cached keys on a dense cache, a dense cache with seqused_k (room\n"

@@ -44,7 +44,9 @@ typedef enum flash_kv_dtype {
 
 /* Which kernel family runs a call. */
 typedef enum flash_backend {
-  FLASH_BACKEND_AUTO = 0, /* the Hopper kernel on sm_90 where it supports the shape, else the sm80 kernel */
+  FLASH_BACKEND_AUTO = 0, /* the decode kernel for seqlen_q <= 16, fp8-cache calls it splits, head dim 512 and MLA
+                             off sm_90; otherwise the Hopper kernel on sm_90 where it supports the shape, else the
+                             sm80 kernel */
   FLASH_BACKEND_SM80 = 1, /* the FlashAttention-2 mma.sync kernel (sm_80 and newer) */
   FLASH_BACKEND_SM90 = 2, /* the Hopper wgmma/TMA kernel (sm_90 with an sm_90a build; runs head dims on 64, 96, 128, 192, 256) */
   FLASH_BACKEND_DECODE = 3 /* the split-KV decode kernel (mma.sync, sm_80 and newer; short queries: seqlen_q <= 16;

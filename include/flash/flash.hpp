@@ -32,7 +32,8 @@ enum class KvDType : int32_t {
 
 // Which kernel family runs a call.
 enum class Backend : int32_t {
-  kAuto = 0,  // the Hopper kernel on sm_90 where it supports the shape, else the sm80 kernel
+  kAuto = 0,  // the decode kernel for seqlen_q <= 16, fp8-cache calls it splits, head dim 512 and MLA off
+              // sm_90; otherwise the Hopper kernel on sm_90 where it supports the shape, else the sm80 kernel
   kSm80 = 1,  // the FlashAttention-2 mma.sync kernel (sm_80 and newer)
   kSm90 = 2,  // the Hopper wgmma/TMA kernel (sm_90 with an sm_90a build; runs head dims on 64, 96, 128, 192, 256)
   kDecode = 3,  // the split-KV decode kernel (mma.sync, sm_80 and newer); for short queries (kAuto takes it
@@ -169,7 +170,7 @@ struct AttentionParams {
   // j % page_size. block_table is device memory, int32; every entry for
   // keys below the sequence's length must be in [0, num_pages), also for
   // pages wholly outside a sliding window (the kernels load whole blocks of
-  // 64 to 176 keys and may read those entries); another value there is
+  // 32 to 176 keys and may read those entries); another value there is
   // undefined behaviour (wrong output, or a memory fault). page_size is any
   // positive number of keys, 1 included (a power of two saves a division per row);
   // on sm_90 every size runs on the Hopper kernel (a multiple of 8 as TMA
@@ -230,16 +231,19 @@ struct AttentionParams {
   // (Backend::kDecode, any seqlen_q; sm_80 and newer), which turns the bytes
   // into the dtype in registers, or, unsplit, on the Hopper kernel
   // (Backend::kSm90; dense, varlen, seqused_k and paged caches of any page
-  // size), which widens them to fp16 in shared memory and runs both
-  // products on fp16: exactly either way, every e4m3 value is
-  // representable in fp16 and bf16 (the Hopper kernel turns a bf16 Q into
-  // fp16 row by row, scaled by a power of two: exact for every element at
-  // least 2^-32 of its row's largest). Backend::kAuto takes the Hopper
+  // size), which widens them in shared memory: V to fp16, with P V on
+  // fp16, and K to fp16, with Q K^T on fp16, up to head dim 128 (a bf16
+  // call at head dims 192 and 256 widens K to bf16 and keeps Q K^T on
+  // bf16): exactly either way, every e4m3 value is representable in fp16
+  // and bf16 (the Hopper kernel turns a bf16 Q into fp16 row by row, scaled
+  // by a power of two: exact for every element at least 2^-32 of its row's
+  // largest). Backend::kAuto takes the Hopper
   // kernel for calls of more than 16 queries it does not split, the decode
   // kernel for the others; kSm80 refuses fp8. head_dim and head_dim_v must
   // be multiples of 16 and K/V strides multiples of 16 elements (16-byte
   // rows). The NaN encodings (0x7f, 0xff) are not checked: the decode
-  // kernel reads them as +-480, the Hopper kernel as NaN.
+  // kernel, and the Hopper kernel's bf16 K at head dims 192 and 256, read
+  // them as +-480; the Hopper kernel's fp16 widening as NaN.
   // With k_new, the new rows (in dtype) are stored as e4m3(x / descale) of
   // their K/V head, rounded to nearest and saturated at +-448 (keys rotated
   // first).
