@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The patches in docs/history/patches that wait for a GPU, in the order in
+# which they apply together, and the device calls that test and measure
+# them (docs/history/NOTES.md, the latest session's plan). Run on the
+# device machine from the repository root, logs under $OUT:
+#
+#   scripts/queued-patches.sh test   # all applied; the whole suite (gpu-check.sh build test)
+#   scripts/queued-patches.sh ab1    # A/B: decode merge, hd96 tile, ALiBi on the tensor cores
+#   scripts/queued-patches.sh ab2    # A/B: FP8 row sums, longest-first walk, hd256 gather tile
+#   scripts/queued-patches.sh list   # the patch files, one a line
+#
+# `test` changes the working tree (git apply); the A/Bs build copies
+# (scripts/tile-sweep.sh) and leave it alone.
+set -uo pipefail
+PATCHES=(
+  decode-merge-in-kernel            # issue 25: batch-1 decode merges its own splits
+  sm90-longest-first                # issue 29: hd64 causal 4k-16k walk
+  fp8-prefill-row-sums              # issue 27: FP8 prefill row sums on the tensor cores
+  hd256-gather-kernel-on-row-sums   # issue 25: hd256 gather tile 40/232 registers
+  hd96-192x96                       # issue 26: hd96 on three consumer warpgroups
+  alibi-on-tensor-cores-on-five     # issue 26: causal ALiBi's column term on the tensor cores
+)
+dir=docs/history/patches
+files=()
+for p in "${PATCHES[@]}"; do files+=("$dir/2026-12-04-$p.patch"); done
+spec="all:"
+for f in "${files[@]}"; do spec+="@$f;;"; done
+spec=${spec%;;}
+
+case "${1:-}" in
+  list) printf '%s\n' "${files[@]}" ;;
+  test)
+    for f in "${files[@]}"; do git apply "$f" || { echo "$f does not apply"; exit 1; }; done
+    timeout "${TEST_CALL_TIMEOUT:-590}" scripts/gpu-check.sh build test
+    ;;
+  ab1)
+    HEAD_DIMS="64;96;128" ROUNDS=${ROUNDS:-2} BENCH_TIMEOUT=${BENCH_TIMEOUT:-150} \
+      BENCH_ARGS="--decode --decode_head_dims=64,128 --l2_flush=read;;--head_dim_rows --benchmark_filter=head_dims/hd(80|96|128);;--features --benchmark_filter=features/" \
+      TABLE='| head_dim | L | batch;;| head_dim |;;| shape |' \
+      timeout "${AB_CALL_TIMEOUT:-590}" scripts/tile-sweep.sh 'base:' "$spec"
+    ;;
+  ab2)
+    HEAD_DIMS="64;128;256" ROUNDS=${ROUNDS:-2} BENCH_TIMEOUT=${BENCH_TIMEOUT:-150} \
+      BENCH_ARGS="--fp8_prefill;;--dtypes=bf16 --head_dims=64 --seqlens=2048,4096,8192,16384;;--serving --serving_head_dims=256 --benchmark_filter=serving/prefill/bf16/" \
+      TABLE='| head_dim | causal | fp8;;| dtype;;| head_dim | cache' \
+      timeout "${AB_CALL_TIMEOUT:-590}" scripts/tile-sweep.sh 'base:' "$spec"
+    ;;
+  *) sed -n '2,15p' "$0"; exit 2 ;;
+esac
