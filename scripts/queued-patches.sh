@@ -6,7 +6,8 @@
 #
 #   scripts/queued-patches.sh test   # all applied; the whole suite (gpu-check.sh build test)
 #   scripts/queued-patches.sh ab1    # A/B: decode merge, hd96 tile, ALiBi on the tensor cores
-#   scripts/queued-patches.sh ab2    # A/B: FP8 row sums, longest-first walk, hd256 gather tile
+#   scripts/queued-patches.sh ab2    # A/B: FP8 row sums, longest-first walk
+#   scripts/queued-patches.sh ab3    # A/B: hd256 gather tile, fp8-cache Q K^T on e4m3
 #   scripts/queued-patches.sh list   # the patch files, one a line
 #
 # `test` changes the working tree (git apply); the A/Bs build copies
@@ -19,6 +20,7 @@ PATCHES=(
   hd256-gather-kernel-on-row-sums   # issue 25: hd256 gather tile 40/232 registers
   hd96-192x96                       # issue 26: hd96 on three consumer warpgroups
   alibi-on-tensor-cores-on-five     # issue 26: causal ALiBi's column term on the tensor cores
+  fp8-cache-e4m3-qk-on-six          # issue 27: fp8-cache prefill, Q K^T on e4m3, K not widened
 )
 dir=docs/history/patches
 files=()
@@ -41,8 +43,14 @@ case "${1:-}" in
     ;;
   ab2)
     HEAD_DIMS="64;128;256" ROUNDS=${ROUNDS:-2} BENCH_TIMEOUT=${BENCH_TIMEOUT:-150} \
-      BENCH_ARGS="--fp8_prefill;;--dtypes=bf16 --head_dims=64 --seqlens=2048,4096,8192,16384;;--serving --serving_head_dims=256 --benchmark_filter=serving/prefill/bf16/" \
-      TABLE='| head_dim | causal | fp8;;| dtype;;| head_dim | cache' \
+      BENCH_ARGS="--fp8_prefill;;--dtypes=bf16 --head_dims=64 --seqlens=2048,4096,8192,16384" \
+      TABLE='| head_dim | causal | fp8;;| dtype' \
+      timeout "${AB_CALL_TIMEOUT:-590}" scripts/tile-sweep.sh 'base:' "$spec"
+    ;;
+  ab3)
+    HEAD_DIMS="128;256" ROUNDS=${ROUNDS:-2} BENCH_TIMEOUT=${BENCH_TIMEOUT:-150} \
+      BENCH_ARGS="--serving --serving_head_dims=128,256 --benchmark_filter=serving/prefill/" \
+      TABLE='| head_dim | cache' \
       timeout "${AB_CALL_TIMEOUT:-590}" scripts/tile-sweep.sh 'base:' "$spec"
     ;;
   *) sed -n '2,15p' "$0"; exit 2 ;;
