@@ -36,6 +36,15 @@ int64_t row_key(const Dims& x) { return x.d * 1000 + x.dv; }
 constexpr int64_t kCausalKey = 1000000, kShortKey = 2000000;
 constexpr int64_t kShortSeqlen = 2048;
 constexpr int64_t kMaskRowDims[] = {96, 128};
+// A key's parts: head_dim, head_dim_v's field (0: the same), causal, N 2048.
+struct KeyParts {
+  int64_t d, dv_field;
+  bool causal, short_rows;
+};
+KeyParts parts(int64_t key) {
+  const int64_t dims = key % kCausalKey;
+  return {dims / 1000, dims % 1000, (key / kCausalKey) % 2 == 1, key / kShortKey != 0};
+}
 
 bool compiled(int64_t d) {
   const std::vector<int64_t> list = compiled_head_dims();
@@ -58,17 +67,16 @@ struct HeadDimRun {
   double flops = 0.0;
 
   std::string setup(BenchEnv& env, int64_t key) {
-    const bool causal = (key / kCausalKey) % 2 == 1;
-    const bool short_rows = key / kShortKey != 0;
-    const int64_t dims = key % kCausalKey;
-    const int64_t d = dims / 1000, dv = dims % 1000 != 0 ? dims % 1000 : d;
-    const int64_t n = short_rows ? kShortSeqlen : kSeqlen, batch = kSeqlen / n;
+    const KeyParts k = parts(key);
+    const bool causal = k.causal;
+    const int64_t d = k.d, dv = k.dv_field != 0 ? k.dv_field : d;
+    const int64_t n = k.short_rows ? kShortSeqlen : kSeqlen, batch = kSeqlen / n;
     p.dtype = kRowDtype;
     p.batch = batch;
     p.seqlen_q = p.seqlen_k = n;
     p.heads_q = p.heads_kv = kHeads;
     p.head_dim = d;
-    p.head_dim_v = dims % 1000;
+    p.head_dim_v = k.dv_field;
     p.causal = causal;
     p.backend = env.options.backend;
     p.set_contiguous_bnhd();
@@ -167,15 +175,15 @@ void print_head_dim_summary(std::FILE* out, const BenchEnv& env) {
     std::fprintf(out, "| head_dim | N | causal | kernel | ms | TFLOP/s | / hd128 |\n");
     std::fprintf(out, "|---|---|---|---|---|---|---|\n");
     for (const auto& [key, fig] : masked) {
-      const int64_t d = key % kCausalKey / 1000;
-      const auto same128 = masked.find(key - d * 1000 + 128 * 1000);
+      const KeyParts k = parts(key);
+      const auto same128 = masked.find(key - k.d * 1000 + 128 * 1000);
       char vs128[16] = "-";
       if (same128 != masked.end() && same128->second.tflops > 0.0) {
         std::snprintf(vs128, sizeof(vs128), "%.2f", fig.tflops / same128->second.tflops);
       }
-      std::fprintf(out, "| %lld | %lld | %s | %s | %.4f | %.1f | %s |\n", static_cast<long long>(d),
-                   static_cast<long long>(key / kShortKey != 0 ? kShortSeqlen : kSeqlen),
-                   (key / kCausalKey) % 2 == 1 ? "yes" : "no", fig.config.c_str(), fig.median_ms, fig.tflops, vs128);
+      std::fprintf(out, "| %lld | %lld | %s | %s | %.4f | %.1f | %s |\n", static_cast<long long>(k.d),
+                   static_cast<long long>(k.short_rows ? kShortSeqlen : kSeqlen), k.causal ? "yes" : "no",
+                   fig.config.c_str(), fig.median_ms, fig.tflops, vs128);
     }
   }
   std::fflush(out);

@@ -29,6 +29,13 @@ spec="all:"
 for f in "${files[@]}"; do spec+="@$f;;"; done
 spec=${spec%;;}
 
+# One A/B of base against all the patches: head dims to build, then
+# BENCH_ARGS and TABLE as scripts/tile-sweep.sh takes them.
+ab() {
+  HEAD_DIMS="$1" ROUNDS=${ROUNDS:-2} BENCH_TIMEOUT=${BENCH_TIMEOUT:-150} BENCH_ARGS="$2" TABLE="$3" \
+    timeout "${AB_CALL_TIMEOUT:-590}" scripts/tile-sweep.sh 'base:' "$spec"
+}
+
 case "${1:-}" in
   list) printf '%s\n' "${files[@]}" ;;
   test)
@@ -36,22 +43,16 @@ case "${1:-}" in
     timeout "${TEST_CALL_TIMEOUT:-590}" scripts/gpu-check.sh build test
     ;;
   ab1)
-    HEAD_DIMS="64;96;128" ROUNDS=${ROUNDS:-2} BENCH_TIMEOUT=${BENCH_TIMEOUT:-150} \
-      BENCH_ARGS="--decode --decode_head_dims=64,128 --l2_flush=read;;--head_dim_rows --benchmark_filter=head_dims/hd(80|96|128);;--features --benchmark_filter=features/" \
-      TABLE='| head_dim | L | batch;;| head_dim |;;| shape |' \
-      timeout "${AB_CALL_TIMEOUT:-590}" scripts/tile-sweep.sh 'base:' "$spec"
+    ab "64;96;128" \
+      "--decode --decode_head_dims=64,128 --l2_flush=read;;--head_dim_rows --benchmark_filter=head_dims/hd(80|96|128);;--features --benchmark_filter=features/" \
+      '| head_dim | L | batch;;| head_dim |;;| shape |'
     ;;
   ab2)
-    HEAD_DIMS="64;128;256" ROUNDS=${ROUNDS:-2} BENCH_TIMEOUT=${BENCH_TIMEOUT:-150} \
-      BENCH_ARGS="--fp8_prefill;;--dtypes=bf16 --head_dims=64 --seqlens=2048,4096,8192,16384" \
-      TABLE='| head_dim | causal | fp8;;| dtype' \
-      timeout "${AB_CALL_TIMEOUT:-590}" scripts/tile-sweep.sh 'base:' "$spec"
+    ab "64;128;256" "--fp8_prefill;;--dtypes=bf16 --head_dims=64 --seqlens=2048,4096,8192,16384" \
+      '| head_dim | causal | fp8;;| dtype'
     ;;
   ab3)
-    HEAD_DIMS="128;256" ROUNDS=${ROUNDS:-2} BENCH_TIMEOUT=${BENCH_TIMEOUT:-150} \
-      BENCH_ARGS="--serving --serving_head_dims=128,256 --benchmark_filter=serving/prefill/" \
-      TABLE='| head_dim | cache' \
-      timeout "${AB_CALL_TIMEOUT:-590}" scripts/tile-sweep.sh 'base:' "$spec"
+    ab "128;256" "--serving --serving_head_dims=128,256 --benchmark_filter=serving/prefill/" '| head_dim | cache'
     ;;
   *) sed -n '2,15p' "$0"; exit 2 ;;
 esac
