@@ -7,7 +7,7 @@
 #   scripts/queued-patches.sh test   # all applied; the whole suite (gpu-check.sh build test)
 #   scripts/queued-patches.sh ab1    # A/B: decode merge, hd96 tile, ALiBi on the tensor cores
 #   scripts/queued-patches.sh ab2    # A/B: FP8 row sums, longest-first walk
-#   scripts/queued-patches.sh ab3    # A/B: hd256 gather tile, fp8-cache Q K^T on e4m3
+#   scripts/queued-patches.sh ab3    # A/B: hd256 gather tile, fp8-cache Q K^T on e4m3, MLA seesaw
 #   scripts/queued-patches.sh list   # the patch files, one a line
 #
 # `test` changes the working tree (git apply); the A/Bs build copies
@@ -21,6 +21,7 @@ PATCHES=(
   hd96-192x96                       # issue 26: hd96 on three consumer warpgroups
   alibi-on-tensor-cores-on-five     # issue 26: causal ALiBi's column term on the tensor cores
   fp8-cache-e4m3-qk-on-six          # issue 27: fp8-cache prefill, Q K^T on e4m3, K not widened
+  mla-seesaw-on-seven               # issue 26: MLA decode, FlashMLA's seesaw schedule
 )
 dir=docs/history/patches
 files=()
@@ -52,7 +53,8 @@ case "${1:-}" in
       '| head_dim | causal | fp8;;| dtype'
     ;;
   ab3)
-    ab "128;256" "--serving --serving_head_dims=128,256 --benchmark_filter=serving/prefill/" '| head_dim | cache'
+    ab "128;256" "--serving --serving_head_dims=128,256 --benchmark_filter=serving/prefill/;;--mla" \
+      '| head_dim | cache;;| batch | keys | heads'
     ;;
   *) sed -n '2,15p' "$0"; exit 2 ;;
 esac
