@@ -24,29 +24,43 @@ struct MlaKey {
   int64_t batch;
   int64_t keys;
   int64_t heads;
+  bool ragged = false;  // sequence i has keys * (i + 1) / batch keys, not `keys`
 
   bool operator<(const MlaKey& o) const {
-    return std::make_tuple(batch, keys, heads) < std::make_tuple(o.batch, o.keys, o.heads);
+    return std::make_tuple(batch, keys, heads, ragged) < std::make_tuple(o.batch, o.keys, o.heads, o.ragged);
   }
 };
 
 const std::vector<MlaKey>& mla_keys() {
-  static const std::vector<MlaKey> keys = {{64, 8192, 128}, {64, 8192, 16}, {32, 4096, 128}, {1, 32768, 128}};
+  static const std::vector<MlaKey> keys = {
+      {64, 8192, 128}, {64, 8192, 16}, {32, 4096, 128}, {1, 32768, 128}, {64, 16384, 128, true}};
   return keys;
 }
 
 std::string mla_row_name(const MlaKey& key) {
   return "mla/bf16/B" + std::to_string(key.batch) + "/K" + std::to_string(key.keys) + "/H" +
-         std::to_string(key.heads) + "/paged" + std::to_string(kMlaPageSize);
+         std::to_string(key.heads) + "/paged" + std::to_string(kMlaPageSize) + (key.ragged ? "/ragged" : "");
 }
 
-double mla_bytes(const MlaKey& key) {
-  return static_cast<double>(key.batch) * static_cast<double>(key.keys) * kMlaHeadDim * kRowElemBytes;
+// Keys of each sequence (seqused_k).
+std::vector<int32_t> mla_lengths(const MlaKey& key) {
+  std::vector<int32_t> lengths(static_cast<size_t>(key.batch), static_cast<int32_t>(key.keys));
+  if (key.ragged) {
+    for (int64_t i = 0; i < key.batch; ++i) lengths[i] = static_cast<int32_t>(key.keys * (i + 1) / key.batch);
+  }
+  return lengths;
 }
+
+double mla_total_keys(const MlaKey& key) {
+  double total = 0.0;
+  for (int32_t len : mla_lengths(key)) total += len;
+  return total;
+}
+
+double mla_bytes(const MlaKey& key) { return mla_total_keys(key) * kMlaHeadDim * kRowElemBytes; }
 
 double mla_flops(const MlaKey& key) {
-  return 2.0 * static_cast<double>(key.batch) * static_cast<double>(key.heads) * static_cast<double>(key.keys) *
-         (kMlaHeadDim + kMlaHeadDimV);
+  return 2.0 * static_cast<double>(key.heads) * mla_total_keys(key) * (kMlaHeadDim + kMlaHeadDimV);
 }
 
 std::map<MlaKey, PrefillFigures>& mla_results() {
@@ -73,7 +87,7 @@ struct MlaRun {
     p.backend = env.options.backend;
     p.set_contiguous_bnhd();  // V gets K's strides at MLA's shape
     const std::vector<int32_t> pages = make_paged_cache(&p, key.keys, kMlaPageSize);
-    const std::vector<int32_t> lengths(static_cast<size_t>(key.batch), static_cast<int32_t>(key.keys));
+    const std::vector<int32_t> lengths = mla_lengths(key);
     const size_t q_elems = static_cast<size_t>(key.batch * key.heads * kMlaHeadDim);
     const size_t kv_elems = static_cast<size_t>(p.num_pages * kMlaPageSize * kMlaHeadDim);
     std::string err = alloc_filled(env, &q, q_elems, 1, "Q");
@@ -119,8 +133,8 @@ void print_mla_summary(std::FILE* out, const BenchEnv& env) {
     if (it == mla_results().end()) continue;
     const PrefillFigures& f = it->second;
     const double gbps = f.median_ms > 0.0 ? mla_bytes(key) / (f.median_ms * 1e-3) / 1e9 : 0.0;
-    std::fprintf(out, "| %lld | %lld | %lld | %s | %.1f | %.0f | %.3f | %.1f | %.3f |\n",
-                 static_cast<long long>(key.batch), static_cast<long long>(key.keys),
+    std::fprintf(out, "| %lld | %s%lld | %lld | %s | %.1f | %.0f | %.3f | %.1f | %.3f |\n",
+                 static_cast<long long>(key.batch), key.ragged ? "ragged to " : "", static_cast<long long>(key.keys),
                  static_cast<long long>(key.heads), f.config.c_str(), f.median_ms * 1e3, gbps,
                  env.bandwidth_gbps > 0.0 ? gbps / env.bandwidth_gbps : 0.0, f.tflops,
                  env.ceiling_tflops > 0.0 ? f.tflops / env.ceiling_tflops : 0.0);

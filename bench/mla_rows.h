@@ -2,12 +2,16 @@
 // flash::attention_forward: one query token per sequence, head_dim 576,
 // head_dim_v 512, V being the first 512 columns of K's rows (v == k), one
 // K/V head, bf16, a paged cache of 64-key pages handed out in a fixed
-// random order (as the decode rows' paged caches), seqused_k = keys,
-// softmax_scale 1/sqrt(192), splits and workspace of flash's choice.
+// random order (as the decode rows' paged caches), seqused_k = keys (the
+// ragged row's lengths below), softmax_scale 1/sqrt(192), splits and
+// workspace of flash's choice.
 //
 //   Rows "mla/bf16/B<batch>/K<keys>/H<heads>/paged64": batch x keys x heads
 //   64 x 8192 x 128 (the shape), 64 x 8192 x 16, 32 x 4096 x 128
-//   and 1 x 32768 x 128.
+//   and 1 x 32768 x 128; and ".../ragged": a decode batch of unequal
+//   lengths, sequence i of 64 having 16384 (i + 1) / 64 keys (256 to
+//   16384, 8320 on average: the 64 x 8192 row's work, unevenly spread).
+//   GB/s and FLOPs count the keys each sequence has.
 //   Timed as the prefill rows are (bench_prefill): counters median_ms,
 //   TFLOP/s (2 x heads x (576 + 512) per key and sequence) and
 //   frac_ceiling; the label is the kernel configuration.
