@@ -9,6 +9,7 @@
 #include <mutex>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "row_setup.h"
@@ -32,8 +33,8 @@ struct MlaKey {
 };
 
 const std::vector<MlaKey>& mla_keys() {
-  static const std::vector<MlaKey> keys = {
-      {64, 8192, 128}, {64, 8192, 16}, {32, 4096, 128}, {1, 32768, 128}, {64, 16384, 128, true}};
+  static const std::vector<MlaKey> keys = {{64, 8192, 128},        {64, 8192, 16},          {32, 4096, 128},
+                                           {1, 32768, 128},        {64, 16384, 128, true},  {128, 16384, 128, true}};
   return keys;
 }
 
@@ -42,11 +43,18 @@ std::string mla_row_name(const MlaKey& key) {
          std::to_string(key.heads) + "/paged" + std::to_string(kMlaPageSize) + (key.ragged ? "/ragged" : "");
 }
 
-// Keys of each sequence (seqused_k).
+// Keys of each sequence (seqused_k). Ragged: keys * (i + 1) / batch for
+// i = 0 .. batch - 1, in a fixed shuffled order (Fisher-Yates on a 64-bit
+// LCG, so every toolchain deals the same batch).
 std::vector<int32_t> mla_lengths(const MlaKey& key) {
   std::vector<int32_t> lengths(static_cast<size_t>(key.batch), static_cast<int32_t>(key.keys));
   if (key.ragged) {
     for (int64_t i = 0; i < key.batch; ++i) lengths[i] = static_cast<int32_t>(key.keys * (i + 1) / key.batch);
+    uint64_t state = 0x9E3779B97F4A7C15ull;
+    for (int64_t i = key.batch - 1; i > 0; --i) {
+      state = state * 6364136223846793005ull + 1442695040888963407ull;
+      std::swap(lengths[i], lengths[(state >> 33) % static_cast<uint64_t>(i + 1)]);
+    }
   }
   return lengths;
 }

@@ -8,10 +8,12 @@
 //
 //   Rows "mla/bf16/B<batch>/K<keys>/H<heads>/paged64": batch x keys x heads
 //   64 x 8192 x 128 (the shape), 64 x 8192 x 16, 32 x 4096 x 128
-//   and 1 x 32768 x 128; and ".../ragged": a decode batch of unequal
-//   lengths, sequence i of 64 having 16384 (i + 1) / 64 keys (256 to
-//   16384, 8320 on average: the 64 x 8192 row's work, unevenly spread).
-//   GB/s and FLOPs count the keys each sequence has.
+//   and 1 x 32768 x 128; and ".../ragged": decode batches of unequal
+//   lengths, 64 and 128 sequences at 128 heads whose lengths are 16384
+//   (i + 1) / batch for i < batch, shuffled (a fixed order): 256 to 16384
+//   keys, 8320 on average at 64 (the 64 x 8192 row's work, unevenly
+//   spread), the same spread over two waves of CTAs at 128. GB/s and
+//   FLOPs count the keys each sequence has.
 //   Timed as the prefill rows are (bench_prefill): counters median_ms,
 //   TFLOP/s (2 x heads x (576 + 512) per key and sequence) and
 //   frac_ceiling; the label is the kernel configuration.
