@@ -7,7 +7,7 @@
 #   scripts/queued-patches.sh test   # all applied; the whole suite (gpu-check.sh build test)
 #   scripts/queued-patches.sh ab1    # A/B: decode merge, hd96 tile, ALiBi on the tensor cores
 #   scripts/queued-patches.sh ab2    # A/B: FP8 row sums, longest-first walk
-#   scripts/queued-patches.sh ab3    # A/B: hd256 gather tile, fp8-cache Q K^T on e4m3, MLA seesaw
+#   scripts/queued-patches.sh ab3    # A/B: hd256 gather tile, fp8-cache Q K^T on e4m3, MLA seesaw and order
 #   scripts/queued-patches.sh list   # the patch files, one a line
 #
 # `test` changes the working tree (git apply); the A/Bs build copies
@@ -22,6 +22,7 @@ PATCHES=(
   alibi-on-tensor-cores-on-five     # issue 26: causal ALiBi's column term on the tensor cores
   fp8-cache-e4m3-qk-on-six          # issue 27: fp8-cache prefill, Q K^T on e4m3, K not widened
   mla-seesaw-on-seven               # issue 26: MLA decode, FlashMLA's seesaw schedule
+  mla-longest-first-on-eight        # issue 26: MLA decode, ragged batches longest first
 )
 dir=docs/history/patches
 files=()
