@@ -25,7 +25,7 @@ struct MlaKey {
   int64_t batch;
   int64_t keys;
   int64_t heads;
-  bool ragged = false;  // sequence i has keys * (i + 1) / batch keys, not `keys`
+  bool ragged = false;  // lengths keys * (j + 1) / batch, j < batch, shuffled (mla_lengths)
 
   bool operator<(const MlaKey& o) const {
     return std::make_tuple(batch, keys, heads, ragged) < std::make_tuple(o.batch, o.keys, o.heads, o.ragged);

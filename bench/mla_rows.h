@@ -3,7 +3,7 @@
 // head_dim_v 512, V being the first 512 columns of K's rows (v == k), one
 // K/V head, bf16, a paged cache of 64-key pages handed out in a fixed
 // random order (as the decode rows' paged caches), seqused_k = keys (the
-// ragged row's lengths below), softmax_scale 1/sqrt(192), splits and
+// ragged rows' lengths below), softmax_scale 1/sqrt(192), splits and
 // workspace of flash's choice.
 //
 //   Rows "mla/bf16/B<batch>/K<keys>/H<heads>/paged64": batch x keys x heads
