@@ -65,6 +65,7 @@ struct MlaCase {
   float softcap = 0.f;      // a logit softcap (0: none)
   bool alibi = false;       // ALiBi slopes, one per query head
   int heads_kv = 1;         // K/V heads (heads_q / heads_kv query heads each)
+  bool graph = false;       // attention_forward captured in a CUDA graph, replayed twice
   std::string name() const {
     std::string s = dtype == DType::kBFloat16 ? "bf16" : "fp16";
     s += " heads " + std::to_string(heads_q) + " q " + std::to_string(seqlen_q) + " keys";
@@ -77,6 +78,7 @@ struct MlaCase {
     if (softcap > 0.f) s += " softcap " + std::to_string(softcap);
     if (alibi) s += " alibi";
     if (heads_kv > 1) s += " heads_kv " + std::to_string(heads_kv);
+    if (graph) s += " graph";
     return sinks ? s + " sinks" : s;
   }
 };
@@ -84,8 +86,10 @@ struct MlaCase {
 class MlaDecode : public GpuTest {
  protected:
   // attention_forward on `a` with a workspace of its size (kept in
-  // `workspace`), after checking that flash's choice starts with `expected`.
-  void forward(AttentionParams* a, Buf* workspace, const char* expected) {
+  // `workspace`), after checking that flash's choice starts with `expected`;
+  // with `graph`, the call captured in a CUDA graph and the graph launched
+  // twice (the second launch recomputes the same outputs over the first's).
+  void forward(AttentionParams* a, Buf* workspace, const char* expected, bool graph = false) {
     size_t bytes = 0;
     const Status ws = attention_workspace_size(*a, &bytes);
     ASSERT_TRUE(ws.ok()) << ws.message;
@@ -98,8 +102,26 @@ class MlaDecode : public GpuTest {
     const Status qs = query_kernel_choice(*a, &choice);
     ASSERT_TRUE(qs.ok()) << qs.message;
     EXPECT_EQ(std::string(choice.name).rfind(expected, 0), 0u) << choice.name;
+    if (!graph) {
+      const Status s = attention_forward(*a, stream_);
+      ASSERT_TRUE(s.ok()) << s.message;
+      return;
+    }
+    ASSERT_EQ(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeGlobal), cudaSuccess);
     const Status s = attention_forward(*a, stream_);
+    cudaGraph_t captured = nullptr;
+    const cudaError_t end = cudaStreamEndCapture(stream_, &captured);
     ASSERT_TRUE(s.ok()) << s.message;
+    ASSERT_EQ(end, cudaSuccess) << cudaGetErrorString(end);
+    cudaGraphExec_t exec = nullptr;
+    const cudaError_t made = cudaGraphInstantiate(&exec, captured, 0);
+    cudaGraphDestroy(captured);
+    ASSERT_EQ(made, cudaSuccess) << cudaGetErrorString(made);
+    cudaError_t err = cudaGraphLaunch(exec, stream_);
+    if (err == cudaSuccess) err = cudaGraphLaunch(exec, stream_);
+    if (err == cudaSuccess) err = cudaStreamSynchronize(stream_);
+    cudaGraphExecDestroy(exec);
+    ASSERT_EQ(err, cudaSuccess) << cudaGetErrorString(err);
   }
 
   void run(const MlaCase& c, MlaKernel kernel) {
@@ -300,7 +322,8 @@ class MlaDecode : public GpuTest {
       forward(&a, &workspace,
               c.separate_v                       ? "decode hd512"
               : kernel == MlaKernel::kApiDecode ? "decode mla"
-                                                : "sm90 mla");
+                                                : "sm90 mla",
+              c.graph);
       if (HasFatalFailure()) return;
       err = cudaSuccess;
     } else if (kernel == MlaKernel::kSplitD) {
@@ -553,6 +576,10 @@ class MlaDecode : public GpuTest {
       run({dtype, 4, 5, {300, 6, 90}, 3, 1, false, kWide, 0.f, -1, true}, kernel);
       run({dtype, 8, 64, {300}, 64, 1, false, kWide, 0.f, 100, true}, kernel);  // 64 causal queries, windowed
       run({dtype, 8, 1, {700, 33, 1}, 16, 2, true, kWide, 1.f, -1, true, 5.f, true}, kernel);
+      // Through attention_forward in a CUDA graph: splits, so the combine
+      // is captured after the attention kernel (attention_forward only;
+      // the direct launches run uncaptured).
+      run({dtype, 16, 1, {700, 33, 1}, 64, 3, true, kHeadDim, 0.f, -1, false, 0.f, false, 1, true}, kernel);
       if (HasFatalFailure()) return;
     }
   }
