@@ -83,11 +83,10 @@ int main() {
   int pages_per_seq = 0;
   for (int len : kSeqLens) pages_per_seq = std::max(pages_per_seq, (len + kPageSize - 1) / kPageSize);
   const int num_pages = kNumSeqs * pages_per_seq;
-  std::vector<int32_t> pool(num_pages);
-  std::iota(pool.begin(), pool.end(), 0);
+  std::vector<int32_t> table(num_pages);  // one row of pages_per_seq entries per sequence
+  std::iota(table.begin(), table.end(), 0);
   std::mt19937 rng(2025);
-  std::shuffle(pool.begin(), pool.end(), rng);
-  std::vector<int32_t> table(pool);  // one row of pages_per_seq entries per sequence
+  std::shuffle(table.begin(), table.end(), rng);
   const std::vector<int32_t> lens(std::begin(kSeqLens), std::end(kSeqLens));
 
   // Host inputs, uniform in [-1, 1) and rounded to bf16: Q [batch, 1,
@@ -164,6 +163,11 @@ int main() {
     // Every output against a float computation: sequence b, head h scores
     // its q row against the first lens[b] latent rows over 576 columns and
     // sums the rows' first 512 columns with the softmax's weights.
+    // Token j of sequence b's latent row, where the block table puts it.
+    auto latent_row = [&](int b, int j) {
+      const int32_t page = table[b * pages_per_seq + j / kPageSize];
+      return &h_cache[(static_cast<size_t>(page) * kPageSize + j % kPageSize) * kLatent];
+    };
     float max_err = 0.f, max_ref = 0.f;
     for (int b = 0; b < kNumSeqs; ++b) {
       for (int h = 0; h < kHeadsQ; ++h) {
@@ -171,9 +175,7 @@ int main() {
         std::vector<float> p(lens[b]);
         float top = -INFINITY;
         for (int j = 0; j < lens[b]; ++j) {
-          const bf16* row = &h_cache[(static_cast<size_t>(table[b * pages_per_seq + j / kPageSize]) * kPageSize +
-                                      j % kPageSize) *
-                                     kLatent];
+          const bf16* row = latent_row(b, j);
           float dot = 0.f;
           for (int d = 0; d < kLatent; ++d) dot += __bfloat162float(q[d]) * __bfloat162float(row[d]);
           p[j] = dot * params.softmax_scale;
@@ -183,9 +185,7 @@ int main() {
         for (float& x : p) sum += (x = std::exp(x - top));
         std::vector<float> out(kValue, 0.f);
         for (int j = 0; j < lens[b]; ++j) {
-          const bf16* row = &h_cache[(static_cast<size_t>(table[b * pages_per_seq + j / kPageSize]) * kPageSize +
-                                      j % kPageSize) *
-                                     kLatent];
+          const bf16* row = latent_row(b, j);
           for (int d = 0; d < kValue; ++d) out[d] += p[j] / sum * __bfloat162float(row[d]);
         }
         const bf16* got = &h_o[(static_cast<size_t>(b) * kHeadsQ + h) * kValue];
