@@ -33,7 +33,7 @@ for row in $ROWS; do
     --metrics sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active \
     --export "$OUT/ncu_$name" --force-overwrite \
     "$BENCH" --mla --no-standard --flash_iters=2 --gemm_iters=1 --warmup_ms=0 \
-    --benchmark_filter="mla/bf16/$row\$" >"$OUT/ncu_$name.txt" 2>&1
+    --benchmark_filter="mla/bf16/$row/iterations" >"$OUT/ncu_$name.txt" 2>&1
   echo "== $row"
   grep -E "Duration|Memory Throughput|DRAM Throughput|L2 Hit Rate|Compute \(SM\) Throughput|Issue Slots Busy|Executed Ipc Active|No Eligible|Eligible Warps|Warp Cycles Per Issued|hmma|stalled|spends" \
     "$OUT/ncu_$name.txt" | cut -c1-300 | head -30
