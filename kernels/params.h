@@ -42,6 +42,10 @@ struct FwdParams {
   int head_dim_v;
   int num_sms;    // Multiprocessors of the device: bounds a persistent grid.
   int cc_major;   // Compute capability major of the device (programmatic dependent launch from 9).
+  // The sm90 kernel's schedule of a causal call (tile_scheduler.cuh,
+  // UnitMap::section): 0, causal pairs; n > 0, single tiles longest first in
+  // sections of n (batch x head) indices. Set by its launcher.
+  int sched_section;
   // The launch follows the append kernel (kernels/append) on the stream: the
   // decode kernel may then start as its programmatic dependent (sm_90+).
   bool follows_append;

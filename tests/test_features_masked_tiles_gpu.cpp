@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "feature_test.h"
+#include "kernels/sm90/unit_map.h"
 
 namespace flash::test {
 namespace {
@@ -219,6 +220,58 @@ TEST_P(LazyMaxRescalesLate, MatchesReference) {
 INSTANTIATE_TEST_SUITE_P(Features, LazyMaxRescalesLate, ::testing::ValuesIn(lazy_max_rows()), RowName());
 // Every row may be pruned away by FLASH_HEAD_DIMS.
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(LazyMaxRescalesLate);
+
+// ---------------------------------------------------------------- LongestFirstWalk
+
+// Dense causal calls of 192-row tiles with at least 22 query blocks a head
+// walk single tiles longest first in sections of heads, dealt snake-wise,
+// each CTA reading its walk from a table in shared memory
+// (kernels/sm90/unit_map.h, tile_scheduler.cuh). Head dim 64, 23 query
+// blocks: 4300 rows as 64 (batch x head) indices in four sections of 16
+// whose directions alternate, about 11 tiles a CTA on 132 SMs; with more
+// keys than queries and GQA (one section of 64); with fewer keys than
+// queries (rows at the top that see no key, so tiles without blocks on the
+// walk) over 40 indices, sections of 16, 16 and 8; with and without the
+// LSE. Each row's shape is checked to take the walk by the launcher's rule.
+std::vector<FeatureRow> longest_first_rows() {
+  FeatureTable t;
+  if (!head_dim_compiled(64)) return t.rows();
+  uint64_t seed = kFeatureSeedBase + 900;
+  struct Shape {
+    int64_t len_q, len_k, heads_q, heads_kv;
+    bool lse;
+  };
+  int variant = 0;
+  for (const Shape& k : {Shape{4300, 4300, 32, 32, true}, Shape{4300, 5000, 32, 8, false},
+                         Shape{4400, 4000, 20, 20, true}}) {
+    ++variant;
+    FeatureConfig cfg = make_config(variant % 2 ? DType::kBFloat16 : DType::kFloat16, 64, k.heads_q, k.heads_kv, seed++);
+    cfg.causal = true;
+    cfg.with_lse = k.lse;
+    cfg.seqlens_q = {k.len_q, k.len_q};
+    cfg.seqlens_k = {k.len_k, k.len_k};
+    t.add("q" + std::to_string(k.len_q) + "_k" + std::to_string(k.len_k) + "_h" + std::to_string(k.heads_q) + "_" +
+              std::to_string(k.heads_kv),
+          cfg);
+  }
+  return t.rows();
+}
+
+class LongestFirstWalk : public FeatureTest {};
+TEST_P(LongestFirstWalk, MatchesReference) {
+  const FeatureConfig cfg = row_config();
+  const int64_t blocks = (cfg.seqlens_q[0] + 191) / 192;
+  const long long kv_bytes = static_cast<long long>(cfg.seqlens_k[0]) * 2 * cfg.head_dim * 2;
+  EXPECT_GT(sm90::longest_first_section(192, static_cast<int>(blocks),
+                                        static_cast<int>(cfg.heads_q * static_cast<int64_t>(cfg.seqlens_q.size())),
+                                        kv_bytes, static_cast<int>(cfg.heads_q / cfg.heads_kv)),
+            0)
+      << "the launcher's rule no longer walks this shape longest first";
+  check_row();
+}
+INSTANTIATE_TEST_SUITE_P(Features, LongestFirstWalk, ::testing::ValuesIn(longest_first_rows()), RowName());
+// Every row may be pruned away by FLASH_HEAD_DIMS.
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(LongestFirstWalk);
 
 }  // namespace
 }  // namespace flash::test

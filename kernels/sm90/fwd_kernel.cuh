@@ -46,8 +46,7 @@ template <typename Traits, bool kMasked, bool kLeft, bool kScoreMod, bool kSplit
           bool kFp8 = false>
 __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_constant__ FwdParams params) {
   using Element = typename Traits::Element;
-  using Scheduler =
-      TileScheduler<kMasked, kLeft, Traits::kBlockM, Traits::kBlockN, Traits::kSchedSeqs, Traits::kNThreads, kSplit>;
+  using Scheduler = KernelScheduler<Traits, kMasked, kLeft, kScoreMod, kSplit, kCache>;
   static_assert(!(kSplit && kCache), "KV-cache calls are not split");
   static_assert(!kFp8 || kCache, "fp8 caches run on the KV-cache kernel");
   using Loop = Mainloop<Traits, kMasked, kLeft, kScoreMod, kCache, kFp8>;
@@ -131,9 +130,10 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
 
   int kv_count = 0;
   int q_count = 0;
-  for (int u = blockIdx.x; u < num_units; u += gridDim.x) {
+  int slot = 0;
+  for (int u = blockIdx.x; u < num_units; u += gridDim.x, ++slot) {
     for (int k = 0; k < scheduler.tiles_in_unit(u, p); ++k) {
-      const Tile tile = scheduler.tile(u, k, p);
+      const Tile tile = scheduler.tile(u, k, p, slot);
       if (tile.skip) continue;
 #pragma unroll
       for (int i = 0; i < Traits::kOCols / 2; ++i) o[i] = 0.f;
@@ -158,7 +158,8 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
         float row_scale[2] = {k_scale, k_scale};
         loop.convert_q(row_scale);
         turns.open_once();
-        const bool last_of_cta = Loop::kPingpong && !scheduler.template has_work_after<kCache>(u, k, num_units, p);
+        const bool last_of_cta =
+            Loop::kPingpong && !scheduler.template has_work_after<kCache>(u, k, num_units, p, slot);
         loop.template run_tile<kFp8>(tile, ranges, kv_count, o, softmax, turns, last_of_cta, row_scale);
         kv_count += tile.n_blocks;
       }

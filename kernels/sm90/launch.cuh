@@ -36,15 +36,36 @@ cudaError_t launch_fwd(const FwdParams& params, cudaStream_t stream) {
   if (num_m_blocks * p.heads_q * p.batch * splits > INT32_MAX - num_sms || (splits > 1 && rows > INT32_MAX)) {
     return cudaErrorInvalidValue;
   }
+  // Dense causal calls walk their tiles longest first where that balances
+  // the CTAs better than causal pairs (unit_map.h, longest_first_section),
+  // and where each CTA's walk fits the table build() writes.
+  constexpr bool kLongestFirst = kWalksLongestFirst<Traits, kMasked, kLeft, kScoreMod, kSplit, kCache>;
+  using Scheduler = KernelScheduler<Traits, kMasked, kLeft, kScoreMod, kSplit, kCache>;
+  FwdParams run = params;
+  run.common.sched_section = 0;
+  if constexpr (kLongestFirst) {
+    const int64_t heads_x_batch = static_cast<int64_t>(p.heads_q) * p.batch;
+    const int64_t tiles = num_m_blocks * heads_x_batch;
+    const int64_t grid = tiles < num_sms ? tiles : num_sms;
+    const bool fits = grid > 0 && (tiles + grid - 1) / grid <= Scheduler::kSlotCapacity &&
+                      num_m_blocks < (int64_t{1} << Scheduler::kSlotBlockBits) &&
+                      heads_x_batch < (int64_t{1} << (31 - Scheduler::kSlotBlockBits));
+    if (fits && p.cu_seqlens_q == nullptr && p.cu_seqlens_k == nullptr) {
+      const long long kv_bytes = static_cast<long long>(p.seqlen_k) * (p.head_dim + p.head_dim_v) *
+                                 static_cast<long long>(sizeof(typename Traits::Element));
+      run.common.sched_section = longest_first_section(Traits::kBlockM, static_cast<int>(num_m_blocks),
+                                                       static_cast<int>(heads_x_batch), kv_bytes, p.q_per_kv);
+    }
+  }
   const int num_units =
-      TileScheduler<kMasked, kLeft, Traits::kBlockM, Traits::kBlockN, Traits::kSchedSeqs, Traits::kNThreads, kSplit>::units(
-          static_cast<int>(num_m_blocks), p.heads_q * p.batch) * static_cast<int>(splits);
+      Scheduler::units(static_cast<int>(num_m_blocks), p.heads_q * p.batch, run.common.sched_section) *
+      static_cast<int>(splits);
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3(static_cast<unsigned>(num_units < num_sms ? num_units : num_sms));
   config.blockDim = dim3(Traits::kNThreads);
   config.dynamicSmemBytes = kSmemBytes;
   config.stream = stream;
-  const cudaError_t launched = cudaLaunchKernelEx(&config, kernel, params);
+  const cudaError_t launched = cudaLaunchKernelEx(&config, kernel, run);
   if constexpr (kSplit) {
     // Split-KV: merge the partial results, one CTA per (batch, head, query) row.
     if (launched == cudaSuccess && splits > 1) {

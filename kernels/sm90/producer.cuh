@@ -88,9 +88,10 @@ struct Producer {
     prefetch_tensormap(&params.tma_v);
     int kv_count = 0;
     int q_count = 0;
-    for (int u = blockIdx.x; u < num_units; u += gridDim.x) {
+    int slot = 0;
+    for (int u = blockIdx.x; u < num_units; u += gridDim.x, ++slot) {
       for (int k = 0; k < scheduler.tiles_in_unit(u, p); ++k) {
-        const Tile tile = scheduler.tile(u, k, p);
+        const Tile tile = scheduler.tile(u, k, p, slot);
         if (tile.n_blocks == 0) continue;
         const int head_kv = tile.head / p.q_per_kv;
         // The FP8 prefill's V^T: the sequence's first column (fp8_vt.h).

@@ -58,7 +58,26 @@ struct Tile {
 // kMasked: a causal or sliding-window mask; else only the ragged tail.
 // kLeft: the window has a left edge (see fwd_kernel). Masked calls pair tiles as causal ones do (under a sliding
 // window the tiles' costs are about equal anyway).
-template <bool kMasked, bool kLeft, int kBlockM, int kBlockN, int kSchedSeqs, int kNThreads, bool kSplit = false>
+template <bool kMasked, bool kLeft, int kBlockM, int kBlockN, int kSchedSeqs, int kNThreads, bool kSplit = false,
+          bool kLongestFirst = false>
+struct TileScheduler;
+
+// Which fwd_kernel instantiations compile the longest-first walk (kernel
+// and launcher must agree, or their unit counts differ): dense causal
+// bf16/fp16 kernels of 192-row tiles, not the score-modifier, window,
+// split, KV-cache or FP8 prefill ones.
+template <typename Traits, bool kMasked, bool kLeft, bool kScoreMod, bool kSplit, bool kCache>
+inline constexpr bool kWalksLongestFirst =
+    kMasked && !kLeft && !kScoreMod && !kSplit && !kCache && !Traits::kFp8In && Traits::kBlockM == 192;
+
+// The scheduler of fwd_kernel<Traits, kMasked, kLeft, kScoreMod, kSplit, kCache, ...>.
+template <typename Traits, bool kMasked, bool kLeft, bool kScoreMod, bool kSplit, bool kCache>
+using KernelScheduler =
+    TileScheduler<kMasked, kLeft, Traits::kBlockM, Traits::kBlockN, Traits::kSchedSeqs, Traits::kNThreads, kSplit,
+                  kWalksLongestFirst<Traits, kMasked, kLeft, kScoreMod, kSplit, kCache>>;
+
+template <bool kMasked, bool kLeft, int kBlockM, int kBlockN, int kSchedSeqs, int kNThreads, bool kSplit,
+          bool kLongestFirst>
 struct TileScheduler {
   static_assert(kSchedSeqs >= 32 && kSchedSeqs <= kNThreads, "varlen schedule: one sequence per thread");
   int num_m_blocks;    // padded numbering: query blocks of the longest sequence
@@ -78,12 +97,35 @@ struct TileScheduler {
     return p.cu_seqlens_q != nullptr && p.batch <= kSchedSeqs;
   }
 
-  // Padded numbering: every unit of heads_x_batch heads of num_m_blocks blocks.
-  __host__ __device__ static int units(int num_m_blocks, int heads_x_batch) {
-    return UnitMap{num_m_blocks, heads_x_batch, kMasked}.num_units();
+  // kLongestFirst: causal calls on the padded numbering may run longest
+  // first (UnitMap::section; the launcher sets FwdParams::sched_section).
+  // Compiled only into the dense causal kernels of 192-row tiles: not under
+  // a left window edge, where the tiles cost about the same, nor split, nor
+  // into the KV-cache kernels.
+  static_assert(!kLongestFirst || (kMasked && !kSplit), "longest first: causal, unsplit calls only");
+  __device__ __forceinline__ static int section(const detail::FwdParams& p) {
+    return kLongestFirst ? p.sched_section : 0;
+  }
+  // Longest first, the CTA's walk is looked up, not computed: build()
+  // writes slot i's tile (unit blockIdx.x + i * gridDim.x) into the shared
+  // memory of the compact list, (batch x head) << kSlotBlockBits | query
+  // block, so that the consumers' loop carries none of the walk's
+  // divisions. The launcher runs longest first only where the CTA's slots
+  // fit kSlotCapacity and the fields their bits.
+  static constexpr int kSlotCapacity = 2 * (kSchedSeqs + 1);
+  static constexpr int kSlotBlockBits = 12;
+  // The padded numbering's UnitMap.
+  __device__ __forceinline__ UnitMap padded(const detail::FwdParams& p) const {
+    return UnitMap{num_m_blocks, p.heads_q * p.batch, kMasked, section(p), static_cast<int>(gridDim.x)};
+  }
+
+  // Padded numbering: every unit of heads_x_batch heads of num_m_blocks blocks
+  // (`section`: FwdParams::sched_section, as the call runs).
+  __host__ __device__ static int units(int num_m_blocks, int heads_x_batch, int section = 0) {
+    return UnitMap{num_m_blocks, heads_x_batch, kMasked, kLongestFirst ? section : 0}.num_units();
   }
   __device__ __forceinline__ int num_units(const detail::FwdParams& p) const {
-    return (compact(p) ? first_unit[p.batch] : units(num_m_blocks, p.heads_q * p.batch)) * splits(p);
+    return (compact(p) ? first_unit[p.batch] : padded(p).num_units()) * splits(p);
   }
   // Split-KV kernels (kSplit) run calls with num_splits > 1 only; the others have no split code.
   __device__ __forceinline__ static int splits(const detail::FwdParams& p) { return kSplit ? p.num_splits : 1; }
@@ -93,6 +135,19 @@ struct TileScheduler {
   // Builds the compact list when the call qualifies. Every thread of the
   // CTA must call it; it ends with __syncthreads().
   __device__ __forceinline__ void build(const detail::FwdParams& p) const {
+    if (section(p) > 0) {
+      const UnitMap map = padded(p);
+      const int units = map.num_units();
+      for (int i = threadIdx.x; i < kSlotCapacity; i += kNThreads) {
+        const int u = blockIdx.x + i * static_cast<int>(gridDim.x);
+        if (u >= units) break;
+        int bh, m_block;
+        map.locate(u, 0, &bh, &m_block);
+        first_unit[i] = bh << kSlotBlockBits | m_block;
+      }
+      __syncthreads();
+      return;
+    }
     if (!compact(p)) return;
     int* const cost_then_first = first_unit;  // costs first, then the prefix sums
     int* const rank_order = order;
@@ -158,6 +213,7 @@ struct TileScheduler {
 
   __device__ __forceinline__ int tiles_in_unit(int u, const detail::FwdParams& p) const {
     if constexpr (kMasked) {
+      if (section(p) > 0) return 1;
       if constexpr (kSplit) u /= p.num_splits;
       if (compact(p)) {
         const int r = rank_of(u, p.batch);
@@ -167,7 +223,7 @@ struct TileScheduler {
         return UnitMap{m_blocks, p.heads_q, kMasked}.locate(u - first_unit[r], 0, &head, &m_block);
       }
       int bh, m_block;
-      return UnitMap{num_m_blocks, p.heads_q * p.batch, kMasked}.locate(u, 0, &bh, &m_block);
+      return padded(p).locate(u, 0, &bh, &m_block);
     } else {
       (void)u;
       (void)p;
@@ -177,7 +233,14 @@ struct TileScheduler {
 
   // Varlen and seqused_k calls: the sequence's lengths and offsets come
   // from the cu_seqlens / seqused_k arrays (SeqInfo), the mask is per sequence.
+  // Callers whose scheduler cannot walk longest first (the KV-cache producers).
   __device__ __forceinline__ Tile tile(int u, int k, const detail::FwdParams& p) const {
+    static_assert(!kLongestFirst, "a longest-first walk needs the tile's slot");
+    return tile(u, k, p, 0);
+  }
+  // `slot`: u's place in this CTA's walk, (u - blockIdx.x) / gridDim.x
+  // (read longest first only).
+  __device__ __forceinline__ Tile tile(int u, int k, const detail::FwdParams& p, int slot) const {
     Tile t;
     int split = 0;
     if constexpr (kSplit) {
@@ -190,7 +253,13 @@ struct TileScheduler {
       t.batch = order[rank];
     } else {
       int bh;
-      UnitMap{num_m_blocks, p.heads_q * p.batch, kMasked}.locate(u, k, &bh, &t.m_block);
+      if (section(p) > 0) {
+        const int entry = first_unit[slot];
+        bh = entry >> kSlotBlockBits;
+        t.m_block = entry & ((1 << kSlotBlockBits) - 1);
+      } else {
+        padded(p).locate(u, k, &bh, &t.m_block);
+      }
       t.head = bh % p.heads_q;
       t.batch = bh / p.heads_q;
     }
@@ -260,7 +329,8 @@ struct TileScheduler {
   // Whether any tile after (u, k) in this CTA's walk has work. kCache: a
   // KV-cache call, whose seqused_k may leave a sequence without keys.
   template <bool kCache = false>
-  __device__ __forceinline__ bool has_work_after(int u, int k, int num_units, const detail::FwdParams& p) const {
+  __device__ __forceinline__ bool has_work_after(int u, int k, int num_units, const detail::FwdParams& p,
+                                                 int slot) const {
     // Dense, with no left window edge and no more queries than keys: every
     // row sees a key (this tile's do, so seqlen_k > 0), so every tile has
     // work and only the walk's length matters (an unmasked unit is one tile).
@@ -270,11 +340,12 @@ struct TileScheduler {
       return k + 1 < tiles_in_unit(u, p) || u + static_cast<int>(gridDim.x) < num_units;
     }
     for (int k2 = k + 1; k2 < tiles_in_unit(u, p); ++k2) {
-      if (tile(u, k2, p).n_blocks > 0) return true;
+      if (tile(u, k2, p, slot).n_blocks > 0) return true;
     }
-    for (int u2 = u + gridDim.x; u2 < num_units; u2 += gridDim.x) {
+    int slot2 = slot + 1;
+    for (int u2 = u + gridDim.x; u2 < num_units; u2 += gridDim.x, ++slot2) {
       for (int k2 = 0; k2 < tiles_in_unit(u2, p); ++k2) {
-        if (tile(u2, k2, p).n_blocks > 0) return true;
+        if (tile(u2, k2, p, slot2).n_blocks > 0) return true;
       }
     }
     return false;

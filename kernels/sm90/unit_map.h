@@ -28,13 +28,34 @@ namespace flash::sm90 {
 // 2k keys: 11 blocks, 6 units a head, 132 CTAs), and those CTAs idle half
 // the time (docs/perf/sm90-schedule.md).
 // The unit count, and so the grid, does not change: (M + 1) / 2 a head.
+//
+// Longest first (masked, `section` > 0; the padded walk of a causal call
+// only): one tile a unit, dealt so that the CTAs' loads come out about
+// equal at the end instead of within one pair. The (batch x head) indices
+// are cut into sections of `section` (the last may be shorter), whose K/V
+// the launcher sizes to stay in L2 while the section runs. Within a
+// section the tiles go by query block, every head of the section at one
+// block before the next block, the longest block first; every other
+// section runs the other way round (shortest first), so that the list's
+// costs rise and fall without jumps, and the last section is a longest-
+// first one, so the call ends on its shortest tiles. CTA c takes slots c,
+// c + grid, ... as before, and slot u is list entry u in even rounds
+// (u / grid) and the round's entries in reverse in odd ones (a snake):
+// over a falling or rising run of costs two consecutive rounds then give
+// every CTA about the same sum. The unit count is M a head.
 struct UnitMap {
   int num_m_blocks;    // M: query blocks a head
   int heads_x_batch;   // heads_q * batch (the compact varlen walk: one sequence's heads_q)
   bool masked;
+  int section = 0;     // longest first: (batch x head) indices a section (0: causal pairs)
+  int grid = 1;        // longest first: the CTAs dealing the slots (gridDim.x)
+
+  FLASH_UNIT_MAP_FN bool singles() const { return masked && section > 0; }
 
   // Units of one head, counting its middle block when M is odd.
-  FLASH_UNIT_MAP_FN int units_per_head() const { return masked ? (num_m_blocks + 1) / 2 : num_m_blocks; }
+  FLASH_UNIT_MAP_FN int units_per_head() const {
+    return masked && !singles() ? (num_m_blocks + 1) / 2 : num_m_blocks;
+  }
 
   FLASH_UNIT_MAP_FN int num_units() const { return units_per_head() * heads_x_batch; }
 
@@ -42,6 +63,24 @@ struct UnitMap {
   // unit's tile count (1 or 2).
   FLASH_UNIT_MAP_FN int locate(int u, int k, int* bh, int* m_block) const {
     const int m = num_m_blocks;
+    if (singles()) {
+      const int total = m * heads_x_batch;
+      const int round = u / grid;
+      int entry = u;
+      if (round % 2 == 1) {
+        const int in_round = total - round * grid < grid ? total - round * grid : grid;
+        entry = round * grid + in_round - 1 - u % grid;
+      }
+      const int s = entry / (section * m);
+      const int first_head = s * section;
+      const int heads = heads_x_batch - first_head < section ? heads_x_batch - first_head : section;
+      const int q = entry - first_head * m;
+      const int step = q / heads;  // 0 .. M - 1: the section's step through its query blocks
+      *bh = first_head + q % heads;
+      const int sections = (heads_x_batch + section - 1) / section;
+      *m_block = (sections - 1 - s) % 2 == 0 ? m - 1 - step : step;
+      return 1;
+    }
     if (!masked) {
       *bh = u / m;
       *m_block = m - 1 - u % m;
@@ -60,6 +99,26 @@ struct UnitMap {
     return 2;
   }
 };
+
+// The section (UnitMap::section) a dense causal call's padded walk runs
+// longest first with, or 0 for causal pairs: 192-row tiles (head dim 64)
+// with at least kLongestFirstMinBlocks query blocks a head, where the pairs'
+// last round leaves the CTAs' loads furthest apart (up to 6% by
+// scripts/sched-balance-model.py, against about 1% longest first). A
+// section holds the largest power of two of (batch x head) indices whose K
+// and V stay within kLongestFirstL2Bytes (`kv_bytes` of one K/V head,
+// shared by q_per_kv of them), at most all of them: by the model, sections
+// that divide the heads evenly balance best.
+inline constexpr int kLongestFirstMinBlocks = 22;
+inline constexpr long long kLongestFirstL2Bytes = 25ll << 20;
+FLASH_UNIT_MAP_FN int longest_first_section(int block_m, int num_m_blocks, int heads_x_batch, long long kv_bytes,
+                                            int q_per_kv) {
+  if (block_m != 192 || num_m_blocks < kLongestFirstMinBlocks || heads_x_batch < 1 || kv_bytes < 1) return 0;
+  const long long fit = kLongestFirstL2Bytes * q_per_kv / kv_bytes;
+  long long section = 1;
+  while (section * 2 <= fit) section *= 2;
+  return section > heads_x_batch ? heads_x_batch : static_cast<int>(section);
+}
 
 }  // namespace flash::sm90
 
