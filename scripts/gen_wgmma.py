@@ -14,8 +14,9 @@ OUTPUT = "kernels/sm90/wgmma_ops.cuh"
 NS = [32, 48, 64, 72, 80, 96, 112, 128, 160, 176, 192, 256]
 TYPES = {"bf16": "__nv_bfloat16", "f16": "__half"}
 # e4m3 x e4m3 (k32): the FP8 prefill kernel's N, its key blocks for S and
-# its head dims for P V.
-NS_E4M3 = [64, 128, 160, 192, 224, 256]
+# its head dims for P V (72 and 136: head dims 64 and 128 with the eight
+# columns of row sums, Fp8FwdTraits::kRowSumInO).
+NS_E4M3 = [64, 72, 128, 136, 160, 192, 224, 256]
 
 
 def wrapper(n, ptx_type, a_in_regs, k=16, transpose=True):

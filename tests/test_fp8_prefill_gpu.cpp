@@ -435,6 +435,50 @@ TEST_F(Fp8PrefillTest, PeakedAttention) {
   }
 }
 
+// Calls without an LSE at head dims 64 and 128 run the kernels without the
+// softmax's float32 row sums: O is normalised by the sums P V writes into
+// its last eight columns (kRowSumInO), over the ones after each V^T box.
+// Peaked rows (a wrong ones layout or key order could not pass), and
+// spread ones, varlen, with descales; causal and not (the causal tile at
+// 128 has 192-key blocks: three V^T boxes of 64 keys a stage).
+TEST_F(Fp8PrefillTest, NoLseNormalisesByTheTensorCoreSums) {
+  for (int64_t d : {64, 128}) {
+    for (bool causal : {false, true}) {
+      Fp8Case c;
+      c.name = std::string("no_lse_peaked_hd") + std::to_string(d) + (causal ? "_causal" : "");
+      c.head_dim = d;
+      c.heads_q = 4;
+      c.heads_kv = 4;  // PeakedAttention's heads: descales of 2 and 1/2, peaks of about 1/3
+      c.lens_q = {257};
+      c.lens_k = {700};
+      c.max_qk = 2.f;
+      c.softmax_scale = 12.f / std::sqrt(static_cast<float>(d));
+      c.min_peak = 0.3;
+      c.causal = causal;
+      c.with_lse = false;
+      run_case(c);
+      c.name = std::string("no_lse_spread_varlen_hd") + std::to_string(d) + (causal ? "_causal" : "");
+      c.min_peak = 0.0;
+      c.softmax_scale = 1.f / std::sqrt(static_cast<float>(d));
+      c.varlen = true;
+      c.lens_q = {300, 1};
+      c.lens_k = {1000, 389};
+      run_case(c);
+    }
+    // Long rows: 16384 keys a row summed by the e4m3 wgmma into O's sum
+    // columns and its numerator alike.
+    Fp8Case c;
+    c.name = "no_lse_long_hd" + std::to_string(d);
+    c.head_dim = d;
+    c.heads_q = 2;
+    c.heads_kv = 1;
+    c.lens_q = {64};
+    c.lens_k = {16384};
+    c.with_lse = false;
+    run_case(c);
+  }
+}
+
 // Chunked-prefill shapes: fewer queries than keys (bottom-right causal), and
 // more queries than keys (the first rows see no key: O = 0, LSE = -inf).
 TEST_F(Fp8PrefillTest, ChunkedAndEmptyRows) {

@@ -60,9 +60,11 @@ struct Epilogue {
   }
 
   // 1 / l and the LSE of this thread's two rows. With kRowSumInO, O's
-  // columns 64-71 hold each row's whole sum of P as rounded for the GEMM,
-  // so O is normalised by the very weights its numerator used; the LSE
-  // still takes the softmax's float32 sums (a bf16 P is off by up to 2^-9).
+  // columns kHeadDim to kHeadDim + 7 hold each row's whole sum of P as
+  // rounded for the GEMM (bf16, or e4m3 in the FP8 prefill), so O is
+  // normalised by the very weights its numerator used; the LSE still takes
+  // the softmax's float32 sums where the kernel keeps them (a bf16 P is off
+  // by up to 2^-9, an e4m3 one by 2^-4), else O's.
   __device__ __forceinline__ static void finalize(const OTile& o, OnlineSoftmax<1>& softmax, float scale,
                                                   float (&inv_l)[2], float (&lse)[2]) {
     if constexpr (Traits::kRowSumInO) {

@@ -53,6 +53,12 @@ cudaError_t launch_fp8(const detail::FwdParams& p, cudaStream_t stream) {
   if (!ok) return cudaErrorNotSupported;
   const cudaError_t transposed = launch_fp8_transpose_v<Traits::kHeadDim>(p, stream);
   if (transposed != cudaSuccess) return transposed;
+  // Without a log-sum-exp (and without a window's left edge, whose kernel
+  // keeps one variant) the softmax keeps no float32 row sums: O's own
+  // (kRowSumInO) normalise it.
+  if constexpr (Traits::kRowSumInO && !kLeft) {
+    if (p.lse == nullptr) return launch_fwd<typename Traits::WithoutLseSums, kMasked, kLeft, false, false>(params, stream);
+  }
   return launch_fwd<Traits, kMasked, kLeft, false, false>(params, stream);
 }
 

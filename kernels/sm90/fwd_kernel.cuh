@@ -87,7 +87,19 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
   // A gathered or widened K/V block is complete when every producer thread has arrived.
   const bool per_thread_kv = kFp8 || (kCache && params.gather_kv);
   if (threadIdx.x == 0) smem.init_barriers(per_thread_kv ? kWarpgroupThreads : 1);
-  if constexpr (Traits::kRowSumInO) {
+  if constexpr (Traits::kRowSumInO && Traits::kFp8In) {
+    // The eight rows of e4m3 ones (0x38) after each V^T box's head-dim
+    // rows, in every stage (kRowSumInO): P V's last eight columns.
+    constexpr int kOnesRowBytes = 8 * Traits::kVtBoxCols;
+    for (int i = threadIdx.x; i < Traits::kStages * Traits::kVtBoxes * kOnesRowBytes / 16; i += Traits::kNThreads) {
+      const int chunk = i % (kOnesRowBytes / 16);
+      const int box = (i / (kOnesRowBytes / 16)) % Traits::kVtBoxes;
+      const int stage = i / (kOnesRowBytes / 16) / Traits::kVtBoxes;
+      unsigned char* rows = smem.v_bytes(stage) + (box * Traits::kVtRows + Traits::kHeadDim) * Traits::kVtBoxCols;
+      *reinterpret_cast<uint4*>(rows + 16 * chunk) = make_uint4(0x38383838u, 0x38383838u, 0x38383838u, 0x38383838u);
+    }
+    fence_proxy_async_smem();  // generic-proxy stores, read by wgmma
+  } else if constexpr (Traits::kRowSumInO) {
     // The ones block P V reads as its last eight columns (kRowSumInO).
     const uint32_t one2 = ptx::pack2<typename Loop::PVElement>(1.f, 1.f);
     for (int i = threadIdx.x; i < Traits::kOnesBytes / 16; i += Traits::kNThreads) {

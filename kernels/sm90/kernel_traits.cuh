@@ -148,7 +148,7 @@ struct FwdTraits {
 // transposed (V^T, head dim rows of kBlockN keys, in column blocks of
 // kVtBoxCols keys), because e4m3 wgmma reads B only K-major. O is staged for its TMA
 // store in a buffer of its own, in Element.
-template <int kHeadDim_, int kBlockM_, int kBlockN_, int kStages_, typename Element_>
+template <int kHeadDim_, int kBlockM_, int kBlockN_, int kStages_, typename Element_, bool kLseSums_ = true>
 struct Fp8FwdTraits {
   using Element = Element_;
   static constexpr int kHeadDim = kHeadDim_;
@@ -174,11 +174,18 @@ struct Fp8FwdTraits {
   static constexpr bool kLazyMax = kHeadDim_ == 256;
   static constexpr int kLazyLog2 = kHeadDim_ == 256 ? 2 : 8;
   static constexpr int kPOffsetLog2 = kHeadDim_ == 256 ? 6 : 8;
-  static constexpr bool kRowSumInO = false;
-  static constexpr bool kLseSums = true;
+  // Row sums on the tensor cores (head dims 64 and 128), as FwdTraits' at
+  // 64: P V runs eight columns wider, over eight rows of e4m3 ones that
+  // follow each V^T box's head-dim rows in every stage (filled once a
+  // CTA; TMA writes only the first kHeadDim rows), so O's last eight
+  // columns hold each row's sum of P as rounded to e4m3, the weights its
+  // numerator used. A call without a log-sum-exp then runs without the
+  // softmax's float32 sums (WithoutLseSums).
+  static constexpr bool kRowSumInO = kHeadDim_ <= 128;
+  static constexpr bool kLseSums = kLseSums_;
   static constexpr bool kFp8In = true;
-  static constexpr int kOCols = kHeadDim;
-  using WithoutLseSums = Fp8FwdTraits;
+  static constexpr int kOCols = kHeadDim + (kRowSumInO ? 8 : 0);
+  using WithoutLseSums = Fp8FwdTraits<kHeadDim_, kBlockM_, kBlockN_, kStages_, Element_, false>;
   using Fp8QKElement = Element;  // (the fp8 cache kernels' type; unused here)
 
   static constexpr int kInColBlocks = (kHeadDim + 127) / 128;
@@ -188,10 +195,15 @@ struct Fp8FwdTraits {
   static constexpr int kVtBytes = kHeadDim * kBlockN;  // kHeadDim rows of kBlockN one-byte keys
   // V^T's block as TMA boxes of kHeadDim rows of kVtBoxCols keys, each
   // swizzled over its kVtBoxCols-byte rows (128, 64 or 32: the widest that
-  // divides kBlockN), kHeadDim * kVtBoxCols bytes apart in the stage.
+  // divides kBlockN), kVtRows * kVtBoxCols bytes apart in the stage (with
+  // kRowSumInO the ones rows between them).
   static constexpr int kVtBoxCols = kBlockN % 128 == 0 ? 128 : kBlockN % 64 == 0 ? 64 : 32;
   static constexpr int kVtBoxes = kBlockN / kVtBoxCols;
-  static constexpr int kKVBytes = kKBytes > kVtBytes ? kKBytes : kVtBytes;  // one stage of K or of V^T
+  // A V^T box's rows in shared memory: kHeadDim from TMA, then the ones.
+  static constexpr int kVtRows = kOCols;
+  static constexpr int kVtStageBytes = kVtRows * kBlockN;
+  // One stage of K or of V^T, whole swizzle atoms so every stage starts on one.
+  static constexpr int kKVBytes = ((kKBytes > kVtStageBytes ? kKBytes : kVtStageBytes) + 1023) / 1024 * 1024;
   static constexpr int kOnesBytes = 0;
   static constexpr int kNumBarriers = 2 + 4 * kStages;
   // O in Element: column blocks of 64.
@@ -225,6 +237,8 @@ struct Fp8FwdTraits {
   static_assert(128 * kProducerRegs + 128 * kConsumerWarpgroups * kConsumerRegs <= kNThreads * kLaunchRegs,
                 "register split exceeds the CTA's launch allocation");
   static_assert(kSchedSeqs >= 32 && kSmemBytes <= kMaxSmemPerBlock, "tiles do not fit in shared memory");
+  static_assert(kLseSums || kRowSumInO, "only kernels with O's row sums on the tensor cores may drop the float32 sums");
+  static_assert((kVtRows * kVtBoxCols) % (8 * kVtBoxCols) == 0, "V^T boxes start on their swizzle atoms");
 };
 
 // The FP8 prefill's tile per head dim, unmasked and masked (causal or a

@@ -180,14 +180,15 @@ struct Mainloop {
   }
   __device__ __forceinline__ void issue_pv(int stage, const PTile& pa, OTile& o) const {
     if constexpr (kFp8In) {
-      // V^T: kHeadDim rows (P V's N) of kBlockN keys (its K), K-major, in
-      // boxes of kVtBoxCols keys, each head-dim row one swizzle row of the
-      // box; 32 keys a step.
+      // V^T: kHeadDim rows (P V's N; with kRowSumInO eight rows of ones
+      // after them, kVtRows in all) of kBlockN keys (its K), K-major, in
+      // boxes of kVtBoxCols keys, each row one swizzle row of the box; 32
+      // keys a step.
       constexpr int kBoxCols = Traits::kVtBoxCols;
       const uint64_t desc_vt = smem_descriptor_kmajor<kBoxCols>(smem.v(stage));
 #pragma unroll
       for (int kk = 0; kk < kBlockN / 32; ++kk) {
-        const uint32_t offset = (kk * 32 / kBoxCols) * kHeadDim * kBoxCols + (kk * 32) % kBoxCols;
+        const uint32_t offset = (kk * 32 / kBoxCols) * Traits::kVtRows * kBoxCols + (kk * 32) % kBoxCols;
         wgmma_rs_e4m3<kOCols>(o, pa[kk], smem_descriptor_at(desc_vt, offset), 1);
       }
     } else {

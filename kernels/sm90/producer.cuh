@@ -74,7 +74,7 @@ struct Producer {
     mbarrier_arrive_expect_tx(full, Traits::kVtBytes);
 #pragma unroll
     for (int b = 0; b < Traits::kVtBoxes; ++b) {
-      tma_load_4d(dst + b * Traits::kHeadDim * Traits::kVtBoxCols, &params.tma_v, full, col + b * Traits::kVtBoxCols,
+      tma_load_4d(dst + b * Traits::kVtRows * Traits::kVtBoxCols, &params.tma_v, full, col + b * Traits::kVtBoxCols,
                   0, head_kv, 0);
     }
   }

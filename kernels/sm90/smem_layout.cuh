@@ -47,6 +47,9 @@ struct SmemLayout {
   __device__ __forceinline__ uint32_t ones() const { return base + Traits::kOnesOffset; }
   __device__ __forceinline__ unsigned char* o_bytes() const { return ptr + Traits::kOOffset; }
   __device__ __forceinline__ unsigned char* ones_bytes() const { return ptr + Traits::kOnesOffset; }
+  __device__ __forceinline__ unsigned char* v_bytes(int stage) const {
+    return ptr + Traits::kVOffset + stage * Traits::kKVBytes;
+  }
   __device__ __forceinline__ int* sched() const { return reinterpret_cast<int*>(ptr + Traits::kSchedOffset); }
 
   __device__ __forceinline__ uint32_t bar(Barrier b, int stage = 0) const {
