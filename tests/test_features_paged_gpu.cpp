@@ -91,13 +91,15 @@ std::vector<FeatureRow> paged_rows() {
       t.add("chunked_tiles_pages" + std::to_string(page_size), cfg);
     }
   }
-  // Head dim 64 gathers pages on its own tile (gather_tile: 96-key
-  // blocks): its score-modifier kernels, ALiBi alone (no left window edge)
-  // and ALiBi with a softcap and a window.
-  if (head_dim_compiled(64)) {
+  // Head dims 64 and 256 gather pages on a kernel of their own
+  // (gather_tile: 96-key blocks at 64, candidate 0's tile at 256): its
+  // score-modifier kernels, ALiBi alone (no left window edge) and ALiBi
+  // with a softcap and a window.
+  for (int64_t hd : {64, 256}) {
+    if (!head_dim_compiled(hd)) continue;
     for (int mods = 0; mods < 2; ++mods) {
       ++variant;
-      FeatureConfig cfg = chunked_paged(mods ? DType::kBFloat16 : DType::kFloat16, 64, variant, seed++, mods ? 3 : 1);
+      FeatureConfig cfg = chunked_paged(mods ? DType::kBFloat16 : DType::kFloat16, hd, variant, seed++, mods ? 3 : 1);
       cfg.causal = true;
       for (int64_t h = 0; h < cfg.heads_q; ++h) {
         cfg.alibi.push_back(std::exp2(-8.f * static_cast<float>(h + 1) / static_cast<float>(cfg.heads_q)));

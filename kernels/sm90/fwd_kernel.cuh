@@ -52,30 +52,32 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
   using Loop = Mainloop<Traits, kMasked, kLeft, kScoreMod, kCache, kFp8>;
   const detail::FwdParams& p = params.common;
 
-  // The KV-cache producer (up to four warps issuing page boxes, or four
-  // gathering rows) needs more registers than the dense one's single thread: with two
-  // consumer warpgroups it takes 56 and they 224 (128 * 56 + 256 * 224 =
-  // 384 * 168, the CTA's launch allocation: FwdTraits::kLaunchRegs). With
-  // fewer it spills inside the gather's copy loop (docs/perf/sm90-kv-cache.md).
+  // Where the head dim has a gather kernel of its own (gather_tile,
+  // run_cache_kernel), gathered calls run on it alone and every other cache
+  // call elsewhere: each kernel compiles one paged-cache producer.
+  constexpr bool kGatherOnly = kCache && !kFp8 && Traits::kGatherKernel;
+  constexpr bool kBoxesOnly = kCache && !kFp8 && gather_tile(Traits::kHeadDim).block_n != 0 && !Traits::kGatherKernel;
+
+  // The KV-cache producer that gathers rows (four warps, or a kernel with
+  // both paged producers) needs more registers than the dense one's single
+  // thread: with two consumer warpgroups it takes 56 and they 224 (128 * 56
+  // + 256 * 224 = 384 * 168, the CTA's launch allocation:
+  // FwdTraits::kLaunchRegs); with fewer it spills inside the gather's copy
+  // loop. Four warps issuing page boxes alone fit in 40 beside 232 (head
+  // dim 256's consumers spill less than at 224; docs/perf/sm90-kv-cache.md).
   // An fp8 cache's producer (ConvertProducer) holds two pairs' e4m3 chunks
   // and their widened values at once: at head dims up to 128 it takes 72 and
   // the consumers 216 (at 56 it spills in the widening).
-  constexpr bool kWideProducer = kCache && Traits::kConsumerWarpgroups == 2;
+  constexpr bool kWideProducer = kCache && Traits::kConsumerWarpgroups == 2 && !kBoxesOnly;
+  constexpr bool kBoxes2 = kBoxesOnly && Traits::kConsumerWarpgroups == 2;
   constexpr bool kWidest = kWideProducer && kFp8 && Traits::kHeadDim <= 128;
-  // A gather tile (gather_tile) of three consumer warpgroups: 56 and 152.
-  constexpr bool kGather3 = kCache && !kFp8 && Traits::kConsumerWarpgroups == 3 &&
-                            Traits::kBlockN == gather_tile(Traits::kHeadDim).block_n;
-  constexpr int kProducerRegs = kWidest ? 72 : (kWideProducer || kGather3) ? 56 : Traits::kProducerRegs;
-  constexpr int kConsumerRegs = kWidest ? 216 : kWideProducer ? 224 : kGather3 ? 152 : Traits::kConsumerRegs;
+  // A gather kernel of three consumer warpgroups: 56 and 152.
+  constexpr bool kGather3 = kGatherOnly && Traits::kConsumerWarpgroups == 3;
+  constexpr int kProducerRegs = kWidest ? 72 : kBoxes2 ? 40 : (kWideProducer || kGather3) ? 56 : Traits::kProducerRegs;
+  constexpr int kConsumerRegs = kWidest ? 216 : kBoxes2 ? 232 : kWideProducer ? 224 : kGather3 ? 152 : Traits::kConsumerRegs;
   static_assert(128 * kProducerRegs + 128 * Traits::kConsumerWarpgroups * kConsumerRegs <=
                     Traits::kNThreads * Traits::kLaunchRegs,
                 "register split exceeds the CTA's launch allocation");
-
-  // Where the head dim has a gather tile of its own (run_cache_kernel),
-  // gathered calls run on it alone and every other cache call elsewhere.
-  constexpr bool kOnGatherTile = is_gather_tile(Traits::kHeadDim, Traits::kBlockM, Traits::kBlockN, Traits::kStages);
-  constexpr bool kGatherOnly = kCache && !kFp8 && kOnGatherTile;
-  constexpr bool kBoxesOnly = kCache && !kFp8 && gather_tile(Traits::kHeadDim).block_n != 0 && !kOnGatherTile;
 
   extern __shared__ unsigned char smem_raw[];
   const SmemLayout<Traits> smem(smem_raw);

@@ -13,7 +13,8 @@
 
 namespace flash::sm90 {
 
-template <int kHeadDim_, int kBlockM_, int kBlockN_, int kStages_, typename Element_, bool kLseSums_ = true>
+template <int kHeadDim_, int kBlockM_, int kBlockN_, int kStages_, typename Element_, bool kLseSums_ = true,
+          bool kGatherKernel_ = false>
 struct FwdTraits {
   using Element = Element_;
   static constexpr int kHeadDim = kHeadDim_;  // D
@@ -71,7 +72,12 @@ struct FwdTraits {
   static constexpr bool kFp8In = false;
   // The probabilities' exponent offset: P = 2^(s - m + kPOffsetLog2).
   static constexpr int kPOffsetLog2 = 0;
-  using WithoutLseSums = FwdTraits<kHeadDim_, kBlockM_, kBlockN_, kStages_, Element_, false>;
+  using WithoutLseSums = FwdTraits<kHeadDim_, kBlockM_, kBlockN_, kStages_, Element_, false, kGatherKernel_>;
+  // The KV-cache kernel of the paged calls a head dim gathers row by row
+  // where gather_tile (tma_limits.h) gives them a kernel of their own
+  // (run_cache_kernel, launch.cuh): it compiles only the gathering producer,
+  // and that head dim's other cache kernel only the TMA one (fwd_kernel).
+  static constexpr bool kGatherKernel = kGatherKernel_;
 
   // Tiles live in shared memory as TMA's SWIZZLE_128B writes them: column
   // blocks of 64 elements (128 bytes a row), each rows x 128 B, 1024-byte
@@ -186,6 +192,7 @@ struct Fp8FwdTraits {
   static constexpr bool kFp8In = true;
   static constexpr int kOCols = kHeadDim + (kRowSumInO ? 8 : 0);
   using WithoutLseSums = Fp8FwdTraits<kHeadDim_, kBlockM_, kBlockN_, kStages_, Element_, false>;
+  static constexpr bool kGatherKernel = false;
   using Fp8QKElement = Element;  // (the fp8 cache kernels' type; unused here)
 
   static constexpr int kInColBlocks = (kHeadDim + 127) / 128;

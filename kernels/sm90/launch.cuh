@@ -165,7 +165,7 @@ cudaError_t run_cache_kernel(const detail::FwdParams& p, MaskVariant mask, cudaS
   constexpr GatherTile kGather = gather_tile(kHeadDim);
   if constexpr (!kFp8 && kGather.block_n != 0) {
     if (p.block_table != nullptr && gathers_pages(p.page_size, kHeadDim, kGather.block_n)) {
-      using Gather = FwdTraits<kHeadDim, kGather.block_m, kGather.block_n, kGather.stages, Element>;
+      using Gather = FwdTraits<kHeadDim, kGather.block_m, kGather.block_n, kGather.stages, Element, true, true>;
       return run_cache_variants<Gather, Gather, false>(p, mask, stream);
     }
   }
@@ -206,9 +206,7 @@ cudaError_t run_with_traits(const detail::FwdParams& p, cudaStream_t stream) {
   // A head dim with a gather tile gathers on it alone (run_cache_kernel;
   // fwd_kernel compiles one paged-cache producer each).
   if constexpr (kCache && !kFp8) {
-    constexpr bool kOnGatherTile =
-        is_gather_tile(Traits::kHeadDim, Traits::kBlockM, Traits::kBlockN, Traits::kStages);
-    if (gather_tile(Traits::kHeadDim).block_n != 0 && (params.gather_kv != 0) != kOnGatherTile) {
+    if (gather_tile(Traits::kHeadDim).block_n != 0 && (params.gather_kv != 0) != Traits::kGatherKernel) {
       return cudaErrorInvalidValue;
     }
   }

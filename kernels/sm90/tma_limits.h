@@ -104,22 +104,20 @@ inline bool gathers_pages(int64_t page_size, int head_dim, int block_n) noexcept
   return head_dim == 256 && paged_box_rows(page_size, block_n) < 32;
 }
 // The tile of the calls on a paged bf16/fp16 cache that the kernel gathers
-// (gathers_pages) where they have one of their own (block_n 0: candidate
-// 0's). Head dim 64: 192 x 96, three stages, whose producer has 56 registers
-// beside three consumer warpgroups of 152 (fwd_kernel;
-// docs/perf/sm90-kv-cache.md).
+// (gathers_pages) where they have a kernel of their own (block_n 0: they
+// share candidate 0's kernel with the other cache calls). That kernel
+// (FwdTraits::kGatherKernel) compiles only the gathering producer, and the
+// head dim's other cache kernel only the TMA one, each with the register
+// split it needs (fwd_kernel; docs/perf/sm90-kv-cache.md):
+// - head dim 64: 192 x 96, three stages, the producer 56 registers beside
+//   three consumer warpgroups of 152;
+// - head dim 256: candidate 0's tile, the producer 56 registers beside two
+//   consumer warpgroups of 224, while the TMA kernel takes 40 and 232.
 struct GatherTile {
   int block_m, block_n, stages;
 };
 FLASH_TMA_LIMITS_FN constexpr GatherTile gather_tile(int64_t head_dim) noexcept {
-  return head_dim == 64 ? GatherTile{192, 96, 3} : GatherTile{0, 0, 0};
-}
-// Whether a KV-cache kernel of this tile is the head dim's gather tile.
-// Where one exists, only it gathers and it does nothing else, so each
-// kernel compiles one paged-cache producer (fwd_kernel).
-FLASH_TMA_LIMITS_FN constexpr bool is_gather_tile(int64_t head_dim, int block_m, int block_n, int stages) noexcept {
-  return gather_tile(head_dim).block_n == block_n && gather_tile(head_dim).block_m == block_m &&
-         gather_tile(head_dim).stages == stages;
+  return head_dim == 64 ? GatherTile{192, 96, 3} : head_dim == 256 ? GatherTile{128, 64, 2} : GatherTile{0, 0, 0};
 }
 // Null when the Hopper kernel can load a paged cache of these pages, else
 // why not. Conservative: pages of a multiple of 8 keys are held to the TMA
