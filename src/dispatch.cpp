@@ -53,10 +53,10 @@ cudaError_t launch_decode(DType dtype, bool fp8, const FwdParams& f, cudaStream_
 #if FLASH_HAS_SM90
 template <int kHeadDim>
 cudaError_t launch_sm90(DType dtype, bool fp8, const FwdParams& f, MaskVariant mask, int index, cudaStream_t stream) {
-  // KV-cache calls have one configuration: candidate 0, or an fp8 cache's
-  // fp8_cache_candidate (the plan offers only that one).
+  // KV-cache calls have one configuration, sm90::cache_candidate's (the
+  // plan offers only that one).
   if (fp8) {
-    if (index != sm90::fp8_cache_candidate(kHeadDim)) return cudaErrorInvalidValue;
+    if (index != sm90::cache_candidate(kHeadDim, true)) return cudaErrorInvalidValue;
     if constexpr (fp8_head_dim(kHeadDim)) {
       return dtype == DType::kFloat16 ? sm90::run_fwd_cache_fp8<DType::kFloat16, kHeadDim>(f, mask, stream)
                                       : sm90::run_fwd_cache_fp8<DType::kBFloat16, kHeadDim>(f, mask, stream);
@@ -64,7 +64,7 @@ cudaError_t launch_sm90(DType dtype, bool fp8, const FwdParams& f, MaskVariant m
     return cudaErrorInvalidValue;
   }
   if (f.seqused_k != nullptr || f.block_table != nullptr) {
-    if (index != 0) return cudaErrorInvalidValue;
+    if (index != sm90::cache_candidate(kHeadDim, false)) return cudaErrorInvalidValue;
     return dtype == DType::kFloat16 ? sm90::run_fwd_cache<DType::kFloat16, kHeadDim>(f, mask, stream)
                                     : sm90::run_fwd_cache<DType::kBFloat16, kHeadDim>(f, mask, stream);
   }

@@ -345,7 +345,7 @@ TEST(Plan, OneMaskDecision) {
 
 // Score modifiers at head dim 64 under a left window of at most 256 keys
 // run the 128-row tile (candidate 1) first; unwindowed, wider windows, and
-// other head dims keep candidate 0 first.
+// head dim 128 keep candidate 0 first (head dim 96: the test below).
 TEST(Plan, ShortWindowedScoreModsAtHeadDim64TakeThe128RowTile) {
   if (!kHasSm90 || !head_dim_compiled(64)) GTEST_SKIP() << "needs the Hopper kernel and head_dim 64";
   struct Case {
@@ -369,6 +369,54 @@ TEST(Plan, ShortWindowedScoreModsAtHeadDim64TakeThe128RowTile) {
     EXPECT_EQ(plan.candidates[0].backend, Backend::kSm90);
     EXPECT_EQ(plan.candidates[0].index, c.first);
     EXPECT_EQ(plan.candidates[1].index, 1 - c.first);
+  }
+}
+
+// Head dim 96 (and 80, which runs on it) takes the 192 x 96 tile of three
+// consumer warpgroups, with 128 x 128 as the runner-up; score-modifier
+// calls (sm90::kScoreModCandidate96) and KV-cache calls
+// (sm90::cache_candidate), gathered or in boxes, run 128 x 128 alone.
+TEST(Plan, HeadDim96Takes192RowsButNotForScoreModsOrCaches) {
+  if (!kHasSm90 || !head_dim_compiled(96)) GTEST_SKIP() << "needs the Hopper kernel and head_dim 96";
+  const float slopes = 0.f;
+  struct Case {
+    const char* what;
+    int64_t head_dim;
+    std::function<void(AttentionParams&)> setup;
+    const char* first;  // the first candidate's name
+    int num_candidates;
+  };
+  const Case cases[] = {
+      {"plain", 96, [](AttentionParams&) {}, "sm90 192x96 3wg 2st", 2},
+      {"causal", 96, [](AttentionParams& p) { p.causal = true; }, "sm90 192x96 3wg 2st", 2},
+      {"window", 96, [](AttentionParams& p) { p.window_left = 128; }, "sm90 192x96 3wg 2st", 2},
+      {"head_dim 80", 80, [](AttentionParams&) {}, "sm90 192x96 3wg 2st", 2},
+      {"alibi", 96, [&](AttentionParams& p) { p.alibi_slopes = &slopes; }, "sm90 128x128 2wg 2st", 1},
+      {"softcap", 96, [](AttentionParams& p) { p.softcap = 30.f; }, "sm90 128x128 2wg 2st", 1},
+      {"alibi, head_dim 80", 80, [&](AttentionParams& p) { p.alibi_slopes = &slopes; }, "sm90 128x128 2wg 2st", 1},
+      {"seqused_k", 96, [](AttentionParams& p) { p.seqused_k = static_cast<const int32_t*>(fake(5)); },
+       "sm90 128x128 2wg 2st", 1},
+      {"16-key pages", 96, [](AttentionParams& p) { make_paged(p, 16); }, "sm90 128x128 2wg 2st", 1},
+      {"1-key pages", 96, [](AttentionParams& p) { make_paged(p, 1); }, "sm90 128x128 2wg 2st gather", 1},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    AttentionParams p = dense(c.head_dim, 4096, 4096);
+    c.setup(p);
+    Plan plan;
+    ASSERT_TRUE(detail::make_plan(p, kH200, &plan).ok());
+    int sm90_candidates = 0;
+    for (int i = 0; i < plan.num_candidates; ++i) sm90_candidates += plan.candidates[i].backend == Backend::kSm90;
+    ASSERT_EQ(sm90_candidates, c.num_candidates);
+    ASSERT_EQ(plan.candidates[0].backend, Backend::kSm90);
+    KernelChoice choice;
+    ASSERT_TRUE(detail::describe(plan, plan.candidates[0], p, &choice));
+    EXPECT_STREQ(choice.name, c.first);
+    if (c.num_candidates == 2) {
+      ASSERT_EQ(plan.candidates[1].backend, Backend::kSm90);
+      ASSERT_TRUE(detail::describe(plan, plan.candidates[1], p, &choice));
+      EXPECT_STRNE(choice.name, c.first);
+    }
   }
 }
 

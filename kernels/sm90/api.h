@@ -22,7 +22,7 @@ template <DType kDType, int kHeadDim>
 cudaError_t run_fwd(const detail::FwdParams& params, MaskVariant mask, int candidate, cudaStream_t stream);
 
 // The same for a call with seqused_k or a paged cache (any page size,
-// unsplit): candidate 0's tiles, with the KV-cache producer, or where the
+// unsplit): cache_candidate(kHeadDim, false)'s tiles, with the KV-cache producer, or where the
 // kernel gathers the pages and gather_tile (tma_limits.h) names a tile,
 // that one (bf16/fp16 caches; fp8 ones: run_fwd_cache_fp8).
 // Defined in instantiations/fwd_cache_*.cu.
@@ -32,15 +32,24 @@ cudaError_t run_fwd_cache(const detail::FwdParams& params, MaskVariant mask, cud
 // The same for a call on an fp8 (e4m3) KV cache (kv_dtype), dense, varlen,
 // seqused_k or paged with any page size, unsplit: the producer widens K/V
 // in shared memory (ConvertProducer), in the tiles of candidate
-// fp8_cache_candidate(kHeadDim). Defined in instantiations/fwd_cache_*_e4m3_*.cu.
+// cache_candidate(kHeadDim, true). Defined in instantiations/fwd_cache_*_e4m3_*.cu.
 template <DType kDType, int kHeadDim>
 cudaError_t run_fwd_cache_fp8(const detail::FwdParams& params, MaskVariant mask, cudaStream_t stream);
 
-// The candidate whose tiles an fp8 cache's calls run: at head dim 64 the
-// 128-row tile with two consumer warpgroups and three stages (candidate 1),
-// whose producer has the registers to widen (72, against 32 beside three
-// consumer warpgroups; docs/perf/fp8-prefill.md); elsewhere candidate 0.
-constexpr int fp8_cache_candidate(int64_t head_dim) { return head_dim == 64 ? 1 : 0; }
+// The candidate whose tiles a KV-cache call runs (the plan offers only
+// that one). An fp8 cache (fp8): at head dim 64 the 128-row tile with two
+// consumer warpgroups and three stages (candidate 1), whose producer has
+// the registers to widen (72, against 32 beside three consumer
+// warpgroups; docs/perf/fp8-prefill.md). A bf16/fp16 cache at head dim 96:
+// 128 x 128 (candidate 1), whose producer has 56 registers beside two
+// consumer warpgroups; beside candidate 0's three it would have 32 and
+// spill. Elsewhere candidate 0.
+constexpr int cache_candidate(int64_t head_dim, bool fp8) {
+  return (fp8 ? head_dim == 64 : head_dim == 96) ? 1 : 0;
+}
+// Score-modifier calls (softcap, ALiBi) at head dim 96 run this candidate
+// (128 x 128) alone; candidate 0 compiles no score-modifier kernels.
+inline constexpr int kScoreModCandidate96 = 1;
 
 // FP8 prefill (kernels/sm90/fp8_kernel.cuh): Q, K and V in e4m3 (dense or
 // varlen), O in kDType, head dims 64, 128 and 256, no mask, causal or a

@@ -262,20 +262,25 @@ using Fp8Traits = Fp8FwdTraits<kHeadDim, Fp8Tile<kHeadDim, kMasked>::kBlockM, Fp
                                Fp8Tile<kHeadDim, kMasked>::kStages, Element>;
 
 // The compiled tile configurations per head dim, unmasked and masked.
-// Candidate 0 is the heuristic's pick at every length (and the KV-cache
-// kernels' only tile), but for score-modifier calls at head dim 64 under a
-// left window of at most 256 keys, which the plan starts with candidate 1
-// (docs/perf/score-features.md); the others are runners-up only the
-// autotuner picks. The choice and the measurements behind it:
-// docs/perf/sm90-tiles.md.
+// Candidate 0 is the heuristic's pick at every length, but for
+// score-modifier calls at head dim 64 under a left window of at most 256
+// keys, which the plan starts with candidate 1 (docs/perf/score-features.md),
+// and every score-modifier call at head dim 96, which runs candidate 1
+// alone (kScoreModCandidate96, head-dims.md); the others are runners-up
+// only the autotuner picks. KV-cache calls run one
+// candidate, cache_candidate's (api.h). The choice and the measurements
+// behind it: docs/perf/sm90-tiles.md.
 template <int kHeadDim, bool kMasked, int kIndex>
 struct CandidateTile;
 template <bool kMasked> struct CandidateTile<64, kMasked, 0>  { static constexpr int kBlockM = 192, kBlockN = 128, kStages = 2; };
 template <bool kMasked> struct CandidateTile<64, kMasked, 1>  { static constexpr int kBlockM = 128, kBlockN = 128, kStages = 3; };
-// 96: head dim 128's tiles (the same shared memory: two column blocks),
-// P V and O 96 columns wide.
-template <bool kMasked> struct CandidateTile<96, kMasked, 0>  { static constexpr int kBlockM = 128, kBlockN = 128, kStages = 2; };
-template <bool kMasked> struct CandidateTile<96, kMasked, 1>  { static constexpr int kBlockM = 128, kBlockN = 176, kStages = 2; };
+// 96: head dim 128's shared memory (two column blocks), P V and O 96
+// columns wide. Three consumer warpgroups on 96-key blocks (S 48, P 24, O
+// 48 registers a thread, within 160); 128 x 128, two warpgroups, for
+// score-modifier calls (whose general 192-row variant spills) and the
+// KV-cache kernels (whose producer spills beside three warpgroups).
+template <bool kMasked> struct CandidateTile<96, kMasked, 0>  { static constexpr int kBlockM = 192, kBlockN = 96, kStages = 2; };
+template <bool kMasked> struct CandidateTile<96, kMasked, 1>  { static constexpr int kBlockM = 128, kBlockN = 128, kStages = 2; };
 template <> struct CandidateTile<128, false, 0> { static constexpr int kBlockM = 128, kBlockN = 128, kStages = 2; };
 template <> struct CandidateTile<128, false, 1> { static constexpr int kBlockM = 128, kBlockN = 160, kStages = 2; };
 template <> struct CandidateTile<128, false, 2> { static constexpr int kBlockM = 128, kBlockN = 176, kStages = 2; };

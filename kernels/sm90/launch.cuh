@@ -113,8 +113,14 @@ cudaError_t run_candidate(const detail::FwdParams& p, MaskVariant mask, cudaStre
       // softcap out there); every other call the kernel with both, where a
       // window of (-1, -1) masks only the ragged tail.
       case MaskVariant::kScoreMod:
-        if (p.softcap <= 0.f && p.window_left < 0) return run_lse_variant<Traits, true, false, false, true>(p, stream);
-        return run_lse_variant<Traits, true, false, true, true>(p, stream);
+        // Head dim 96 runs these on one candidate only (the plan's
+        // kScoreModCandidate96).
+        if constexpr (kHeadDim == 96 && kIndex != kScoreModCandidate96) {
+          return cudaErrorInvalidValue;
+        } else {
+          if (p.softcap <= 0.f && p.window_left < 0) return run_lse_variant<Traits, true, false, false, true>(p, stream);
+          return run_lse_variant<Traits, true, false, true, true>(p, stream);
+        }
       default: return cudaErrorInvalidValue;
     }
   }
@@ -155,8 +161,8 @@ cudaError_t run_cache_variants(const detail::FwdParams& p, MaskVariant mask, cud
   }
 }
 
-// KV-cache calls: one candidate's tiles, every mask variant: candidate 0,
-// or with kFp8 (an fp8 cache) fp8_cache_candidate's; a paged bf16/fp16
+// KV-cache calls: one candidate's tiles (cache_candidate's), every mask
+// variant; a paged bf16/fp16
 // cache that the kernel gathers row by row on gather_tile's tile where
 // the head dim has one.
 template <DType kDType, int kHeadDim, bool kFp8>
@@ -169,7 +175,7 @@ cudaError_t run_cache_kernel(const detail::FwdParams& p, MaskVariant mask, cudaS
       return run_cache_variants<Gather, Gather, false>(p, mask, stream);
     }
   }
-  constexpr int kIndex = kFp8 ? fp8_cache_candidate(kHeadDim) : 0;
+  constexpr int kIndex = cache_candidate(kHeadDim, kFp8);
   return run_cache_variants<CandidateTraits<kHeadDim, false, kIndex, Element>,
                             CandidateTraits<kHeadDim, true, kIndex, Element>, kFp8>(p, mask, stream);
 }
