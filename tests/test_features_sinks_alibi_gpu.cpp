@@ -73,6 +73,59 @@ std::vector<FeatureRow> feature_rows(Feature feature) {
       t.add(std::string("dense_") + m.name + suffix, cfg, prefill_split_runs(true));
     }
   }
+  // ALiBi's tensor-core form (causal, no LSE, unsplit, head dim 64; the
+  // Hopper kernel's AlibiCausalTraits): keys past and short of the query
+  // count, a long row (4000 keys: a * k up to 127 a per block, far from
+  // the diagonal), both dtypes, fp16 with a softmax scale that puts a =
+  // slope / scale past fp16's range, varlen with empty sequences, and with
+  // sinks (whose weight the rows' shifts set).
+  if (feature == Feature::kBoth && head_dim_compiled(64)) {
+    FeatureConfig cfg = make_config(DType::kBFloat16, 64, 8, 2, seed++);
+    cfg.causal = true;
+    cfg.seqlens_q = repeat(300, 1);
+    cfg.seqlens_k = repeat(1000, 1);
+    cfg.with_lse = false;
+    set_feature(&cfg, feature, 3);
+    t.add("dense_causal_nolse_hd64" + suffix, cfg);
+  }
+  if (feature == Feature::kAlibi && head_dim_compiled(64)) {
+    {
+      FeatureConfig cfg = make_config(DType::kFloat16, 64, 8, 2, seed++);
+      cfg.causal = true;
+      cfg.seqlens_q = repeat(200, 1);
+      cfg.seqlens_k = repeat(600, 1);
+      cfg.with_lse = false;
+      cfg.softmax_scale = 1e-6f;  // a up to 0.5 / 1e-6, past fp16's 65504
+      set_feature(&cfg, feature, 1);
+      t.add("dense_causal_nolse_tiny_scale_fp16" + suffix, cfg);
+    }
+    struct Shape {
+      int64_t q, k;
+    };
+    int shift = 0;
+    for (const Shape& shape : {Shape{300, 1000}, Shape{1000, 300}, Shape{256, 4000}}) {
+      for (DType dtype : {DType::kBFloat16, DType::kFloat16}) {
+        FeatureConfig cfg = make_config(dtype, 64, 8, 2, seed++);
+        cfg.causal = true;
+        cfg.seqlens_q = repeat(shape.q, 1);
+        cfg.seqlens_k = repeat(shape.k, 1);
+        cfg.with_lse = false;
+        set_feature(&cfg, feature, shift++);
+        t.add("dense_causal_nolse_q" + std::to_string(shape.q) + "_k" + std::to_string(shape.k) +
+                  (dtype == DType::kFloat16 ? "_fp16" : "_bf16") + suffix,
+              cfg);
+      }
+    }
+    FeatureConfig cfg = make_config(DType::kBFloat16, 64, 8, 2, seed++);
+    cfg.causal = true;
+    cfg.varlen_q = true;
+    cfg.seqlens_q = rotated(2);
+    cfg.seqlens_k = rotated(4);
+    cfg.kv = KvLayout::kVarlen;
+    cfg.with_lse = false;
+    set_feature(&cfg, feature, shift);
+    t.add("varlen_causal_nolse" + suffix, cfg);
+  }
   // Varlen Q and K with empty sequences and rows that see no key.
   for (int shift = 0; shift < 2; ++shift) {
     const int64_t hd = shift == 0 ? 128 : 64;

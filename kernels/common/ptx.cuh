@@ -15,6 +15,15 @@ __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
+// Zero, as a value the compiler cannot see through: an address built on it
+// is built again where it is used, not held in registers from one use to
+// the next (for values cheaper to rebuild than to keep).
+__device__ __forceinline__ uint32_t opaque_zero() {
+  uint32_t z;
+  asm volatile("mov.u32 %0, 0;\n" : "=r"(z));
+  return z;
+}
+
 // 16-byte global->shared copy. When `valid` is false nothing is read and the
 // 16 destination bytes are zero-filled (src-size 0), so ragged tails of K and
 // V hold zeros rather than stale data: a stale NaN times a zero probability

@@ -105,7 +105,20 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
     // The ones block P V reads as its last eight columns (kRowSumInO).
     const uint32_t one2 = ptx::pack2<typename Loop::PVElement>(1.f, 1.f);
     for (int i = threadIdx.x; i < Traits::kOnesBytes / 16; i += Traits::kNThreads) {
-      *reinterpret_cast<uint4*>(smem.ones_bytes() + 16 * i) = make_uint4(one2, one2, one2, one2);
+      uint4 chunk = make_uint4(one2, one2, one2, one2);
+      if constexpr (Loop::kAlibiMma) {
+        // ALiBi's step (Mainloop::kAlibiMma) reads columns 16-31 as B: row
+        // k holds k in 16-18 and zeros in 19-31 (16-byte chunks 2 and 3,
+        // at chunk ^ (k % 8) in the 128-byte swizzle). Its A atoms
+        // (columns 48-63 of rows 0-23) are written a tile at a time.
+        static_assert(Loop::kAlibiKeyColumn == 16, "chunks 2 and 3");
+        using E = typename Loop::AlibiElement;
+        const int row = i / 8, logical = (i % 8) ^ (row % 8);
+        const float k = static_cast<float>(row);
+        if (logical == 2) chunk = make_uint4(ptx::pack2<E>(k, k), ptx::pack2<E>(k, 0.f), 0u, 0u);
+        if (logical == 3) chunk = make_uint4(0u, 0u, 0u, 0u);
+      }
+      *reinterpret_cast<uint4*>(smem.ones_bytes() + 16 * i) = chunk;
     }
     fence_proxy_async_smem();  // generic-proxy stores, read by wgmma
   }

@@ -78,6 +78,8 @@ struct FwdTraits {
   // (run_cache_kernel, launch.cuh): it compiles only the gathering producer,
   // and that head dim's other cache kernel only the TMA one (fwd_kernel).
   static constexpr bool kGatherKernel = kGatherKernel_;
+  // ALiBi's column term on the tensor cores (AlibiCausalTraits).
+  static constexpr bool kAlibiCausal = false;
 
   // Tiles live in shared memory as TMA's SWIZZLE_128B writes them: column
   // blocks of 64 elements (128 bytes a row), each rows x 128 B, 1024-byte
@@ -91,9 +93,10 @@ struct FwdTraits {
   static constexpr int kQBytes = kBlockM * kColBlocks * kSwizzleBytes;
   static constexpr int kKVBytes = kBlockN * kColBlocks * kSwizzleBytes;  // one K or one V block
   static constexpr int kKBytes = kKVBytes;
-  // The ones block: one column block of kBlockN rows, every element 1, read
-  // as V's second column block (the descriptor's leading byte offset points
-  // from each V stage to it).
+  // The ones block: one column block of kBlockN rows of ones, read as V's
+  // second column block (the descriptor's leading byte offset points from
+  // each V stage to it; P V reads its columns 0-7). With kAlibiCausal,
+  // ALiBi's step reads columns 16-31 and 48-63 (Mainloop::kAlibiMma).
   static constexpr int kOnesBytes = kRowSumInO ? kBlockN * 128 : 0;
   static constexpr int kNumBarriers = 2 + 4 * kStages;     // Q full/empty; K/V full/empty per stage
   // +1024: the dynamic shared memory base is rounded up to a 1024-byte boundary.
@@ -189,6 +192,7 @@ struct Fp8FwdTraits {
   // softmax's float32 sums (WithoutLseSums).
   static constexpr bool kRowSumInO = kHeadDim_ <= 128;
   static constexpr bool kLseSums = kLseSums_;
+  static constexpr bool kAlibiCausal = false;
   static constexpr bool kFp8In = true;
   static constexpr int kOCols = kHeadDim + (kRowSumInO ? 8 : 0);
   using WithoutLseSums = Fp8FwdTraits<kHeadDim_, kBlockM_, kBlockN_, kStages_, Element_, false>;
@@ -260,6 +264,14 @@ template <bool kMasked> struct Fp8Tile<256, kMasked> { static constexpr int kBlo
 template <int kHeadDim, bool kMasked, typename Element>
 using Fp8Traits = Fp8FwdTraits<kHeadDim, Fp8Tile<kHeadDim, kMasked>::kBlockM, Fp8Tile<kHeadDim, kMasked>::kBlockN,
                                Fp8Tile<kHeadDim, kMasked>::kStages, Element>;
+
+// The ALiBi-only kernel's form for causal calls without an LSE at head
+// dim 64 (launch.cuh, run_candidate): Base's tiles, ALiBi's column term on
+// the tensor cores (Mainloop::kAlibiMma).
+template <typename Base>
+struct AlibiCausalTraits : Base {
+  static constexpr bool kAlibiCausal = true;
+};
 
 // The compiled tile configurations per head dim, unmasked and masked.
 // Candidate 0 is the heuristic's pick at every length, but for

@@ -118,6 +118,15 @@ cudaError_t run_candidate(const detail::FwdParams& p, MaskVariant mask, cudaStre
         if constexpr (kHeadDim == 96 && kIndex != kScoreModCandidate96) {
           return cudaErrorInvalidValue;
         } else {
+          if constexpr (Traits::kRowSumInO && kIndex == 0) {
+            // Causal ALiBi without a softcap, an LSE or splits: its column
+            // term on the tensor cores (AlibiCausalTraits). Candidate 0
+            // only: these calls are not tuned and start with it.
+            if (p.softcap <= 0.f && p.window_left < 0 && p.window_right == 0 && p.lse == nullptr &&
+                p.num_splits <= 1) {
+              return run_with_traits<AlibiCausalTraits<typename Traits::WithoutLseSums>, true, false, true>(p, stream);
+            }
+          }
           if (p.softcap <= 0.f && p.window_left < 0) return run_lse_variant<Traits, true, false, false, true>(p, stream);
           return run_lse_variant<Traits, true, false, true, true>(p, stream);
         }

@@ -123,6 +123,48 @@ struct Mainloop {
   // for the sequence tail of unmasked kernels, and in the FP8 prefill,
   // whose kernels with the words are not measured yet.
   static constexpr bool kMaskWords = kMasked && !kLeft && !kCache && !kFp8In;
+
+  // ALiBi on the tensor cores (Traits::kAlibiCausal: the ALiBi-only kernel
+  // at head dim 64 for causal calls without an LSE, dense K/V). Every
+  // visible key j of row i lies left of the row's diagonal i + d, so the
+  // bias -slope * (i + d - j) is a row offset (OnlineSoftmax's shift) plus
+  // a * k, k = j's place in its block and a = slope / softmax_scale. One
+  // more k16 step of Q K^T adds a * k, both operands in spare columns of
+  // the ones block (P V's row sums read only its columns 0-7):
+  //   A: a = hi + mid + lo in bf16, columns 48-50 of an 8-row atom per
+  //      consumer warpgroup (rows 8 wg to 8 wg + 7, written once a tile by
+  //      write_alibi_a); the descriptor's 8-row stride is 0, so all 64 of
+  //      the warpgroup's rows read that atom;
+  //   B: k in columns 16-18 of row k (fwd_kernel writes them).
+  // The three products are exact in float32 and their sum is a * k to
+  // within float32's rounding. The step is a bf16 wgmma whatever Element
+  // is (it reads only these columns): fp16 would overflow at a >= 65520.
+  static constexpr bool kAlibiMma = Traits::kAlibiCausal;
+  static_assert(!kAlibiMma ||
+                    (kMasked && kScoreMod && !kLeft && Traits::kRowSumInO && !Traits::kLseSums && !kCache && !kFp8In),
+                "ALiBi's tensor-core form: the ALiBi-only kernel at head dim 64, without float32 sums");
+  using AlibiElement = __nv_bfloat16;
+  static constexpr int kAlibiKeyColumn = 16;    // k
+  static constexpr int kAlibiSlopeColumn = 48;  // a's three parts
+
+  // Writes this warpgroup's A atom for slope a (per key, in raw score
+  // units). Each warp writes the same bytes and fences its own stores
+  // before its wgmma reads them. The previous tile's steps are done: every
+  // S is waited for before its softmax.
+  __device__ __forceinline__ void write_alibi_a(float a) const {
+    using E = AlibiElement;
+    if (lane < 16) {
+      const float hi = static_cast<float>(static_cast<E>(a));
+      const float mid = static_cast<float>(static_cast<E>(a - hi));
+      const float lo = a - hi - mid;
+      const int r = lane / 2, logical = kAlibiSlopeColumn / 8 + lane % 2;
+      const uint4 v = lane % 2 == 0 ? make_uint4(ptx::pack2<E>(hi, mid), ptx::pack2<E>(lo, 0.f), 0u, 0u)
+                                    : make_uint4(0u, 0u, 0u, 0u);
+      *reinterpret_cast<uint4*>(smem.ones_bytes() + (wg * 8 + r) * kSwizzleBytes + (logical ^ r) * 16) = v;
+    }
+    fence_proxy_async_smem();  // generic-proxy stores, read by wgmma
+    __syncwarp();
+  }
   template <typename Frag>
   __device__ __forceinline__ void mask(Frag& s_frag, const RowRange<1>& ranges, int col0) const {
     if constexpr (!kMaskWords) {
@@ -144,6 +186,7 @@ struct Mainloop {
 
   // S = Q_i K_j^T: both operands K-major; K advances 16 elements (32 bytes)
   // inside a 128-byte swizzle row, then to the next column block.
+  // kAlibiMma: one more step adds a * k (the ones block's columns).
   __device__ __forceinline__ void issue_qk(int stage, STile& s) const {
     const uint64_t desc_k = smem_descriptor(smem.k(stage), 0);
     if constexpr (kFp8In) {
@@ -167,6 +210,16 @@ struct Mainloop {
           wgmma_ss<kBlockN, 0, QKElement>(s, smem_descriptor(smem_q_wg + q_offset, 0),
                                           smem_descriptor(smem.k(stage) + k_offset, 0), kk > 0 ? 1 : 0);
         }
+      }
+      if constexpr (kAlibiMma) {
+        // Both descriptors are built again at each use from an opaque zero:
+        // held across the key loop they cost the 192-row kernel spills.
+        constexpr uint64_t kStrideField = uint64_t{0x3FFF} << 32;  // the 8-row stride: 0, one atom for 64 rows
+        const uint32_t ones = smem.ones() + ptx::opaque_zero();
+        const uint64_t desc_a =
+            smem_descriptor(ones + wg * 8 * kSwizzleBytes + kAlibiSlopeColumn * sizeof(AlibiElement), 0) & ~kStrideField;
+        wgmma_ss<kBlockN, 0, AlibiElement>(s, desc_a, smem_descriptor(ones + kAlibiKeyColumn * sizeof(AlibiElement), 0),
+                                           1);
       }
     }
     wgmma_commit();
@@ -240,6 +293,20 @@ struct Mainloop {
                                                int n_block, OnlineSoftmax<1>& softmax, float (&correction)[2],
                                                float scale_log2) const {
     auto& s_frag = *reinterpret_cast<float(*)[1][kBlockN / 8][4]>(&s);
+    if constexpr (kAlibiMma) {
+      // S holds a * k (issue_qk); the row offset neg * (i + d - the
+      // block's first key) is left, i + d + 1 being the row's key limit
+      // (clamped only in rows that see no key or lie past the queries).
+      // Exact in float below 2^24.
+      float shift[2];
+#pragma unroll
+      for (int hi = 0; hi < 2; ++hi) {
+        shift[hi] = alibi_neg * static_cast<float>(ranges.limit[0][hi] - 1 - n_block * kBlockN);
+      }
+      if (tile.needs_mask(n_block)) mask(s_frag, ranges, n_block * kBlockN);
+      return softmax.template update_shifted<Traits::kLazyMax, Traits::kLseSums, true>(s_frag, scale_log2,
+                                                                                       correction, shift);
+    }
     if constexpr (kScoreMod) {
       // ALiBi's bias leaves part of itself in `shift`, a row offset (ScoreMod::apply_shifted).
       float shift[2];
@@ -392,6 +459,8 @@ struct Mainloop {
     STile s;
     float correction[2];
     PTile pa;
+
+    if constexpr (kAlibiMma) write_alibi_a(-alibi_neg_slope(tile));
 
     // The first block: S only.
     wait_kv(Barrier::kKFull, kv_count);
