@@ -183,13 +183,16 @@ std::vector<FeatureRow> all_rows() {
       cfg.seqlens_k = repeat(3000, 2);
       t.add(seqlen_q == 1 ? "all_codes" : "q64_all_codes", cfg, fp8_runs());
     }
-    // Outlier channels in a bf16 Q: the Hopper kernel turns Q into fp16 row
-    // by row, each row scaled by a power of two (Mainloop::convert_q); these
-    // rows span 2^-16 to 2^16 in their channels' scales, and their elements
-    // near 0 go below what that scaling keeps exact. Decode and chunked
-    // prefill, with the LSE.
-    for (int64_t seqlen_q : {1, 64}) {
-      FeatureConfig cfg = config(128, 8, 2);
+    // Outlier channels in a bf16 Q: the Hopper kernel splits Q into two
+    // e4m3 parts row by row, each row scaled by a power of two
+    // (Mainloop::convert_q, kQkE4m3); these rows span 2^-16 to 2^16 in
+    // their channels' scales, and their elements below about 2^-10 of the
+    // row's largest go below what the split keeps exact. Decode and
+    // chunked prefill, with the LSE; head dim 256 too (its chunked prefill).
+    for (int64_t seqlen_q : {1, 64, 65}) {
+      const int64_t d = seqlen_q == 65 ? 256 : 128;
+      if (!fp8_head_dim_runs(d)) continue;
+      FeatureConfig cfg = config(d, 8, 2);
       cfg.dtype = DType::kBFloat16;
       cfg.q_channel_log2 = {16, 0, -16, 3, 8, -8, 0, 12};
       cfg.softmax_scale = std::ldexp(1.f, -17);
@@ -199,7 +202,7 @@ std::vector<FeatureRow> all_rows() {
       cfg.kv = KvLayout::kPaged;
       cfg.use_seqused_k = true;
       cfg.page_size = 16;
-      t.add("q" + std::to_string(seqlen_q) + "_outlier_channels", cfg, fp8_runs());
+      t.add("q" + std::to_string(seqlen_q) + (d == 256 ? "_hd256" : "") + "_outlier_channels", cfg, fp8_runs());
     }
     {
       // A V head dim of its own.

@@ -231,19 +231,24 @@ struct AttentionParams {
   // (Backend::kDecode, any seqlen_q; sm_80 and newer), which turns the bytes
   // into the dtype in registers, or, unsplit, on the Hopper kernel
   // (Backend::kSm90; dense, varlen, seqused_k and paged caches of any page
-  // size), which widens them in shared memory: V to fp16, with P V on
-  // fp16, and K to fp16, with Q K^T on fp16, up to head dim 128 (a bf16
-  // call at head dims 192 and 256 widens K to bf16 and keeps Q K^T on
-  // bf16): exactly either way, every e4m3 value is representable in fp16
-  // and bf16 (the Hopper kernel turns a bf16 Q into fp16 row by row, scaled
-  // by a power of two: exact for every element at least 2^-32 of its row's
-  // largest). Backend::kAuto takes the Hopper
+  // size), which widens V in shared memory to fp16, with P V on fp16
+  // (exactly: every e4m3 value is representable in fp16 and bf16). Q K^T
+  // there, for bf16 at head dims 128 and 256: on the e4m3 tensor cores, K
+  // as stored and Q, row by row scaled by a power of two, as the sum of
+  // two e4m3 parts (exact for every element at least about 2^-10 of its
+  // row's largest, within 2^-17 of that largest for the others; the e4m3
+  // accumulator keeps about 14 bits, as the FP8 prefill's); otherwise K
+  // widened: to fp16 with Q K^T on fp16 at head dim 64 and for fp16
+  // (a bf16 Q turned into fp16 row by row, exact for every element at
+  // least 2^-32 of its row's largest), and at 192 a bf16 call keeps Q K^T
+  // on bf16, K widened by integer operations.
+  // Backend::kAuto takes the Hopper
   // kernel for calls of more than 16 queries it does not split, the decode
   // kernel for the others; kSm80 refuses fp8. head_dim and head_dim_v must
   // be multiples of 16 and K/V strides multiples of 16 elements (16-byte
   // rows). The NaN encodings (0x7f, 0xff) are not checked: the decode
-  // kernel, and the Hopper kernel's bf16 K at head dims 192 and 256, read
-  // them as +-480; the Hopper kernel's fp16 widening as NaN.
+  // kernel, and the Hopper kernel's bf16 K of bf16 calls at head dim 192,
+  // read them as +-480; the Hopper kernel's other paths as NaN.
   // With k_new, the new rows (in dtype) are stored as e4m3(x / descale) of
   // their K/V head, rounded to nearest and saturated at +-448 (keys rotated
   // first).

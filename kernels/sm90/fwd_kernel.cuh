@@ -38,7 +38,8 @@ namespace flash::sm90 {
 // KV cache (seqused_k, or pages loaded through the block table; see
 // CacheProducer, GatherProducer and Mainloop::zero_v_tail); never split.
 // kFp8: (with kCache) K and V are e4m3 bytes in any cache layout, widened in
-// shared memory by ConvertProducer; the consumers apply the descales.
+// shared memory by ConvertProducer (K not, for bf16 at head dims 128 and
+// 256: Mainloop::kQkE4m3); the consumers apply the descales.
 // Traits::kFp8In (Fp8FwdTraits, fp8_kernel.cuh): the FP8 prefill, Q, K and
 // V^T e4m3 in shared memory, loaded by Producer; its q and k descales join
 // the softmax's scale (Mainloop::run_tile, Epilogue::store).
@@ -162,8 +163,13 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
     for (int k = 0; k < scheduler.tiles_in_unit(u, p); ++k) {
       const Tile tile = scheduler.tile(u, k, p, slot);
       if (tile.skip) continue;
+      // O is zeroed where it starts to live: with kQkE4m3 after Q's split,
+      // whose registers it would crowd.
+      auto zero_o = [&] {
 #pragma unroll
-      for (int i = 0; i < Traits::kOCols / 2; ++i) o[i] = 0.f;
+        for (int i = 0; i < Traits::kOCols / 2; ++i) o[i] = 0.f;
+      };
+      if constexpr (!Loop::kQkE4m3) zero_o();
       softmax = OnlineSoftmax<1>();
       // fp8: K's descale (the FP8 prefill: Q's times K's) scales the
       // scores, V's the stored O.
@@ -184,11 +190,14 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
         ++q_count;
         float row_scale[2] = {k_scale, k_scale};
         loop.convert_q(row_scale);
+        if constexpr (Loop::kQkE4m3) zero_o();
         turns.open_once();
         const bool last_of_cta =
             Loop::kPingpong && !scheduler.template has_work_after<kCache>(u, k, num_units, p, slot);
         loop.template run_tile<kFp8>(tile, ranges, kv_count, o, softmax, turns, last_of_cta, row_scale);
         kv_count += tile.n_blocks;
+      } else if constexpr (Loop::kQkE4m3) {
+        zero_o();
       }
       epilogue.store(tile, kSplit ? Scheduler::split_of(u, p) : 0, o, softmax, v_scale,
                      Traits::kFp8In ? k_scale : 1.f);

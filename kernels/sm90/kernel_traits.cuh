@@ -59,9 +59,10 @@ struct FwdTraits {
   // docs/perf/sm90-row-sums-hd64.md for what each variant costs.
   static constexpr bool kRowSumInO = kHeadDim == 64;
   static constexpr int kOCols = kHeadDim + (kRowSumInO ? 8 : 0);  // N of P V's wgmma
-  // An fp8 cache's Q K^T element (kFp8 kernels): fp16, a bf16 Q converted
-  // in shared memory (Mainloop::convert_q), up to head dim 128; wider,
-  // Element, K widened by fp8::pair's integer conversion
+  // An fp8 cache's Q K^T element where K is widened (kFp8 kernels but
+  // bf16 at head dims 128 and 256, kFp8CacheQkE4m3): fp16, a bf16 Q
+  // converted in shared memory (Mainloop::convert_q), up to head dim 128;
+  // wider, Element, K widened by fp8::pair's integer conversion
   // (docs/perf/fp8-prefill.md has the A/B).
   using Fp8QKElement = std::conditional_t<std::is_same_v<Element_, __half> || kHeadDim <= 128, __half, Element_>;
   // Whether the softmax keeps float32 row sums, for the log-sum-exp. Only
@@ -272,6 +273,15 @@ template <typename Base>
 struct AlibiCausalTraits : Base {
   static constexpr bool kAlibiCausal = true;
 };
+
+// Whether an fp8 cache's kernel of these traits runs Q K^T on the e4m3
+// tensor cores (bf16 Q at head dims 128 and 256, whose column blocks the
+// copies pair within a key row): ConvertProducer leaves K as its copies
+// land it, and Mainloop splits Q into two e4m3 parts (Mainloop::kQkE4m3),
+// which hold a bf16 element's 8 significant bits, not an fp16 one's 11.
+template <typename Traits>
+inline constexpr bool kFp8CacheQkE4m3 =
+    !Traits::kFp8In && Traits::kHeadDim % 128 == 0 && std::is_same_v<typename Traits::Element, __nv_bfloat16>;
 
 // The compiled tile configurations per head dim, unmasked and masked.
 // Candidate 0 is the heuristic's pick at every length, but for

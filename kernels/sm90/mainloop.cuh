@@ -12,6 +12,7 @@
 #include <type_traits>
 
 #include "../common/constants.h"
+#include "../common/fp8.cuh"
 #include "../common/mask.cuh"
 #include "../common/ptx.cuh"
 #include "../common/softmax.cuh"
@@ -55,7 +56,8 @@ struct Turns {
 // gather itself); their keys are masked like any ragged tail.
 //
 // kFp8: V widened from an fp8 cache (ConvertProducer) to fp16 whatever
-// Element is, K to Traits::Fp8QKElement. P V runs on fp16: fp16 rounds P (at
+// Element is, K to Traits::Fp8QKElement, or, for bf16 at head dims 128 and
+// 256, left e4m3 for an e4m3 Q K^T (kQkE4m3). P V runs on fp16: fp16 rounds P (at
 // most 2^8, with the lazy max) at least as finely as bf16 down to 2^-17,
 // and within 2^-25 below. Q K^T on fp16 (up to head dim 128): a bf16 Q is
 // turned into fp16 in shared memory (convert_q), each row scaled by a
@@ -91,6 +93,14 @@ struct Mainloop {
   // hd128, +3.5-4% at hd256, -1.5-1.8% on hd64's paged rows; hd192 not
   // measured).
   static constexpr bool kFenceAhead = kFp8 && kHeadDim >= 128;
+  // An fp8 cache with bf16 Q at head dims 128 and 256: Q K^T on the e4m3 tensor cores,
+  // K as ConvertProducer's copies left it (the upper half of its stage,
+  // kColBlocks / 2 column blocks whose 16-byte chunk 2p of column block u
+  // holds columns 64 (u + kColBlocks / 2) + 16p and chunk 2p + 1 columns
+  // 64 u + 16p), Q in two e4m3 parts in the same order (convert_q). Two
+  // e4m3 k32 GEMMs take the tensor time of one 16-bit one, and K is never
+  // widened.
+  static constexpr bool kQkE4m3 = kFp8 && kCache && kFp8CacheQkE4m3<Traits>;
   static_assert(!kFenceAhead || kCache, "fp8 caches run on the KV-cache kernel");
   using STile = float[kBlockN / 2];
   using PTile = uint32_t[kBlockN / (kFp8In ? 32 : 16)][4];
@@ -189,7 +199,23 @@ struct Mainloop {
   // kAlibiMma: one more step adds a * k (the ones block's columns).
   __device__ __forceinline__ void issue_qk(int stage, STile& s) const {
     const uint64_t desc_k = smem_descriptor(smem.k(stage), 0);
-    if constexpr (kFp8In) {
+    if constexpr (kQkE4m3) {
+      // S = Q_hi K^T + Q_lo K^T: Q_hi in Q's first kColBlocks / 2 column
+      // blocks, Q_lo in the rest, K in its stage's upper half; 32 one-byte
+      // elements (32 bytes) a step.
+      constexpr int kGroups = Traits::kColBlocks / 2;
+      const uint64_t desc_k8 = smem_descriptor(smem.k(stage) + kGroups * kBlockN * kSwizzleBytes, 0);
+#pragma unroll
+      for (int part = 0; part < 2; ++part) {
+#pragma unroll
+        for (int kk = 0; kk < kHeadDim / 32; ++kk) {
+          const uint32_t q_offset = (part * kGroups + kk / 4) * kBlockM * kSwizzleBytes + (kk % 4) * 32;
+          const uint32_t k_offset = (kk / 4) * kBlockN * kSwizzleBytes + (kk % 4) * 32;
+          wgmma_ss_e4m3<kBlockN>(s, smem_descriptor_at(desc_q, q_offset), smem_descriptor_at(desc_k8, k_offset),
+                                 part > 0 || kk > 0 ? 1 : 0);
+        }
+      }
+    } else if constexpr (kFp8In) {
       // 32 one-byte elements (32 bytes) a step: the same byte offsets.
 #pragma unroll
       for (int kk = 0; kk < kHeadDim / 32; ++kk) {
@@ -387,6 +413,37 @@ struct Mainloop {
     for (int i = 0; i < kBlockN / 2; ++i) s[i] *= row_scale[(i / 2) % 2];
   }
 
+  // The 16-bit Element code in the low half of `bits` as a float.
+  __device__ __forceinline__ static float to_float_lo(uint32_t bits) {
+    if constexpr (std::is_same_v<Element, __half>) {
+      return __half2float(__ushort_as_half(static_cast<unsigned short>(bits)));
+    } else {
+      return __uint_as_float(bits << 16);
+    }
+  }
+  // Sixteen Element values (chunks a then b, eight each) times `up`, as
+  // e4m3 x = hi + lo (convert_q, kQkE4m3): byte i of hi and lo from value i.
+  __device__ __forceinline__ static void split_e4m3(const uint4& a, const uint4& b, float up, uint4& hi, uint4& lo) {
+    const uint32_t w[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+    uint32_t h[4], l[4];
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      float x[4];
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        x[2 * j] = to_float_lo(w[2 * q + j]) * up;
+        x[2 * j + 1] = to_float_lo(w[2 * q + j] >> 16) * up;
+      }
+      h[q] = ptx::pack4_e4m3(x[0], x[1], x[2], x[3]);
+      const uint32_t p01 = fp8::f16_pair<false>(h[q]), p23 = fp8::f16_pair<true>(h[q]);
+      const float2 h01 = __half22float2(*reinterpret_cast<const __half2*>(&p01));
+      const float2 h23 = __half22float2(*reinterpret_cast<const __half2*>(&p23));
+      l[q] = ptx::pack4_e4m3(x[0] - h01.x, x[1] - h01.y, x[2] - h23.x, x[3] - h23.y);
+    }
+    hi = make_uint4(h[0], h[1], h[2], h[3]);
+    lo = make_uint4(l[0], l[1], l[2], l[3]);
+  }
+
   // An fp8 cache's Q K^T runs on fp16 (kFp8): a bf16 Q is converted in
   // place, this warpgroup's 64 rows, once the tile's Q has landed. Row r is
   // multiplied by 2^e_r, putting its largest magnitude in [2^14, 2^15), so
@@ -396,8 +453,67 @@ struct Mainloop {
   // multiplied by 2^-e_r of the thread's two accumulator rows. Two threads
   // a row, each half its 16-byte chunks (whole 128-byte lines per column
   // block, so the swizzle does not matter; it is elementwise).
+  //
+  // kQkE4m3: Q (bf16) becomes two e4m3 tiles in its own buffer, row
+  // r times 2^e_r, putting its largest magnitude in [2^7, 2^8): Q_hi =
+  // e4m3(x), Q_lo = e4m3(x - Q_hi), so x = Q_hi + Q_lo exactly for every
+  // element at least about 2^-10 of the row's largest (its 8 significant
+  // bits, 4 in each part, the low part still a normal e4m3); smaller ones
+  // keep fewer low bits. Columns in K's order (kQkE4m3): the e4m3 chunks
+  // 2p and 2p + 1 of group u come from Q's column blocks u + kColBlocks /
+  // 2 and u, chunks 2p and 2p + 1 of each, and go to the same row's
+  // 16-byte slots of those blocks (Q_hi into block u, Q_lo into u +
+  // kColBlocks / 2), so each (group, p) rewrites exactly the 64 bytes it
+  // reads. Two threads a row, each half the row's (group, p).
   __device__ __forceinline__ void convert_q(float (&row_scale)[2]) const {
-    if constexpr (kFp8 && std::is_same_v<QKElement, __half> && !std::is_same_v<Element, __half>) {
+    if constexpr (kQkE4m3) {
+      constexpr int kGroups = Traits::kColBlocks / 2;
+      constexpr int kMine = kGroups * 2;  // of the row's 4 kGroups (group, p)
+      const int t = threadIdx.x % kWarpgroupThreads;
+      const int r = t / 2;
+      unsigned char* const q = smem.ptr + (smem_q_wg - smem.base) + r * kSwizzleBytes;
+      // Q's 16-byte chunk `c` of column block `cb` in this row.
+      auto at = [&](int cb, int c) {
+        return reinterpret_cast<uint4*>(q + cb * kBlockM * kSwizzleBytes + ((c ^ (r % 8)) * 16));
+      };
+      auto group = [&](int i) { return ((t % 2) * kMine + i) / 4; };
+      auto pair = [&](int i) { return ((t % 2) * kMine + i) % 4; };
+      uint32_t m = 0;  // the largest |x| of the row's 16-bit codes, per half (bf16 and fp16 order alike)
+#pragma unroll
+      for (int i = 0; i < kMine; ++i) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const uint4 w = *at(group(i) + (j / 2) * kGroups, 2 * pair(i) + j % 2);
+          m = __vmaxu2(m, __vmaxu2(__vmaxu2(w.x & 0x7fff7fffu, w.y & 0x7fff7fffu),
+                                   __vmaxu2(w.z & 0x7fff7fffu, w.w & 0x7fff7fffu)));
+        }
+      }
+      m = max(m & 0xffffu, m >> 16);
+      m = max(m, __shfl_xor_sync(0xffffffffu, m, 1));
+      const float largest = to_float_lo(m);
+      // Its biased exponent E: [2^(E-127), 2^(E-126)), so 2^(134 - E) puts
+      // it in [2^7, 2^8); at most 2^126 for all-zero or tiny rows.
+      const int e = min(134 - static_cast<int>(__float_as_uint(largest) >> 23), 126);
+      const float up = __int_as_float((127 + e) << 23);
+      const float down = __int_as_float((127 - e) << 23);
+#pragma unroll
+      for (int i = 0; i < kMine; ++i) {
+        const int u = group(i), p = pair(i);
+        // e4m3 chunk 2p: block u + kGroups's chunks 2p, 2p + 1; chunk 2p + 1: block u's.
+        const uint4 in[4] = {*at(u + kGroups, 2 * p), *at(u + kGroups, 2 * p + 1), *at(u, 2 * p), *at(u, 2 * p + 1)};
+        uint4 hi[2], lo[2];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) split_e4m3(in[2 * h], in[2 * h + 1], up, hi[h], lo[h]);
+        *at(u, 2 * p) = hi[0];
+        *at(u, 2 * p + 1) = hi[1];
+        *at(u + kGroups, 2 * p) = lo[0];
+        *at(u + kGroups, 2 * p + 1) = lo[1];
+      }
+#pragma unroll
+      for (int hi = 0; hi < 2; ++hi) row_scale[hi] *= __shfl_sync(0xffffffffu, down, 2 * (lane / 4) + 16 * hi);
+      fence_proxy_async_smem();  // generic-proxy stores, read by wgmma
+      named_barrier_sync(named_barrier_id(NamedBarrier::kEpilogue, wg), kWarpgroupThreads);
+    } else if constexpr (kFp8 && std::is_same_v<QKElement, __half> && !std::is_same_v<Element, __half>) {
       constexpr int kMine = kHeadDim / 16;  // of the row's kHeadDim / 8 chunks
       const int t = threadIdx.x % kWarpgroupThreads;
       unsigned char* const q = smem.ptr + (smem_q_wg - smem.base) + (t / 2) * kSwizzleBytes;

@@ -420,8 +420,16 @@ struct GatherProducer {
 // elements) a copy, into the upper half of the block's stage, then widen
 // them in place in the layout TMA's 128-byte swizzle would have written,
 // exactly: V to fp16 whatever Element is (one hardware conversion a pair,
-// fp8::f16_pair; P V runs on fp16, Mainloop::PVElement), K to
-// Traits::Fp8QKElement (fp16 up to head dim 128, where Q K^T runs on fp16).
+// fp8::f16_pair; P V runs on fp16, Mainloop::PVElement), and K, at head
+// dims 64 and 192, to Traits::Fp8QKElement (fp16 at 64, where Q K^T runs on
+// fp16), and for fp16 calls at 128 and 256 too. For bf16 at head dims
+// 128 and 256 (kFp8CacheQkE4m3) K stays e4m3 where its
+// copies put it: the upper half's line of key row j and column block c
+// holds, in its 16-byte chunks 2p and 2p + 1, the key's columns
+// 64 c + 16 p and 64 (c - kColBlocks / 2) + 16 p (16 each), an e4m3 tile
+// of kColBlocks / 2 column blocks in the 128-byte swizzle, its columns in
+// that order; Q K^T reads it as it is (Mainloop::kQkE4m3 lays Q out in
+// the same order).
 //
 // The widened block is kLines 128-byte lines (line = column block * kBlockN
 // + key row); a 16-byte e4m3 chunk widens to one 32-byte item, two 16-byte
@@ -622,10 +630,16 @@ struct ConvertProducer {
     }
   }
 
+  // K_j is ready: widened, or with kFp8CacheQkE4m3 as landed (this
+  // thread's copies are complete).
   __device__ __forceinline__ static void widen_k(const Smem& smem, int j) {
     const int stage = Smem::stage_of(j);
-    widen_block<typename Traits::Fp8QKElement>(smem.ptr + (smem.k(stage) - smem.base),
-                                               smem.bar(Barrier::kKFull, stage));
+    if constexpr (kFp8CacheQkE4m3<Traits>) {
+      mbarrier_arrive(smem.bar(Barrier::kKFull, stage));
+    } else {
+      widen_block<typename Traits::Fp8QKElement>(smem.ptr + (smem.k(stage) - smem.base),
+                                                 smem.bar(Barrier::kKFull, stage));
+    }
   }
 
   __device__ __forceinline__ static void widen_v(const Smem& smem, int j) {
