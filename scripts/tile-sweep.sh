@@ -13,9 +13,11 @@
 #                           'two:src/dispatch.cpp:s/a/b/;;kernels/sm90/unit_map.h:s/c/d/' \
 #                           'qk:@docs/history/patches/2026-12-03-fp8-bf16-qk-from-hd192.patch'
 #
-# Prints one table per variant and round (TABLE: the regex of the table's
+# Prints one table per variant and round, every column (COLS: cut's field
+# list, default 2-; TABLE: the regex of the table's
 # header line, default the standard sweep's "| dtype"; e.g. "| head_dim |
-# cache" with --serving); logs go to $OUT, each as it is written. A
+# cache" with --serving); logs go to $OUT as they are written, and at the
+# end into $OUT/sweep-logs.tgz (a device call returns 8 files at most). A
 # flash_bench run that takes longer than BENCH_TIMEOUT seconds (default 180:
 # a variant that hangs) is stopped and reported.
 #
@@ -79,7 +81,11 @@ for round in $(seq "$ROUNDS"); do
         >"$log" 2>&1
       [[ $? == 124 ]] && echo "[$name] round $round TIMED OUT after ${BENCH_TIMEOUT:-180}s (a hang?)"
       echo "## $name round $round${arg_sets[1]+ run $k} ($(grep -o 'median: [0-9.]* TFLOP/s' "$log"))"
-      sed -n "/^${table}/,/^\$/p" "$log" | sed '1,2d' | cut -d'|' -f2-8
+      sed -n "/^${table}/,/^\$/p" "$log" | sed '1,2d' | cut -d'|' -f"${COLS:-2-}"
     done
   done
 done
+# A device call returns at most 8 files from $OUT: the logs go back as one
+# archive (the tables above are in the call's output already).
+(cd "$OUT" && tar czf sweep-logs.tgz --exclude=sweep-logs.tgz ./*.log ./*.txt 2>/dev/null &&
+  rm -f ./*.log ./*.txt)
