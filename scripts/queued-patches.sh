@@ -4,12 +4,15 @@
 # them (docs/history/NOTES.md, the latest session's plan). Run on the
 # device machine from the repository root, logs under $OUT:
 #
-#   scripts/queued-patches.sh test   # all applied; the whole suite (gpu-check.sh build test)
-#   scripts/queued-patches.sh ab1    # A/B: flash_bench --mla (MLA decode, ragged batches longest first)
-#   scripts/queued-patches.sh list   # the patch files, one a line
+#   scripts/queued-patches.sh test        # all applied; the whole suite (gpu-check.sh build test)
+#   scripts/queued-patches.sh test-tiles  # the MLA seesaw with per-column-block barriers alone; MLA and plan tests
+#   scripts/queued-patches.sh ab1         # A/B/C of flash_bench --mla: base, longest first, seesaw + tile barriers
+#   scripts/queued-patches.sh list        # the patch files, one a line
 #
-# `test` changes the working tree (git apply); the A/B builds copies
-# (scripts/tile-sweep.sh) and leaves it alone.
+# `test` and `test-tiles` change the working tree (git apply); the A/Bs
+# build copies (scripts/tile-sweep.sh) and leave it alone. The seesaw
+# patch (with the longest-first order in it) is an experiment beside
+# PATCHES, not applied with them.
 set -uo pipefail
 PATCHES=(
   2026-12-05-mla-longest-first  # issue 26: MLA decode, ragged batches longest first
@@ -20,6 +23,7 @@ for p in "${PATCHES[@]}"; do files+=("$dir/$p.patch"); done
 spec="all:"
 for f in "${files[@]}"; do spec+="@$f;;"; done
 spec=${spec%;;}
+tiles=$dir/2026-12-05-mla-seesaw-tile-barriers.patch
 
 # One A/B of base against all the patches: head dims to build, then
 # BENCH_ARGS and TABLE as scripts/tile-sweep.sh takes them.
@@ -34,8 +38,13 @@ case "${1:-}" in
     for f in "${files[@]}"; do git apply "$f" || { echo "$f does not apply"; exit 1; }; done
     timeout "${TEST_CALL_TIMEOUT:-590}" scripts/gpu-check.sh build test
     ;;
-  ab1)
-    ab "128" "--mla" '| batch | keys | heads'
+  test-tiles)
+    git apply "$tiles" || { echo "$tiles does not apply"; exit 1; }
+    TEST_FILTER='*Mla*' timeout "${TEST_CALL_TIMEOUT:-590}" scripts/gpu-check.sh build test
     ;;
-  *) sed -n '2,13p' "$0"; exit 2 ;;
+  ab1)
+    HEAD_DIMS=128 ROUNDS=${ROUNDS:-2} BENCH_TIMEOUT=${BENCH_TIMEOUT:-150} BENCH_ARGS="--mla" TABLE='| batch | keys | heads' \
+      timeout "${AB_CALL_TIMEOUT:-590}" scripts/tile-sweep.sh 'base:' "$spec" "tiles:@$tiles"
+    ;;
+  *) sed -n '2,16p' "$0"; exit 2 ;;
 esac
