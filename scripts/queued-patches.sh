@@ -7,6 +7,7 @@
 #   scripts/queued-patches.sh test        # all applied; the whole suite (gpu-check.sh build test)
 #   scripts/queued-patches.sh test-tiles  # the MLA seesaw with per-column-block barriers alone; MLA and plan tests
 #   scripts/queued-patches.sh ab1         # A/B/C of flash_bench --mla: base, longest first, seesaw + tile barriers
+#   scripts/queued-patches.sh ab2         # A/B of flash_bench --features (ALiBi and sinks against plain)
 #   scripts/queued-patches.sh list        # the patch files, one a line
 #
 # `test` and `test-tiles` change the working tree (git apply); the A/Bs
@@ -15,7 +16,8 @@
 # PATCHES, not applied with them.
 set -uo pipefail
 PATCHES=(
-  2026-12-05-mla-longest-first  # issue 26: MLA decode, ragged batches longest first
+  2026-12-05-mla-longest-first    # issue 26: MLA decode, ragged batches longest first
+  2026-12-05-alibi-longest-first  # issue 26: hd64 ALiBi-only kernels walk longest first
 )
 dir=docs/history/patches
 files=()
@@ -46,5 +48,8 @@ case "${1:-}" in
     HEAD_DIMS=128 ROUNDS=${ROUNDS:-2} BENCH_TIMEOUT=${BENCH_TIMEOUT:-150} BENCH_ARGS="--mla" TABLE='| batch | keys | heads' \
       timeout "${AB_CALL_TIMEOUT:-590}" scripts/tile-sweep.sh 'base:' "$spec" "tiles:@$tiles"
     ;;
-  *) sed -n '2,16p' "$0"; exit 2 ;;
+  ab2)
+    ab "64;128" "--features --benchmark_filter=features/" '| shape'
+    ;;
+  *) sed -n '2,17p' "$0"; exit 2 ;;
 esac
