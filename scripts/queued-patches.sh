@@ -28,10 +28,11 @@ spec=${spec%;;}
 tiles=$dir/2026-12-05-mla-seesaw-tile-barriers.patch
 
 # One A/B of base against all the patches: head dims to build, then
-# BENCH_ARGS and TABLE as scripts/tile-sweep.sh takes them.
+# BENCH_ARGS and TABLE as scripts/tile-sweep.sh takes them, then any
+# further variants (tile-sweep.sh's "name:edits").
 ab() {
   HEAD_DIMS="$1" ROUNDS=${ROUNDS:-2} BENCH_TIMEOUT=${BENCH_TIMEOUT:-150} BENCH_ARGS="$2" TABLE="$3" \
-    timeout "${AB_CALL_TIMEOUT:-590}" scripts/tile-sweep.sh 'base:' "$spec"
+    timeout "${AB_CALL_TIMEOUT:-590}" scripts/tile-sweep.sh 'base:' "$spec" "${@:4}"
 }
 
 case "${1:-}" in
@@ -45,8 +46,7 @@ case "${1:-}" in
     TEST_FILTER='*Mla*' timeout "${TEST_CALL_TIMEOUT:-590}" scripts/gpu-check.sh build test
     ;;
   ab1)
-    HEAD_DIMS=128 ROUNDS=${ROUNDS:-2} BENCH_TIMEOUT=${BENCH_TIMEOUT:-150} BENCH_ARGS="--mla" TABLE='| batch | keys | heads' \
-      timeout "${AB_CALL_TIMEOUT:-590}" scripts/tile-sweep.sh 'base:' "$spec" "tiles:@$tiles"
+    ab "128" "--mla" '| batch | keys | heads' "tiles:@$tiles"
     ;;
   ab2)
     ab "64;128" "--features --benchmark_filter=features/" '| shape'
