@@ -557,21 +557,21 @@ Status make_plan(const AttentionParams& p, const DeviceCaps& caps, Plan* plan) n
     if (sm90_why == nullptr) {
 #if FLASH_HAS_SM90
       const int hd = sm90_head_dim(p);
-      const int candidates = cache ? 1 : sm90::num_candidates(hd, plan->mask != MaskVariant::kTail);
-      // Score modifiers (ALiBi, softcap) under a short left window at head
-      // dim 64: the 128-row tile first. The 192-row one spills in that
-      // variant, and with a window of a block or two nearly all its rows
-      // straddle a mask edge (docs/perf/score-features.md). At head dim 96
-      // score-modifier calls run 128 x 128 alone: the general 192-row
-      // variant spills, and these calls are not tuned, so the 192-row
-      // score-modifier kernels are not compiled (launch.cuh).
-      const bool swap = !cache && candidates > 1 && plan->mask == MaskVariant::kScoreMod && hd == 64 &&
-                        p.window_left >= 0 && p.window_left <= 256;
+      // At head dim 96 score-modifier calls run 128 x 128 alone: the general
+      // 192-row variant spills, and these calls are not tuned, so the
+      // 192-row score-modifier kernels are not compiled (launch.cuh).
       if (cache) {
         add(plan, Backend::kSm90, sm90::cache_candidate(hd, false));
       } else if (hd == 96 && plan->mask == MaskVariant::kScoreMod) {
         add(plan, Backend::kSm90, sm90::kScoreModCandidate96);
       } else {
+        const int candidates = sm90::num_candidates(hd, plan->mask != MaskVariant::kTail);
+        // Score modifiers (ALiBi, softcap) under a short left window at head
+        // dim 64: the 128-row tile first. The 192-row one spills in that
+        // variant, and with a window of a block or two nearly all its rows
+        // straddle a mask edge (docs/perf/score-features.md).
+        const bool swap = candidates > 1 && plan->mask == MaskVariant::kScoreMod && hd == 64 &&
+                          p.window_left >= 0 && p.window_left <= 256;
         for (int i = 0; i < candidates; ++i) add(plan, Backend::kSm90, swap && i < 2 ? 1 - i : i);
       }
       plan_splits(p, cache ? 1 : prefill_splits_wanted(p, caps), plan);
