@@ -65,10 +65,14 @@ struct MlaTraits {
   static constexpr int kRowMaxOffset = kPOffset + kPBytes;  // float [2][kBlockM]
   // +1024: the dynamic shared memory base is rounded up to the swizzle atom.
   static constexpr int kSmemBytes = kRowMaxOffset + kWarpgroups * kBlockM * 4 + 1024;
+  // Batches of at most this many sequences run longest first (their key
+  // counts and the pick fit the P tile before its first use).
+  static constexpr int kRankedBatches = 256;
 
   static_assert(kBlockN == 64, "P is one 128-byte column block");
   static_assert(kOCols % 64 == 0 && kOCols <= 256, "a warpgroup's O columns are whole column blocks, one wgmma wide");
   static_assert(kSmemBytes <= 227 * 1024, "must fit an H100's shared memory");
+  static_assert((kRankedBatches + 1) * 4 <= kPBytes, "the ranking's key counts fit the P tile");
 };
 
 template <typename Traits, bool kMasked, bool kScoreMod>
@@ -98,8 +102,36 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) mla_kernel(const __grid_c
   const int split = blockIdx.x % p.num_splits;
   const int m_block = blockIdx.x / p.num_splits;
   const int head_kv = blockIdx.y;
-  const int batch = blockIdx.z;
   const int g = p.q_per_kv;
+  // Longest sequences first: blockIdx.z counts sequences by descending key
+  // count (ties by index), so that where the CTAs take more than one wave
+  // the longest start first and the short ones fill in behind them. The
+  // counts are the call's own (seqused_k, cu_seqlens_k), read by each CTA
+  // into the P tile, which nothing touches before the main loop's first
+  // barrier; a batch of host-known lengths, or of more than
+  // kRankedBatches, keeps its order, and equal lengths keep theirs.
+  int batch = blockIdx.z;
+  if (p.batch > 1 && p.batch <= Traits::kRankedBatches && (p.seqused_k != nullptr || p.cu_seqlens_k != nullptr)) {
+    int* keys = reinterpret_cast<int*>(smem + Traits::kPOffset);
+    for (int b = tid; b < p.batch; b += kThreads) {
+      int len = p.cu_seqlens_k != nullptr ? p.cu_seqlens_k[b + 1] - p.cu_seqlens_k[b] : p.max_seqlen_k_alloc;
+      if (p.seqused_k != nullptr) len = min(len, p.seqused_k[b]);
+      keys[b] = max(len, 0);
+    }
+    __syncthreads();
+    for (int b = tid; b < p.batch; b += kThreads) {
+      const int mine = keys[b];
+      int rank = 0;
+#pragma unroll 8
+      for (int u = 0; u < p.batch; ++u) {
+        const int other = keys[u];
+        rank += (other > mine || (other == mine && u < b)) ? 1 : 0;
+      }
+      if (rank == static_cast<int>(blockIdx.z)) keys[Traits::kRankedBatches] = b;
+    }
+    __syncthreads();
+    batch = keys[Traits::kRankedBatches];
+  }
 
   const SeqInfo seq(p, batch);
   const int rows = min(seq.len_q, p.seqlen_q) * g;
