@@ -5,6 +5,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -232,26 +233,40 @@ GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(LazyMaxRescalesLate);
 // keys than queries and GQA (one section of 64); with fewer keys than
 // queries (rows at the top that see no key, so tiles without blocks on the
 // walk) over 40 indices, sections of 16, 16 and 8; with and without the
-// LSE. Each row's shape is checked to take the walk by the launcher's rule.
+// LSE. ALiBi calls without a softcap or a left window edge take the walk
+// too: causal without an LSE (the kernel with ALiBi's column term on the
+// tensor cores), causal with one, and not causal (its tiles cost alike;
+// the walk only orders them). Head dim 96's 192 x 96 tile walks as well.
+// Each row's shape is checked to take the walk by the launcher's rule.
 std::vector<FeatureRow> longest_first_rows() {
   FeatureTable t;
-  if (!head_dim_compiled(64)) return t.rows();
   uint64_t seed = kFeatureSeedBase + 900;
   struct Shape {
-    int64_t len_q, len_k, heads_q, heads_kv;
-    bool lse;
+    int64_t head_dim, len_q, len_k, heads_q, heads_kv;
+    bool lse, alibi, causal;
   };
   int variant = 0;
-  for (const Shape& k : {Shape{4300, 4300, 32, 32, true}, Shape{4300, 5000, 32, 8, false},
-                         Shape{4400, 4000, 20, 20, true}}) {
+  for (const Shape& k : {Shape{64, 4300, 4300, 32, 32, true, false, true}, Shape{64, 4300, 5000, 32, 8, false, false, true},
+                         Shape{64, 4400, 4000, 20, 20, true, false, true}, Shape{64, 4300, 4300, 16, 4, false, true, true},
+                         Shape{64, 4300, 5000, 16, 16, true, true, true}, Shape{64, 4300, 4300, 16, 4, false, true, false},
+                         Shape{96, 4300, 4300, 16, 4, false, false, true}}) {
     ++variant;
-    FeatureConfig cfg = make_config(variant % 2 ? DType::kBFloat16 : DType::kFloat16, 64, k.heads_q, k.heads_kv, seed++);
-    cfg.causal = true;
+    if (!head_dim_compiled(k.head_dim)) continue;
+    FeatureConfig cfg =
+        make_config(variant % 2 ? DType::kBFloat16 : DType::kFloat16, k.head_dim, k.heads_q, k.heads_kv, seed++);
+    cfg.causal = k.causal;
     cfg.with_lse = k.lse;
     cfg.seqlens_q = {k.len_q, k.len_q};
     cfg.seqlens_k = {k.len_k, k.len_k};
-    t.add("q" + std::to_string(k.len_q) + "_k" + std::to_string(k.len_k) + "_h" + std::to_string(k.heads_q) + "_" +
-              std::to_string(k.heads_kv),
+    if (k.alibi) {
+      // Slopes 2^(-8 (h + 1) / heads_q), as ALiBi's paper sets them.
+      for (int64_t h = 0; h < k.heads_q; ++h) {
+        cfg.alibi.push_back(std::exp2(-8.f * static_cast<float>(h + 1) / static_cast<float>(k.heads_q)));
+      }
+    }
+    t.add("hd" + std::to_string(k.head_dim) + "_q" + std::to_string(k.len_q) + "_k" + std::to_string(k.len_k) + "_h" +
+              std::to_string(k.heads_q) + "_" + std::to_string(k.heads_kv) + (k.alibi ? "_alibi" : "") +
+              (k.causal ? "" : "_noncausal"),
           cfg);
   }
   return t.rows();
@@ -262,6 +277,7 @@ TEST_P(LongestFirstWalk, MatchesReference) {
   const FeatureConfig cfg = row_config();
   const int64_t blocks = (cfg.seqlens_q[0] + 191) / 192;
   const long long kv_bytes = static_cast<long long>(cfg.seqlens_k[0]) * 2 * cfg.head_dim * 2;
+  EXPECT_TRUE(cfg.causal || !cfg.alibi.empty()) << "only causal and ALiBi calls walk longest first";
   EXPECT_GT(sm90::longest_first_section(192, static_cast<int>(blocks),
                                         static_cast<int>(cfg.heads_q * static_cast<int64_t>(cfg.seqlens_q.size())),
                                         kv_bytes, static_cast<int>(cfg.heads_q / cfg.heads_kv)),

@@ -36,7 +36,7 @@ cudaError_t launch_fwd(const FwdParams& params, cudaStream_t stream) {
   if (num_m_blocks * p.heads_q * p.batch * splits > INT32_MAX - num_sms || (splits > 1 && rows > INT32_MAX)) {
     return cudaErrorInvalidValue;
   }
-  // Dense causal calls walk their tiles longest first where that balances
+  // Dense causal and ALiBi-only calls walk their tiles longest first where that balances
   // the CTAs better than causal pairs (unit_map.h, longest_first_section),
   // and where each CTA's walk fits the table build() writes.
   constexpr bool kLongestFirst = kWalksLongestFirst<Traits, kMasked, kLeft, kScoreMod, kSplit, kCache>;

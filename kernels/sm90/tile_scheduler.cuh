@@ -63,12 +63,14 @@ template <bool kMasked, bool kLeft, int kBlockM, int kBlockN, int kSchedSeqs, in
 struct TileScheduler;
 
 // Which fwd_kernel instantiations compile the longest-first walk (kernel
-// and launcher must agree, or their unit counts differ): dense causal
-// bf16/fp16 kernels of 192-row tiles, not the score-modifier, window,
+// and launcher must agree, or their unit counts differ): the dense masked
+// bf16/fp16 kernels of 192-row tiles without a left window edge (causal
+// calls, and the ALiBi-only kernels, which every ALiBi call without a
+// softcap or a left edge runs, causal or not), not the softcap, window,
 // split, KV-cache or FP8 prefill ones.
 template <typename Traits, bool kMasked, bool kLeft, bool kScoreMod, bool kSplit, bool kCache>
 inline constexpr bool kWalksLongestFirst =
-    kMasked && !kLeft && !kScoreMod && !kSplit && !kCache && !Traits::kFp8In && Traits::kBlockM == 192;
+    kMasked && !kLeft && !kSplit && !kCache && !Traits::kFp8In && Traits::kBlockM == 192;
 
 // The scheduler of fwd_kernel<Traits, kMasked, kLeft, kScoreMod, kSplit, kCache, ...>.
 template <typename Traits, bool kMasked, bool kLeft, bool kScoreMod, bool kSplit, bool kCache>

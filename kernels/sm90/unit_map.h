@@ -101,7 +101,7 @@ struct UnitMap {
 };
 
 // The section (UnitMap::section) a dense causal call's padded walk runs
-// longest first with, or 0 for causal pairs: 192-row tiles (head dim 64)
+// longest first with, or 0 for causal pairs: 192-row tiles (head dims 64, 96)
 // with at least kLongestFirstMinBlocks query blocks a head, where the pairs'
 // last round leaves the CTAs' loads furthest apart (up to 6% by
 // scripts/sched-balance-model.py, against about 1% longest first). A
