@@ -5,7 +5,7 @@ per (causal, head_dim), a line per input file (one flash backend each,
 labelled from its context) plus standard attention; one PNG per dtype.
 
     flash_bench --no-standard --backend=sm80 --benchmark_out=sm80.json --benchmark_out_format=json
-    python3 bench/plot.py bench/results/2026-12-02-h200-run132-auto.json sm80.json \\
+    python3 bench/plot.py bench/results/2026-12-05-h200-s44-auto.json sm80.json \\
         -o docs/h200-{dtype}.png
 
 '{dtype}' in the output path is replaced by bf16 / fp16; without it, more
