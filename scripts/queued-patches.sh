@@ -16,8 +16,6 @@
 # PATCHES, not applied with them.
 set -uo pipefail
 PATCHES=(
-  2026-12-05-mla-longest-first    # issue 26: MLA decode, ragged batches longest first
-  2026-12-05-alibi-longest-first  # issue 26: hd64 ALiBi-only kernels walk longest first
 )
 dir=docs/history/patches
 files=()
