@@ -5,17 +5,15 @@
 # device machine from the repository root, logs under $OUT:
 #
 #   scripts/queued-patches.sh test        # all applied; the whole suite (gpu-check.sh build test)
-#   scripts/queued-patches.sh test-tiles  # the MLA seesaw with per-column-block barriers alone; MLA and plan tests
-#   scripts/queued-patches.sh ab1         # A/B/C of flash_bench --mla: base, longest first, seesaw + tile barriers
+#   scripts/queued-patches.sh ab1         # A/B of the standard sweep at hd64 and the hd96 head-dim rows
 #   scripts/queued-patches.sh ab2         # A/B of flash_bench --features (ALiBi and sinks against plain)
 #   scripts/queued-patches.sh list        # the patch files, one a line
 #
-# `test` and `test-tiles` change the working tree (git apply); the A/Bs
-# build copies (scripts/tile-sweep.sh) and leave it alone. The seesaw
-# patch (with the longest-first order in it) is an experiment beside
-# PATCHES, not applied with them.
+# `test` changes the working tree (git apply); the A/Bs build copies
+# (scripts/tile-sweep.sh) and leave it alone.
 set -uo pipefail
 PATCHES=(
+  2026-12-05-pass-hidden-blocks  # issue 29: 192-row tiles pass over a warpgroup's hidden blocks
 )
 dir=docs/history/patches
 files=()
@@ -23,7 +21,6 @@ for p in "${PATCHES[@]}"; do files+=("$dir/$p.patch"); done
 spec="all:"
 for f in "${files[@]}"; do spec+="@$f;;"; done
 spec=${spec%;;}
-tiles=$dir/2026-12-05-mla-seesaw-tile-barriers.patch
 
 # One A/B of base against all the patches: head dims to build, then
 # BENCH_ARGS and TABLE as scripts/tile-sweep.sh takes them, then any
@@ -39,15 +36,12 @@ case "${1:-}" in
     for f in "${files[@]}"; do git apply "$f" || { echo "$f does not apply"; exit 1; }; done
     timeout "${TEST_CALL_TIMEOUT:-590}" scripts/gpu-check.sh build test
     ;;
-  test-tiles)
-    git apply "$tiles" || { echo "$tiles does not apply"; exit 1; }
-    TEST_FILTER='*Mla*' timeout "${TEST_CALL_TIMEOUT:-590}" scripts/gpu-check.sh build test
-    ;;
   ab1)
-    ab "128" "--mla" '| batch | keys | heads' "tiles:@$tiles"
+    ab "64;96" "--head_dims=64 --seqlens=512,1024,2048,16384;;--head_dim_rows --no-standard --benchmark_filter=head_dims/hd96" \
+      '| dtype;;| head_dim | N'
     ;;
   ab2)
     ab "64;128" "--features --benchmark_filter=features/" '| shape'
     ;;
-  *) sed -n '2,17p' "$0"; exit 2 ;;
+  *) sed -n '2,14p' "$0"; exit 2 ;;
 esac
