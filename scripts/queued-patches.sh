@@ -5,15 +5,17 @@
 # device machine from the repository root, logs under $OUT:
 #
 #   scripts/queued-patches.sh test        # all applied; the whole suite (gpu-check.sh build test)
-#   scripts/queued-patches.sh ab1         # A/B of the standard sweep at hd64 and the hd96 head-dim rows
+#   scripts/queued-patches.sh ab1         # the standard sweep at hd64 and hd128: base, all, the pass alone
 #   scripts/queued-patches.sh ab2         # A/B of flash_bench --features (ALiBi and sinks against plain)
+#   scripts/queued-patches.sh ab3         # A/B of hd96's head-dim rows (N 2048 causal and not, 16k)
 #   scripts/queued-patches.sh list        # the patch files, one a line
 #
 # `test` changes the working tree (git apply); the A/Bs build copies
 # (scripts/tile-sweep.sh) and leave it alone.
 set -uo pipefail
 PATCHES=(
-  2026-12-05-pass-hidden-blocks  # issue 29: 192-row tiles pass over a warpgroup's hidden blocks
+  2026-12-05-pass-hidden-blocks    # issue 29: 192-row tiles pass over a warpgroup's hidden blocks
+  2026-12-05-diagonal-live-groups  # issue 29: the first block's softmax skips the warp's hidden columns
 )
 dir=docs/history/patches
 files=()
@@ -37,11 +39,14 @@ case "${1:-}" in
     timeout "${TEST_CALL_TIMEOUT:-590}" scripts/gpu-check.sh build test
     ;;
   ab1)
-    ab "64;96" "--head_dims=64 --seqlens=512,1024,2048,16384;;--head_dim_rows --no-standard --benchmark_filter=head_dims/hd96" \
-      '| dtype;;| head_dim | N'
+    ab "64;128" "--head_dims=64,128 --seqlens=512,1024,2048,16384" '| dtype' \
+      "pass:@$dir/2026-12-05-pass-hidden-blocks.patch"
+    ;;
+  ab3)
+    ab "96;128" "--head_dim_rows --no-standard --benchmark_filter=head_dims/hd(96|128)" '| head_dim | N'
     ;;
   ab2)
     ab "64;128" "--features --benchmark_filter=features/" '| shape'
     ;;
-  *) sed -n '2,14p' "$0"; exit 2 ;;
+  *) sed -n '2,15p' "$0"; exit 2 ;;
 esac
