@@ -39,7 +39,7 @@ case "${1:-}" in
     timeout "${TEST_CALL_TIMEOUT:-590}" scripts/gpu-check.sh build test
     ;;
   ab1)
-    ab "64;128" "--head_dims=64,128 --seqlens=512,1024,2048,16384" '| dtype' \
+    ab "64;128" "--head_dims=64,128 --seqlens=512,1024,2048,16384 --no-standard" '| dtype' \
       "pass:@$dir/2026-12-05-pass-hidden-blocks.patch"
     ;;
   ab3)
