@@ -8,6 +8,7 @@
 #   scripts/queued-patches.sh ab1         # the standard sweep at hd64 and hd128: base, all, the pass alone
 #   scripts/queued-patches.sh ab2         # A/B of flash_bench --features (ALiBi and sinks against plain)
 #   scripts/queued-patches.sh ab3         # A/B of hd96's head-dim rows (N 2048 causal and not, 16k)
+#   scripts/queued-patches.sh ab4         # A/B of the FP8 prefill rows (hd64, 128, 256)
 #   scripts/queued-patches.sh list        # the patch files, one a line
 #
 # `test` changes the working tree (git apply); the A/Bs build copies
@@ -16,6 +17,7 @@ set -uo pipefail
 PATCHES=(
   2026-12-05-pass-hidden-blocks    # issue 29: 192-row tiles pass over a warpgroup's hidden blocks
   2026-12-05-diagonal-live-groups  # issue 29: the first block's softmax skips the warp's hidden columns
+  2026-12-05-uniform-q-address     # spills: the warpgroup's Q address in a uniform register
 )
 dir=docs/history/patches
 files=()
@@ -42,11 +44,14 @@ case "${1:-}" in
     ab "64;128" "--head_dims=64,128 --seqlens=512,1024,2048,16384 --no-standard" '| dtype' \
       "pass:@$dir/2026-12-05-pass-hidden-blocks.patch"
     ;;
+  ab4)
+    ab "64;128;256" "--fp8_prefill --no-standard" '| head_dim | causal | fp8'
+    ;;
   ab3)
     ab "96;128" "--head_dim_rows --no-standard --benchmark_filter=head_dims/hd(96|128)" '| head_dim | N'
     ;;
   ab2)
     ab "64;128" "--features --benchmark_filter=features/" '| shape'
     ;;
-  *) sed -n '2,15p' "$0"; exit 2 ;;
+  *) sed -n '2,16p' "$0"; exit 2 ;;
 esac
