@@ -44,14 +44,14 @@ case "${1:-}" in
     ab "64;128" "--head_dims=64,128 --seqlens=512,1024,2048,16384 --no-standard" '| dtype' \
       "pass:@$dir/2026-12-05-pass-hidden-blocks.patch"
     ;;
-  ab4)
-    ab "64;128;256" "--fp8_prefill --no-standard" '| head_dim | causal | fp8'
+  ab2)
+    ab "64;128" "--features --benchmark_filter=features/" '| shape'
     ;;
   ab3)
     ab "96;128" "--head_dim_rows --no-standard --benchmark_filter=head_dims/hd(96|128)" '| head_dim | N'
     ;;
-  ab2)
-    ab "64;128" "--features --benchmark_filter=features/" '| shape'
+  ab4)
+    ab "64;128;256" "--fp8_prefill --no-standard" '| head_dim | causal | fp8'
     ;;
-  *) sed -n '2,16p' "$0"; exit 2 ;;
+  *) sed -n '2,14p' "$0"; exit 2 ;;
 esac
