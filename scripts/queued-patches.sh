@@ -53,5 +53,5 @@ case "${1:-}" in
   ab4)
     ab "64;128;256" "--fp8_prefill --no-standard" '| head_dim | causal | fp8'
     ;;
-  *) sed -n '2,14p' "$0"; exit 2 ;;
+  *) sed -n '2,15p' "$0"; exit 2 ;;
 esac
