@@ -8,7 +8,7 @@
 #   scripts/queued-patches.sh ab1         # the standard sweep at hd64 and hd128: base, all, the pass alone
 #   scripts/queued-patches.sh ab2         # A/B of flash_bench --features (ALiBi and sinks against plain)
 #   scripts/queued-patches.sh ab3         # A/B of hd96's head-dim rows (N 2048 causal and not, 16k)
-#   scripts/queued-patches.sh ab4         # A/B of the FP8 prefill rows (hd64, 128, 256)
+#   scripts/queued-patches.sh ab4         # A/B of the FP8 prefill rows and the serving prefill rows (bf16 and e4m3 caches)
 #   scripts/queued-patches.sh list        # the patch files, one a line
 #
 # `test` changes the working tree (git apply); the A/Bs build copies
@@ -18,6 +18,7 @@ PATCHES=(
   2026-12-05-pass-hidden-blocks    # issue 29: 192-row tiles pass over a warpgroup's hidden blocks
   2026-12-05-diagonal-live-groups  # issue 29: the first block's softmax skips the warp's hidden columns
   2026-12-05-uniform-q-address     # spills: the warpgroup's Q address in a uniform register
+  2026-12-05-fp8-cache-copy-addresses  # issue 27: the fp8-cache producer's copies without hoisted addresses
 )
 dir=docs/history/patches
 files=()
@@ -51,7 +52,8 @@ case "${1:-}" in
     ab "96;128" "--head_dim_rows --no-standard --benchmark_filter=head_dims/hd(96|128)" '| head_dim | N'
     ;;
   ab4)
-    ab "64;128;256" "--fp8_prefill --no-standard" '| head_dim | causal | fp8'
+    ab "64;128;256" "--fp8_prefill --no-standard;;--serving --no-standard --benchmark_filter=serving/prefill/" \
+      '| head_dim | causal | fp8;;| head_dim | cache'
     ;;
   *) sed -n '2,15p' "$0"; exit 2 ;;
 esac
