@@ -18,7 +18,8 @@ PATCHES=(
   2026-12-05-pass-hidden-blocks    # issue 29: 192-row tiles pass over a warpgroup's hidden blocks
   2026-12-05-diagonal-live-groups  # issue 29: the first block's softmax skips the warp's hidden columns
   2026-12-05-uniform-q-address     # spills: the warpgroup's Q address in a uniform register
-  2026-12-05-fp8-cache-copy-addresses  # issue 27: the fp8-cache producer's copies without hoisted addresses
+  2026-12-05-fp8-cache-copy-addresses  # issue 27: fp8-cache copies and Q descriptors not held across blocks
+  2026-12-05-fresh-q-descriptors   # spills: Q descriptors rebuilt per block in the cache and hd256 kernels that spill
 )
 dir=docs/history/patches
 files=()
