@@ -5,13 +5,14 @@
 # device machine from the repository root, logs under $OUT:
 #
 #   scripts/queued-patches.sh test        # all applied; the whole suite (gpu-check.sh build test)
+#   scripts/queued-patches.sh sanitize    # all applied; compute-sanitizer over the Sanitizer suites and the new paths' tests
 #   scripts/queued-patches.sh ab1         # the standard sweep at hd64 and hd128: base, all, the pass alone
 #   scripts/queued-patches.sh ab2         # A/B of flash_bench --features (ALiBi and sinks against plain)
 #   scripts/queued-patches.sh ab3         # A/B of hd96's head-dim rows (N 2048 causal and not, 16k)
 #   scripts/queued-patches.sh ab4         # A/B of the FP8 prefill rows and the serving prefill rows (bf16 and e4m3 caches)
 #   scripts/queued-patches.sh list        # the patch files, one a line
 #
-# `test` changes the working tree (git apply); the A/Bs build copies
+# `test` and `sanitize` change the working tree (git apply); the A/Bs build copies
 # (scripts/tile-sweep.sh) and leave it alone.
 set -uo pipefail
 PATCHES=(
@@ -42,6 +43,11 @@ case "${1:-}" in
     for f in "${files[@]}"; do git apply "$f" || { echo "$f does not apply"; exit 1; }; done
     timeout "${TEST_CALL_TIMEOUT:-590}" scripts/gpu-check.sh build test
     ;;
+  sanitize)
+    for f in "${files[@]}"; do git apply "$f" || { echo "$f does not apply"; exit 1; }; done
+    SANITIZE_FILTER=${SANITIZE_FILTER:-'*Sanitizer*:GraphsThreads.*:*HiddenTopBlocks*:*Fp8Cache*q130*'} \
+      timeout "${TEST_CALL_TIMEOUT:-590}" scripts/gpu-check.sh build sanitize
+    ;;
   ab1)
     ab "64;128" "--head_dims=64,128 --seqlens=512,1024,2048,16384 --no-standard" '| dtype' \
       "pass:@$dir/2026-12-05-pass-hidden-blocks.patch"
@@ -56,5 +62,5 @@ case "${1:-}" in
     ab "64;128;256" "--fp8_prefill --no-standard;;--serving --no-standard --benchmark_filter=serving/prefill/" \
       '| head_dim | causal | fp8;;| head_dim | cache'
     ;;
-  *) sed -n '2,15p' "$0"; exit 2 ;;
+  *) sed -n '2,16p' "$0"; exit 2 ;;
 esac
