@@ -10,6 +10,7 @@
 #   scripts/queued-patches.sh ab2         # A/B of flash_bench --features (ALiBi and sinks against plain)
 #   scripts/queued-patches.sh ab3         # A/B of hd96's head-dim rows (N 2048 causal and not, 16k)
 #   scripts/queued-patches.sh ab4         # A/B of the FP8 prefill rows and the serving prefill rows (bf16 and e4m3 caches)
+#   scripts/queued-patches.sh ab5         # A/B of the serving prefill rows on the sm80 kernel (--backend=sm80)
 #   scripts/queued-patches.sh list        # the patch files, one a line
 #
 # `test` and `sanitize` change the working tree (git apply); the A/Bs build copies
@@ -21,6 +22,7 @@ PATCHES=(
   2026-12-05-uniform-q-address     # spills: the warpgroup's Q address in a uniform register
   2026-12-05-fp8-cache-copy-addresses  # issue 27: fp8-cache copies and Q descriptors not held across blocks
   2026-12-05-fresh-q-descriptors   # spills: Q descriptors rebuilt per block in the cache and hd256 kernels that spill
+  2026-12-05-sm80-paged-copy-addresses  # spills: the sm80 kernel's paged copies without hoisted addresses
 )
 dir=docs/history/patches
 files=()
@@ -62,5 +64,8 @@ case "${1:-}" in
     ab "64;128;256" "--fp8_prefill --no-standard;;--serving --no-standard --benchmark_filter=serving/prefill/" \
       '| head_dim | causal | fp8;;| head_dim | cache'
     ;;
-  *) sed -n '2,16p' "$0"; exit 2 ;;
+  ab5)
+    ab "64;128;256" "--serving --no-standard --backend=sm80 --benchmark_filter=serving/prefill/bf16/" '| head_dim | cache'
+    ;;
+  *) sed -n '2,17p' "$0"; exit 2 ;;
 esac
