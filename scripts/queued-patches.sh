@@ -31,6 +31,10 @@ spec="all:"
 for f in "${files[@]}"; do spec+="@$f;;"; done
 spec=${spec%;;}
 
+apply_all() {
+  for f in "${files[@]}"; do git apply "$f" || { echo "$f does not apply"; exit 1; }; done
+}
+
 # One A/B of base against all the patches: head dims to build, then
 # BENCH_ARGS and TABLE as scripts/tile-sweep.sh takes them, then any
 # further variants (tile-sweep.sh's "name:edits").
@@ -42,11 +46,11 @@ ab() {
 case "${1:-}" in
   list) printf '%s\n' "${files[@]}" ;;
   test)
-    for f in "${files[@]}"; do git apply "$f" || { echo "$f does not apply"; exit 1; }; done
+    apply_all
     timeout "${TEST_CALL_TIMEOUT:-590}" scripts/gpu-check.sh build test
     ;;
   sanitize)
-    for f in "${files[@]}"; do git apply "$f" || { echo "$f does not apply"; exit 1; }; done
+    apply_all
     SANITIZE_FILTER=${SANITIZE_FILTER:-'*Sanitizer*:GraphsThreads.*:*HiddenTopBlocks*:*Fp8Cache*q130*'} \
       timeout "${TEST_CALL_TIMEOUT:-590}" scripts/gpu-check.sh build sanitize
     ;;
