@@ -22,6 +22,7 @@ mkdir -p "$out"
 inc=${BUILD_DIR:-build/release}/include
 if [[ ! -f $inc/flash/version.h ]]; then
   inc=$(mktemp -d)
+  trap 'rm -rf "$inc"' EXIT
   mkdir -p "$inc/flash"
   ver=$(sed -n 's/^project(flash VERSION \([0-9.]*\).*/\1/p' CMakeLists.txt)
   IFS=. read -r major minor patch <<<"${ver:-0.0.0}"
