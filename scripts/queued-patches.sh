@@ -23,6 +23,8 @@ PATCHES=(
   2026-12-05-fp8-cache-copy-addresses  # issue 27: fp8-cache copies and Q descriptors not held across blocks
   2026-12-05-fresh-q-descriptors   # spills: Q descriptors rebuilt per block in the cache and hd256 kernels that spill
   2026-12-05-sm80-paged-copy-addresses  # spills: the sm80 kernel's paged copies without hoisted addresses
+  2026-12-05-mask-bounds-per-thread  # spills: the per-column mask compares each score with a constant
+  2026-12-05-window-alibi-on-tensor-cores  # issue 26: ALiBi under a window on the tensor cores (hd64)
 )
 dir=docs/history/patches
 files=()
@@ -51,7 +53,7 @@ case "${1:-}" in
     ;;
   sanitize)
     apply_all
-    SANITIZE_FILTER=${SANITIZE_FILTER:-'*Sanitizer*:GraphsThreads.*:*HiddenTopBlocks*:*Fp8Cache*q130*'} \
+    SANITIZE_FILTER=${SANITIZE_FILTER:-'*Sanitizer*:GraphsThreads.*:*HiddenTopBlocks*:*Fp8Cache*q130*:*SinksAlibi*window*'} \
       timeout "${TEST_CALL_TIMEOUT:-590}" scripts/gpu-check.sh build sanitize
     ;;
   ab1)
@@ -59,7 +61,8 @@ case "${1:-}" in
       "pass:@$dir/2026-12-05-pass-hidden-blocks.patch"
     ;;
   ab2)
-    ab "64;128" "--features --benchmark_filter=features/" '| shape'
+    ab "64;128" "--features --benchmark_filter=features/" '| shape' \
+      "window:@$dir/2026-12-05-mask-bounds-per-thread.patch;;@$dir/2026-12-05-window-alibi-on-tensor-cores.patch"
     ;;
   ab3)
     ab "96;128" "--head_dim_rows --no-standard --benchmark_filter=head_dims/hd(96|128)" '| head_dim | N'
