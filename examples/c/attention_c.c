@@ -146,10 +146,10 @@ int main(void) {
     params.causal = true;
 
     /* A rejected call returns a code; the message says what was wrong. */
-    params.head_dim = 80;
+    params.head_dim = 84; /* not a multiple of 8 */
     flash_set_contiguous_bhnd(&params);
     status = flash_validate(&params);
-    printf("head_dim 80 -> %s: %s\n", flash_status_string(status), flash_last_error_message());
+    printf("head_dim 84 -> %s: %s\n", flash_status_string(status), flash_last_error_message());
 
     params.head_dim = kHeadDim;
     flash_set_contiguous_bhnd(&params);

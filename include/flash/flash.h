@@ -44,9 +44,10 @@ typedef enum flash_kv_dtype {
 
 /* Which kernel family runs a call. */
 typedef enum flash_backend {
-  FLASH_BACKEND_AUTO = 0, /* the decode kernel for seqlen_q <= 16, fp8-cache calls it splits, head dim 512 and MLA
-                             off sm_90; otherwise the Hopper kernel on sm_90 where it supports the shape, else the
-                             sm80 kernel */
+  FLASH_BACKEND_AUTO = 0, /* MLA on sm_90 and e4m3-Q calls: their Hopper kernels at any seqlen_q; the decode
+                             kernel for seqlen_q <= 16, fp8-cache calls it splits, head dim 512 and MLA off sm_90;
+                             otherwise the Hopper kernel on sm_90 where it supports the shape, else the sm80
+                             kernel */
   FLASH_BACKEND_SM80 = 1, /* the FlashAttention-2 mma.sync kernel (sm_80 and newer) */
   FLASH_BACKEND_SM90 = 2, /* the Hopper wgmma/TMA kernel (sm_90 with an sm_90a build; runs head dims on 64, 96, 128, 192, 256) */
   FLASH_BACKEND_DECODE = 3 /* the split-KV decode kernel (mma.sync, sm_80 and newer; short queries: seqlen_q <= 16;
@@ -194,8 +195,8 @@ typedef struct flash_attention_params {
 
   /* Split-KV, on every kernel: 0 lets flash choose (as many splits as the
    * workspace holds, up to its choice; none without one; its choice keeps
-   * each float32 accumulation within 2^18 keys where 128 splits and 1 GiB
-   * of partial results allow), 1 never splits,
+   * each float32 accumulation within 2^18 keys where 128 splits (and, on
+   * the prefill kernels, 1 GiB of partial results) allow), 1 never splits,
    * n > 1 asks for n (at most 128), and then the workspace (device memory,
    * 256-byte aligned) must hold at least flash_attention_workspace_size()
    * bytes. */
@@ -230,9 +231,10 @@ typedef struct flash_attention_params {
    * call runs on the kernel of the wider of the two. With it, V is
    * [batch, seqlen_k, heads_kv, head_dim_v] and O [batch, seqlen_q, heads_q,
    * head_dim_v] (packed and paged layouts alike). MLA's absorbed form,
-   * head_dim 576 with head_dim_v 512, is taken when v is k with k's strides
+   * head_dim 576 with head_dim_v 512, requires v to be k with k's strides
    * (V is the first 512 columns of K's rows; flash_set_contiguous_* set them
-   * so) and softmax_scale is given: the Hopper MLA kernel on sm_90, the
+   * so) and a nonzero softmax_scale (otherwise
+   * FLASH_INVALID_ARGUMENT): the Hopper MLA kernel on sm_90, the
    * split-D decode kernel elsewhere; not with an fp8 cache or k_new. */
   int64_t head_dim_v;
 
@@ -249,6 +251,7 @@ typedef struct flash_attention_params {
   const void* v_new;
   int64_t seqlen_new;
   const int32_t* cu_seqlens_k_new;
+  /* k_new's and v_new's strides, in elements (as q's). */
   int64_t k_new_batch_stride;
   int64_t k_new_seq_stride;
   int64_t k_new_head_stride;
@@ -260,7 +263,10 @@ typedef struct flash_attention_params {
    * t of sequence b at position seqused_k[b] + t, query row i at
    * (its keys after the append) - (its query rows) + i. rotary_interleaved
    * nonzero: pairs (2j, 2j+1) (GPT-J); 0: (j, j + rotary_dim / 2)
-   * (GPT-NeoX, Llama). */
+   * (GPT-NeoX, Llama). rotary_dim is even, 2 .. head_dim (the first
+   * rotary_dim columns turn); rotary_positions, 1 .. 2^30, is the tables'
+   * row count: positions must be below it (a larger one reads the last
+   * row). */
   const float* rotary_cos;
   const float* rotary_sin;
   int64_t rotary_dim;

@@ -32,8 +32,9 @@ enum class KvDType : int32_t {
 
 // Which kernel family runs a call.
 enum class Backend : int32_t {
-  kAuto = 0,  // the decode kernel for seqlen_q <= 16, fp8-cache calls it splits, head dim 512 and MLA off
-              // sm_90; otherwise the Hopper kernel on sm_90 where it supports the shape, else the sm80 kernel
+  kAuto = 0,  // MLA on sm_90 and e4m3-Q calls: their Hopper kernels at any seqlen_q; the decode kernel for
+              // seqlen_q <= 16, fp8-cache calls it splits, head dim 512 and MLA off sm_90; otherwise the
+              // Hopper kernel on sm_90 where it supports the shape, else the sm80 kernel
   kSm80 = 1,  // the FlashAttention-2 mma.sync kernel (sm_80 and newer)
   kSm90 = 2,  // the Hopper wgmma/TMA kernel (sm_90 with an sm_90a build; runs head dims on 64, 96, 128, 192, 256)
   kDecode = 3,  // the split-KV decode kernel (mma.sync, sm_80 and newer); for short queries (kAuto takes it
@@ -93,11 +94,11 @@ struct AttentionParams {
   // Width of V and O (DeepSeek-V2/V3 prefill: head_dim 192, head_dim_v 128);
   // 0 means head_dim. The same rule as head_dim; the call runs on the
   // kernel of the wider of the two, V's missing columns zero in its tiles.
-  // MLA's absorbed form, head_dim 576 with head_dim_v 512, is taken when v
-  // is k with k's strides (V is the first 512 columns of K's rows;
-  // set_contiguous_* set them so) and softmax_scale is given: the Hopper
-  // MLA kernel on sm_90, the split-D decode kernel elsewhere; not with an
-  // fp8 cache or k_new.
+  // MLA's absorbed form, head_dim 576 with head_dim_v 512, requires v to
+  // be k with k's strides (V is the first 512 columns of K's rows;
+  // set_contiguous_* set them so) and a nonzero softmax_scale
+  // (otherwise kInvalidArgument): the Hopper MLA kernel on sm_90, the
+  // split-D decode kernel elsewhere; not with an fp8 cache or k_new.
   int64_t head_dim_v = 0;
 
   int64_t q_batch_stride = 0;  // Elements between Q[b, i, h, :] and Q[b + 1, i, h, :].
@@ -282,8 +283,8 @@ struct AttentionParams {
   // a partial output that a combine kernel merges in a fixed order (so
   // results are deterministic); every kernel family splits. num_splits = 0
   // lets flash choose from the GPU and the work, and enough splits to keep
-  // each float32 accumulation of P V within 2^18 keys where 128 splits and
-  // 1 GiB of partial results allow (the tensor
+  // each float32 accumulation of P V within 2^18 keys where 128 splits (and,
+  // on the prefill kernels, 1 GiB of partial results) allow (the tensor
   // cores truncate: one accumulation over 2^22 keys comes out ~2.6e-2 low);
   // 1 never splits; n > 1 asks for n (at most 128; a split that gets no
   // keys costs a little and changes nothing). Splitting
