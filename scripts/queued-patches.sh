@@ -23,8 +23,6 @@ PATCHES=(
   2026-12-05-fp8-cache-copy-addresses  # issue 27: fp8-cache copies and Q descriptors not held across blocks
   2026-12-05-fresh-q-descriptors   # spills: Q descriptors rebuilt per block in the cache and hd256 kernels that spill
   2026-12-05-sm80-paged-copy-addresses  # spills: the sm80 kernel's paged copies without hoisted addresses
-  2026-12-05-mask-bounds-per-thread  # spills: the per-column mask compares each score with a constant
-  2026-12-05-window-alibi-on-tensor-cores  # issue 26: ALiBi under a window on the tensor cores (hd64)
 )
 dir=docs/history/patches
 files=()
@@ -61,8 +59,7 @@ case "${1:-}" in
       "pass:@$dir/2026-12-05-pass-hidden-blocks.patch"
     ;;
   ab2)
-    ab "64;128" "--features --benchmark_filter=features/" '| shape' \
-      "window:@$dir/2026-12-05-mask-bounds-per-thread.patch;;@$dir/2026-12-05-window-alibi-on-tensor-cores.patch"
+    ab "64;128" "--features --benchmark_filter=features/" '| shape'
     ;;
   ab3)
     ab "96;128" "--head_dim_rows --no-standard --benchmark_filter=head_dims/hd(96|128)" '| head_dim | N'

@@ -557,6 +557,7 @@ Status make_plan(const AttentionParams& p, const DeviceCaps& caps, Plan* plan) n
     if (sm90_why == nullptr) {
 #if FLASH_HAS_SM90
       const int hd = sm90_head_dim(p);
+      plan_splits(p, cache ? 1 : prefill_splits_wanted(p, caps), plan);
       // At head dim 96 score-modifier calls run 128 x 128 alone: the general
       // 192-row variant spills, and these calls are not tuned, so the
       // 192-row score-modifier kernels are not compiled (launch.cuh).
@@ -567,14 +568,19 @@ Status make_plan(const AttentionParams& p, const DeviceCaps& caps, Plan* plan) n
       } else {
         const int candidates = sm90::num_candidates(hd, plan->mask != MaskVariant::kTail);
         // Score modifiers (ALiBi, softcap) under a short left window at head
-        // dim 64: the 128-row tile first. The 192-row one spills in that
-        // variant, and with a window of a block or two nearly all its rows
-        // straddle a mask edge (docs/perf/score-features.md).
-        const bool swap = candidates > 1 && plan->mask == MaskVariant::kScoreMod && hd == 64 &&
-                          p.window_left >= 0 && p.window_left <= 256;
+        // dim 64: the 128-row tile first. The 192-row one's general
+        // score-modifier kernel spills, and with a window of a block or two
+        // nearly all its rows straddle a mask edge, each scored by the
+        // per-element formula. ALiBi with a right edge at the diagonal and
+        // without a softcap, an LSE or splits keeps the 192-row tile: its
+        // kernel there puts ALiBi's column term on the tensor cores
+        // (sm90/launch.cuh, run_candidate; docs/perf/score-features.md).
+        const bool alibi_mma = p.alibi_slopes != nullptr && p.softcap <= 0.f && plan->window_right == 0 &&
+                               p.lse == nullptr && plan->num_splits == 1;
+        const bool swap = candidates > 1 && plan->mask == MaskVariant::kScoreMod && hd == 64 && p.window_left >= 0 &&
+                          p.window_left <= 256 && !alibi_mma;
         for (int i = 0; i < candidates; ++i) add(plan, Backend::kSm90, swap && i < 2 ? 1 - i : i);
       }
-      plan_splits(p, cache ? 1 : prefill_splits_wanted(p, caps), plan);
       want_split_workspace(split, plan);
 #endif
     } else if (b == Backend::kSm90) {

@@ -73,9 +73,9 @@ std::vector<FeatureRow> feature_rows(Feature feature) {
       t.add(std::string("dense_") + m.name + suffix, cfg, prefill_split_runs(true));
     }
   }
-  // ALiBi's tensor-core form (causal, no LSE, unsplit, head dim 64; the
-  // Hopper kernel's AlibiCausalTraits): keys past and short of the query
-  // count, a long row (4000 keys: a * k up to 127 a per block, far from
+  // ALiBi's tensor-core form (causal, with or without a left window, no
+  // LSE, unsplit, head dim 64; the Hopper kernel's AlibiCausalTraits):
+  // keys past and short of the query count, a long row (4000 keys: a * k up to 127 a per block, far from
   // the diagonal), both dtypes, fp16 with a softmax scale that puts a =
   // slope / scale past fp16's range, varlen with empty sequences, and with
   // sinks (whose weight the rows' shifts set).
@@ -115,6 +115,54 @@ std::vector<FeatureRow> feature_rows(Feature feature) {
                   (dtype == DType::kFloat16 ? "_fp16" : "_bf16") + suffix,
               cfg);
       }
+    }
+    // The same form under a left window (gpt-oss's sliding layers):
+    // windows of 0, 1, 100, 128 and 300 keys, spelled causal + left edge
+    // and (128) as the window (128, 0); rows whose window starts inside,
+    // at and before a key block.
+    struct Window {
+      int64_t left, right;  // right -1: causal
+      int64_t q, k;
+    };
+    for (const Window& w : {Window{0, -1, 300, 1000}, Window{1, -1, 1000, 300}, Window{100, -1, 700, 700},
+                            Window{128, -1, 256, 4000}, Window{128, 0, 1000, 1000}, Window{300, -1, 600, 900}}) {
+      for (DType dtype : {DType::kBFloat16, DType::kFloat16}) {
+        FeatureConfig cfg = make_config(dtype, 64, 8, 2, seed++);
+        cfg.causal = w.right < 0;
+        cfg.window_left = w.left;
+        cfg.window_right = w.right;
+        cfg.seqlens_q = repeat(w.q, 1);
+        cfg.seqlens_k = repeat(w.k, 1);
+        cfg.with_lse = false;
+        set_feature(&cfg, feature, shift++);
+        t.add("dense_window" + std::to_string(w.left) + (w.right < 0 ? "_causal" : "_right0") + "_nolse_q" +
+                  std::to_string(w.q) + "_k" + std::to_string(w.k) + (dtype == DType::kFloat16 ? "_fp16" : "_bf16") +
+                  suffix,
+              cfg);
+      }
+    }
+    {
+      FeatureConfig cfg = make_config(DType::kFloat16, 64, 8, 2, seed++);
+      cfg.causal = true;
+      cfg.window_left = 128;
+      cfg.seqlens_q = repeat(200, 1);
+      cfg.seqlens_k = repeat(600, 1);
+      cfg.with_lse = false;
+      cfg.softmax_scale = 1e-6f;
+      set_feature(&cfg, feature, shift++);
+      t.add("dense_window128_nolse_tiny_scale_fp16" + suffix, cfg);
+    }
+    {
+      FeatureConfig cfg = make_config(DType::kBFloat16, 64, 8, 2, seed++);
+      cfg.causal = true;
+      cfg.window_left = 128;
+      cfg.varlen_q = true;
+      cfg.seqlens_q = rotated(3);
+      cfg.seqlens_k = rotated(5);
+      cfg.kv = KvLayout::kVarlen;
+      cfg.with_lse = false;
+      set_feature(&cfg, feature, shift++);
+      t.add("varlen_window128_nolse" + suffix, cfg);
     }
     FeatureConfig cfg = make_config(DType::kBFloat16, 64, 8, 2, seed++);
     cfg.causal = true;

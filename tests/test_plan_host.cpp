@@ -344,32 +344,60 @@ TEST(Plan, OneMaskDecision) {
 }
 
 // Score modifiers at head dim 64 under a left window of at most 256 keys
-// run the 128-row tile (candidate 1) first; unwindowed, wider windows, and
-// head dim 128 keep candidate 0 first (head dim 96: the test below).
+// run the 128-row tile (candidate 1) first, but for ALiBi with the right
+// edge at the diagonal and without a softcap, an LSE or splits, whose
+// column term candidate 0 puts on the tensor cores; unwindowed calls, wider
+// windows, and head dim 128 keep candidate 0 first (head dim 96: the test
+// below).
 TEST(Plan, ShortWindowedScoreModsAtHeadDim64TakeThe128RowTile) {
   if (!kHasSm90 || !head_dim_compiled(64)) GTEST_SKIP() << "needs the Hopper kernel and head_dim 64";
+  enum Mod { kPlain, kAlibi, kSoftcap, kBoth };
   struct Case {
-    int64_t head_dim, window_left;
-    bool alibi;
+    int64_t head_dim, window_left, window_right;  // window_right -1: causal
+    Mod mod;
+    bool lse;
     int first;
   };
-  const Case cases[] = {{64, 128, true, 1},  {64, 256, true, 1},  {64, 0, true, 1},     {64, 257, true, 0},
-                        {64, -1, true, 0},   {64, 128, false, 0}, {128, 128, true, 0}};
+  const Case cases[] = {
+      {64, 128, -1, kAlibi, false, 0}, {64, 256, -1, kAlibi, false, 0},  {64, 0, -1, kAlibi, false, 0},
+      {64, 128, 0, kAlibi, false, 0},  {64, 128, -1, kAlibi, true, 1},   {64, 256, -1, kAlibi, true, 1},
+      {64, 0, -1, kAlibi, true, 1},    {64, 128, 128, kAlibi, false, 1}, {64, 128, -1, kSoftcap, false, 1},
+      {64, 128, -1, kBoth, false, 1},  {64, 257, -1, kAlibi, true, 0},   {64, -1, -1, kAlibi, true, 0},
+      {64, 128, -1, kPlain, false, 0}, {128, 128, -1, kAlibi, true, 0}};
   const float slopes = 0.f;
   for (const Case& c : cases) {
-    SCOPED_TRACE("head_dim " + std::to_string(c.head_dim) + ", window_left " + std::to_string(c.window_left) +
-                 (c.alibi ? ", alibi" : ""));
+    SCOPED_TRACE("head_dim " + std::to_string(c.head_dim) + ", window (" + std::to_string(c.window_left) + ", " +
+                 std::to_string(c.window_right) + "), mod " + std::to_string(c.mod) + (c.lse ? ", lse" : ""));
     if (!head_dim_compiled(c.head_dim)) continue;
-    AttentionParams p = dense(c.head_dim, 4096, 4096, true);
+    AttentionParams p = dense(c.head_dim, 4096, 4096, c.window_right < 0);
     p.window_left = c.window_left;
-    if (c.alibi) p.alibi_slopes = &slopes;  // never read by the plan
+    if (c.window_right >= 0) p.window_right = c.window_right;
+    if (c.mod == kAlibi || c.mod == kBoth) p.alibi_slopes = &slopes;  // never read by the plan
+    if (c.mod == kSoftcap || c.mod == kBoth) p.softcap = 30.f;
+    if (c.lse) p.lse = static_cast<float*>(const_cast<void*>(fake(4)));
+    ASSERT_TRUE(validate(p).ok());
     Plan plan;
     ASSERT_TRUE(detail::make_plan(p, kH200, &plan).ok());
+    ASSERT_EQ(plan.num_splits, 1);
     ASSERT_GE(plan.num_candidates, 2);
     EXPECT_EQ(plan.candidates[0].backend, Backend::kSm90);
     EXPECT_EQ(plan.candidates[0].index, c.first);
     EXPECT_EQ(plan.candidates[1].index, 1 - c.first);
   }
+  // Split, the tensor-core form is off, and the 128-row tile goes first.
+  AttentionParams p = dense(64, 4096, 4096, true);
+  p.window_left = 128;
+  p.alibi_slopes = &slopes;
+  p.num_splits = 2;
+  p.workspace = const_cast<void*>(fake(5));
+  p.workspace_bytes = size_t{1} << 30;
+  ASSERT_TRUE(validate(p).ok());
+  Plan plan;
+  ASSERT_TRUE(detail::make_plan(p, kH200, &plan).ok());
+  ASSERT_EQ(plan.num_splits, 2);
+  ASSERT_GE(plan.num_candidates, 2);
+  EXPECT_EQ(plan.candidates[0].backend, Backend::kSm90);
+  EXPECT_EQ(plan.candidates[0].index, 1);
 }
 
 // Head dim 96 (and 80, which runs on it) takes the 192 x 96 tile of three

@@ -112,20 +112,27 @@ struct WindowMask {
 // mma/wgmma accumulator layout) whose first column is key col0: scores of
 // keys outside each row's [begin, limit) become -inf (never a finite
 // stand-in: a masked score must weigh exactly zero). kHasLeft false skips
-// the left edge.
-template <bool kHasLeft, int kM, int kN>
+// the left edge. kThreadBounds (the sm90 and decode kernels): the bounds
+// move to the thread's first column, so each score compares them with a
+// constant; the column form builds the thread's columns in registers,
+// which spilled in the sm90 window and KV-cache kernels. The sm80 kernel
+// keeps the column form: there the bounds form spills more in some
+// kernels and less in others (docs/perf/sm90-short-calls.md).
+template <bool kHasLeft, bool kThreadBounds = true, int kM, int kN>
 __device__ __forceinline__ void apply_mask(float (&s)[kM][kN][4], const RowRange<kM>& r, int col0, int lane) {
 #pragma unroll
   for (int m = 0; m < kM; ++m) {
 #pragma unroll
     for (int hi = 0; hi < 2; ++hi) {
-      const int begin = r.begin[m][hi] - col0;
-      const int limit = r.limit[m][hi] - col0;
+      // Columns, and the bounds, relative to `first`.
+      const int first = kThreadBounds ? col0 + (lane % 4) * 2 : col0;
+      const int begin = r.begin[m][hi] - first;
+      const int limit = r.limit[m][hi] - first;
 #pragma unroll
       for (int nt = 0; nt < kN; ++nt) {
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          const int col = nt * 8 + (lane % 4) * 2 + e;
+          const int col = nt * 8 + e + (kThreadBounds ? 0 : (lane % 4) * 2);
           if (col >= limit || (kHasLeft && col < begin)) s[m][nt][2 * hi + e] = -INFINITY;
         }
       }

@@ -302,7 +302,7 @@ __global__ void __launch_bounds__(Traits::kNThreads)
     if (is_masked) {
       const RowRange<kMTiles> ranges = mask.template ranges<kMTiles>(
           [&](int mt, int hi) { return row_begin + warp_row + mt * 16 + lane / 4 + hi * 8; });
-      apply_mask<kMasked>(s, ranges, n_block * kBlockN, lane);
+      apply_mask<kMasked, false>(s, ranges, n_block * kBlockN, lane);
     }
 
     float correction[2 * kMTiles];

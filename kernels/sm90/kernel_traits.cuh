@@ -67,7 +67,7 @@ struct FwdTraits {
   using Fp8QKElement = std::conditional_t<std::is_same_v<Element_, __half> || kHeadDim <= 128, __half, Element_>;
   // Whether the softmax keeps float32 row sums, for the log-sum-exp. Only
   // kRowSumInO traits are compiled without them (WithoutLseSums), for
-  // tail-only and causal calls that ask for no log-sum-exp (launch.cuh).
+  // unsplit calls that ask for no log-sum-exp (launch.cuh, run_lse_variant).
   static constexpr bool kLseSums = kLseSums_;
   // Q, K and V are Element (the FP8 prefill's traits, Fp8FwdTraits, set it).
   static constexpr bool kFp8In = false;
@@ -266,9 +266,10 @@ template <int kHeadDim, bool kMasked, typename Element>
 using Fp8Traits = Fp8FwdTraits<kHeadDim, Fp8Tile<kHeadDim, kMasked>::kBlockM, Fp8Tile<kHeadDim, kMasked>::kBlockN,
                                Fp8Tile<kHeadDim, kMasked>::kStages, Element>;
 
-// The ALiBi-only kernel's form for causal calls without an LSE at head
-// dim 64 (launch.cuh, run_candidate): Base's tiles, ALiBi's column term on
-// the tensor cores (Mainloop::kAlibiMma).
+// The ALiBi kernel's form at head dim 64 for causal calls, with or without
+// a left window edge, without a softcap, an LSE or splits (launch.cuh,
+// run_candidate): Base's tiles, ALiBi's column term on the tensor cores
+// (Mainloop::kAlibiMma).
 template <typename Base>
 struct AlibiCausalTraits : Base {
   static constexpr bool kAlibiCausal = true;
@@ -286,7 +287,8 @@ inline constexpr bool kFp8CacheQkE4m3 =
 // The compiled tile configurations per head dim, unmasked and masked.
 // Candidate 0 is the heuristic's pick at every length, but for
 // score-modifier calls at head dim 64 under a left window of at most 256
-// keys, which the plan starts with candidate 1 (docs/perf/score-features.md),
+// keys, which the plan starts with candidate 1 unless ALiBi's tensor-core
+// form takes them (make_plan; docs/perf/score-features.md),
 // and every score-modifier call at head dim 96, which runs candidate 1
 // alone (kScoreModCandidate96, head-dims.md); the others are runners-up
 // only the autotuner picks. KV-cache calls run one

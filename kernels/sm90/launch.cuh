@@ -82,10 +82,8 @@ cudaError_t launch_fwd(const FwdParams& params, cudaStream_t stream) {
 template <typename Traits, bool kMasked, bool kLeft, bool kScoreMod, bool kCache = false, bool kFp8 = false>
 cudaError_t run_with_traits(const detail::FwdParams& p, cudaStream_t stream);
 
-// Tail-only, causal and score-modifier (softcap, ALiBi) calls: a kernel
-// without the softmax's float32 row sums where the call wants no
-// log-sum-exp and Traits can do without them (kRowSumInO); window calls
-// keep one variant, with the sums.
+// A kernel without the softmax's float32 row sums where the call wants no
+// log-sum-exp, is not split and Traits can do without them (kRowSumInO).
 template <typename Traits, bool kMasked, bool kCache = false, bool kLeft = false, bool kScoreMod = false,
           bool kFp8 = false>
 cudaError_t run_lse_variant(const detail::FwdParams& p, cudaStream_t stream) {
@@ -107,9 +105,11 @@ cudaError_t run_candidate(const detail::FwdParams& p, MaskVariant mask, cudaStre
   } else {
     switch (mask) {
       case MaskVariant::kCausal: return run_lse_variant<Traits, true>(p, stream);
-      case MaskVariant::kWindow: return run_with_traits<Traits, true, true, false>(p, stream);
-      // Score modifiers: ALiBi without a softcap and without a left window
-      // edge runs a kernel with neither (kLeft false: Mainloop compiles the
+      case MaskVariant::kWindow: return run_lse_variant<Traits, true, false, true>(p, stream);
+      // Score modifiers: causal ALiBi without a softcap, an LSE or splits
+      // puts its column term on the tensor cores (candidate 0, below);
+      // other ALiBi calls without a softcap and without a left window edge
+      // run a kernel with neither (kLeft false: Mainloop compiles the
       // softcap out there); every other call the kernel with both, where a
       // window of (-1, -1) masks only the ragged tail.
       case MaskVariant::kScoreMod:
@@ -119,12 +119,14 @@ cudaError_t run_candidate(const detail::FwdParams& p, MaskVariant mask, cudaStre
           return cudaErrorInvalidValue;
         } else {
           if constexpr (Traits::kRowSumInO && kIndex == 0) {
-            // Causal ALiBi without a softcap, an LSE or splits: its column
-            // term on the tensor cores (AlibiCausalTraits). Candidate 0
-            // only: these calls are not tuned and start with it.
-            if (p.softcap <= 0.f && p.window_left < 0 && p.window_right == 0 && p.lse == nullptr &&
-                p.num_splits <= 1) {
-              return run_with_traits<AlibiCausalTraits<typename Traits::WithoutLseSums>, true, false, true>(p, stream);
+            // Causal ALiBi, with or without a left window edge, and
+            // without a softcap, an LSE or splits: its column term on the
+            // tensor cores (AlibiCausalTraits). Candidate 0 only: these
+            // calls are not tuned, and the plan starts them with it.
+            if (p.softcap <= 0.f && p.window_right == 0 && p.lse == nullptr && p.num_splits <= 1) {
+              using Alibi = AlibiCausalTraits<typename Traits::WithoutLseSums>;
+              if (p.window_left < 0) return run_with_traits<Alibi, true, false, true>(p, stream);
+              return run_with_traits<Alibi, true, true, true>(p, stream);
             }
           }
           if (p.softcap <= 0.f && p.window_left < 0) return run_lse_variant<Traits, true, false, false, true>(p, stream);

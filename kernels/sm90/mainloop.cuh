@@ -134,8 +134,9 @@ struct Mainloop {
   // whose kernels with the words are not measured yet.
   static constexpr bool kMaskWords = kMasked && !kLeft && !kCache && !kFp8In;
 
-  // ALiBi on the tensor cores (Traits::kAlibiCausal: the ALiBi-only kernel
-  // at head dim 64 for causal calls without an LSE, dense K/V). Every
+  // ALiBi on the tensor cores (Traits::kAlibiCausal: the ALiBi kernel at
+  // head dim 64 for causal calls, with or without a left window edge,
+  // without a softcap or an LSE, dense K/V). Every
   // visible key j of row i lies left of the row's diagonal i + d, so the
   // bias -slope * (i + d - j) is a row offset (OnlineSoftmax's shift) plus
   // a * k, k = j's place in its block and a = slope / softmax_scale. One
@@ -150,9 +151,8 @@ struct Mainloop {
   // within float32's rounding. The step is a bf16 wgmma whatever Element
   // is (it reads only these columns): fp16 would overflow at a >= 65520.
   static constexpr bool kAlibiMma = Traits::kAlibiCausal;
-  static_assert(!kAlibiMma ||
-                    (kMasked && kScoreMod && !kLeft && Traits::kRowSumInO && !Traits::kLseSums && !kCache && !kFp8In),
-                "ALiBi's tensor-core form: the ALiBi-only kernel at head dim 64, without float32 sums");
+  static_assert(!kAlibiMma || (kMasked && kScoreMod && Traits::kRowSumInO && !Traits::kLseSums && !kCache && !kFp8In),
+                "ALiBi's tensor-core form: the ALiBi kernel at head dim 64, without float32 sums");
   using AlibiElement = __nv_bfloat16;
   static constexpr int kAlibiKeyColumn = 16;    // k
   static constexpr int kAlibiSlopeColumn = 48;  // a's three parts
