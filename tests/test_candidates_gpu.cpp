@@ -1,8 +1,10 @@
 // Every compiled kernel configuration, not only the ones the heuristic
 // picks, computes attention: each candidate dispatch.h lists for a shape
 // (sm90 tiles, sm80 tiles) runs on the same ragged GQA inputs and matches
-// the cuBLAS reference, causal or not, for every compiled head dim. The
-// autotuner may pick any of them, so each must be right.
+// the cuBLAS reference, unmasked, causal and under a causal left window,
+// with and without an LSE (at head dim 64 a call without one runs kernels
+// of its own), for every compiled head dim. The autotuner may pick any of
+// them, so each must be right.
 #include <cuda_runtime_api.h>
 
 #include <string>
@@ -26,11 +28,20 @@ TEST_F(Candidates, EveryCompiledConfigurationMatchesTheReference) {
   int ran = 0;
   for (int64_t d : {32, 64, 96, 128, 192, 256}) {
     if (!head_dim_compiled(d)) continue;
-    for (bool causal : {false, true}) {
+    struct Mask {
+      bool causal;
+      int64_t window_left;
+      bool lse;
+    };
+    for (const Mask& mask : {Mask{false, -1, true}, Mask{true, -1, true}, Mask{true, -1, false}, Mask{true, 100, true},
+                             Mask{true, 100, false}}) {
+      const bool causal = mask.causal;
       CaseConfig cfg;
       cfg.dtype = (index % 2 == 0) ? DType::kBFloat16 : DType::kFloat16;
       cfg.head_dim = d;
       cfg.causal = causal;
+      cfg.window_left = mask.window_left;
+      cfg.with_lse = mask.lse;
       cfg.batch = 2;
       cfg.seqlen_q = causal ? 333 : 257;  // more queries than keys under the causal mask: rows with no key
       cfg.seqlen_k = causal ? 200 : 515;
