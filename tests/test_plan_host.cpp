@@ -356,18 +356,20 @@ TEST(Plan, ShortWindowedScoreModsAtHeadDim64TakeThe128RowTile) {
     int64_t head_dim, window_left, window_right;  // window_right -1: causal
     Mod mod;
     bool lse;
+    int splits;  // 0: flash's choice (none at this size)
     int first;
   };
   const Case cases[] = {
-      {64, 128, -1, kAlibi, false, 0}, {64, 256, -1, kAlibi, false, 0},  {64, 0, -1, kAlibi, false, 0},
-      {64, 128, 0, kAlibi, false, 0},  {64, 128, -1, kAlibi, true, 1},   {64, 256, -1, kAlibi, true, 1},
-      {64, 0, -1, kAlibi, true, 1},    {64, 128, 128, kAlibi, false, 1}, {64, 128, -1, kSoftcap, false, 1},
-      {64, 128, -1, kBoth, false, 1},  {64, 257, -1, kAlibi, true, 0},   {64, -1, -1, kAlibi, true, 0},
-      {64, 128, -1, kPlain, false, 0}, {128, 128, -1, kAlibi, true, 0}};
+      {64, 128, -1, kAlibi, false, 0, 0}, {64, 256, -1, kAlibi, false, 0, 0},  {64, 0, -1, kAlibi, false, 0, 0},
+      {64, 128, 0, kAlibi, false, 0, 0},  {64, 128, -1, kAlibi, true, 0, 1},   {64, 256, -1, kAlibi, true, 0, 1},
+      {64, 0, -1, kAlibi, true, 0, 1},    {64, 128, 128, kAlibi, false, 0, 1}, {64, 128, -1, kSoftcap, false, 0, 1},
+      {64, 128, -1, kBoth, false, 0, 1},  {64, 128, -1, kAlibi, false, 2, 1},  {64, 257, -1, kAlibi, true, 0, 0},
+      {64, -1, -1, kAlibi, true, 0, 0},   {64, 128, -1, kPlain, false, 0, 0},  {128, 128, -1, kAlibi, true, 0, 0}};
   const float slopes = 0.f;
   for (const Case& c : cases) {
     SCOPED_TRACE("head_dim " + std::to_string(c.head_dim) + ", window (" + std::to_string(c.window_left) + ", " +
-                 std::to_string(c.window_right) + "), mod " + std::to_string(c.mod) + (c.lse ? ", lse" : ""));
+                 std::to_string(c.window_right) + "), mod " + std::to_string(c.mod) + (c.lse ? ", lse" : "") +
+                 ", splits " + std::to_string(c.splits));
     if (!head_dim_compiled(c.head_dim)) continue;
     AttentionParams p = dense(c.head_dim, 4096, 4096, c.window_right < 0);
     p.window_left = c.window_left;
@@ -375,29 +377,20 @@ TEST(Plan, ShortWindowedScoreModsAtHeadDim64TakeThe128RowTile) {
     if (c.mod == kAlibi || c.mod == kBoth) p.alibi_slopes = &slopes;  // never read by the plan
     if (c.mod == kSoftcap || c.mod == kBoth) p.softcap = 30.f;
     if (c.lse) p.lse = static_cast<float*>(const_cast<void*>(fake(4)));
+    if (c.splits > 0) {
+      p.num_splits = c.splits;
+      p.workspace = const_cast<void*>(fake(5));
+      p.workspace_bytes = size_t{1} << 30;
+    }
     ASSERT_TRUE(validate(p).ok());
     Plan plan;
     ASSERT_TRUE(detail::make_plan(p, kH200, &plan).ok());
-    ASSERT_EQ(plan.num_splits, 1);
+    ASSERT_EQ(plan.num_splits, c.splits > 0 ? c.splits : 1);
     ASSERT_GE(plan.num_candidates, 2);
     EXPECT_EQ(plan.candidates[0].backend, Backend::kSm90);
     EXPECT_EQ(plan.candidates[0].index, c.first);
     EXPECT_EQ(plan.candidates[1].index, 1 - c.first);
   }
-  // Split, the tensor-core form is off, and the 128-row tile goes first.
-  AttentionParams p = dense(64, 4096, 4096, true);
-  p.window_left = 128;
-  p.alibi_slopes = &slopes;
-  p.num_splits = 2;
-  p.workspace = const_cast<void*>(fake(5));
-  p.workspace_bytes = size_t{1} << 30;
-  ASSERT_TRUE(validate(p).ok());
-  Plan plan;
-  ASSERT_TRUE(detail::make_plan(p, kH200, &plan).ok());
-  ASSERT_EQ(plan.num_splits, 2);
-  ASSERT_GE(plan.num_candidates, 2);
-  EXPECT_EQ(plan.candidates[0].backend, Backend::kSm90);
-  EXPECT_EQ(plan.candidates[0].index, 1);
 }
 
 // Head dim 96 (and 80, which runs on it) takes the 192 x 96 tile of three
