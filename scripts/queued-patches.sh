@@ -23,6 +23,7 @@ PATCHES=(
   2026-12-05-fp8-cache-copy-addresses  # issue 27: fp8-cache copies and Q descriptors not held across blocks
   2026-12-05-fresh-q-descriptors   # spills: Q descriptors rebuilt per block in the cache and hd256 kernels that spill
   2026-12-05-sm80-paged-copy-addresses  # spills: the sm80 kernel's paged copies without hoisted addresses
+  2026-12-05-cache-producer-72-registers  # issue 25: gathering KV-cache producers at 72 registers, consumers 216
 )
 dir=docs/history/patches
 files=()
@@ -65,8 +66,11 @@ case "${1:-}" in
     ab "96;128" "--head_dim_rows --no-standard --benchmark_filter=head_dims/hd(96|128)" '| head_dim | N'
     ;;
   ab4)
+    # prod72: the last patch's register split alone, on the base (where the
+    # fp8 kernels at head dims 192 and 256 keep 56 / 224).
     ab "64;128;256" "--fp8_prefill --no-standard;;--serving --no-standard --benchmark_filter=serving/prefill/" \
-      '| head_dim | causal | fp8;;| head_dim | cache'
+      '| head_dim | causal | fp8;;| head_dim | cache' \
+      "prod72:kernels/sm90/fwd_kernel.cuh:s/kWidest = kWideProducer && kFp8 && Traits::kHeadDim <= 128;/kWidest = kWideProducer \&\& (!kFp8 || Traits::kHeadDim <= 128);/"
     ;;
   ab5)
     ab "64;128;256" "--serving --no-standard --backend=sm80 --benchmark_filter=serving/prefill/bf16/" '| head_dim | cache'
