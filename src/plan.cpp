@@ -575,8 +575,8 @@ Status make_plan(const AttentionParams& p, const DeviceCaps& caps, Plan* plan) n
         // without a softcap, an LSE or splits keeps the 192-row tile: its
         // kernel there puts ALiBi's column term on the tensor cores
         // (sm90/launch.cuh, run_candidate; docs/perf/score-features.md).
-        const bool alibi_mma = p.alibi_slopes != nullptr && p.softcap <= 0.f && plan->window_right == 0 &&
-                               p.lse == nullptr && plan->num_splits == 1;
+        const bool alibi_mma = sm90::alibi_on_tensor_cores(p.alibi_slopes != nullptr, p.softcap, plan->window_right,
+                                                           p.lse != nullptr, plan->num_splits);
         const bool swap = candidates > 1 && plan->mask == MaskVariant::kScoreMod && hd == 64 && p.window_left >= 0 &&
                           p.window_left <= 256 && !alibi_mma;
         for (int i = 0; i < candidates; ++i) add(plan, Backend::kSm90, swap && i < 2 ? 1 - i : i);

@@ -50,6 +50,14 @@ constexpr int cache_candidate(int64_t head_dim, bool fp8) {
 // Score-modifier calls (softcap, ALiBi) at head dim 96 run this candidate
 // (128 x 128) alone; candidate 0 compiles no score-modifier kernels.
 inline constexpr int kScoreModCandidate96 = 1;
+// Whether an ALiBi call at head dim 64 puts its bias's column term on the
+// tensor cores (AlibiCausalTraits, candidate 0): the right window edge at
+// the diagonal (kernel_window_right 0: causal), any left edge, no softcap,
+// no LSE, unsplit. The plan keeps these calls on candidate 0; run_candidate
+// launches that kernel for them.
+constexpr bool alibi_on_tensor_cores(bool alibi, float softcap, int window_right, bool lse, int num_splits) {
+  return alibi && softcap <= 0.f && window_right == 0 && !lse && num_splits <= 1;
+}
 
 // FP8 prefill (kernels/sm90/fp8_kernel.cuh): Q, K and V in e4m3 (dense or
 // varlen), O in kDType, head dims 64, 128 and 256, no mask, causal or a

@@ -123,7 +123,8 @@ cudaError_t run_candidate(const detail::FwdParams& p, MaskVariant mask, cudaStre
             // without a softcap, an LSE or splits: its column term on the
             // tensor cores (AlibiCausalTraits). Candidate 0 only: these
             // calls are not tuned, and the plan starts them with it.
-            if (p.softcap <= 0.f && p.window_right == 0 && p.lse == nullptr && p.num_splits <= 1) {
+            if (alibi_on_tensor_cores(p.alibi_slopes != nullptr, p.softcap, p.window_right, p.lse != nullptr,
+                                      p.num_splits)) {
               using Alibi = AlibiCausalTraits<typename Traits::WithoutLseSums>;
               if (p.window_left < 0) return run_with_traits<Alibi, true, false, true>(p, stream);
               return run_with_traits<Alibi, true, true, true>(p, stream);
