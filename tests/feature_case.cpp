@@ -329,6 +329,39 @@ int64_t FeatureCase::lse_index(int64_t b, int64_t i, int64_t h) const {
   return (b * cfg_.heads_q + h) * seqlen_q_ + i;
 }
 
+std::vector<double> FeatureCase::e4m3_qk_allowance() const {
+  const int64_t d = cfg_.head_dim;
+  const double scale = cfg_.softmax_scale != 0.f ? cfg_.softmax_scale : 1.0 / std::sqrt(static_cast<double>(d));
+  const int64_t q_per_kv = cfg_.heads_q / cfg_.heads_kv;
+  std::vector<double> allowance(static_cast<size_t>(lse_elements_), 0.0);
+  std::vector<float> q(static_cast<size_t>(d)), k;
+  for (int64_t b = 0; b < batch_; ++b) {
+    const int64_t keys = keys_of(b);
+    for (int64_t hk = 0; hk < cfg_.heads_kv; ++hk) {
+      // |K| of this sequence and head, [keys, d], then every query row against it.
+      k.resize(static_cast<size_t>(keys * d));
+      for (int64_t j = 0; j < keys; ++j) {
+        const int64_t at = k_row(k_, b, j) + hk * k_.head_stride;
+        for (int64_t t = 0; t < d; ++t) k[j * d + t] = std::fabs(ref::to_float(k_host_[at + t], cfg_.dtype));
+      }
+      for (int64_t h = hk * q_per_kv; h < (hk + 1) * q_per_kv; ++h) {
+        for (int64_t i = 0; i < cfg_.seqlens_q[b]; ++i) {
+          const int64_t at = q_row(q_, b, i) + h * q_.head_stride;
+          for (int64_t t = 0; t < d; ++t) q[t] = std::fabs(ref::to_float(q_host_[at + t], cfg_.dtype));
+          float largest = 0.f;
+          for (int64_t j = 0; j < keys; ++j) {
+            float sum = 0.f;
+            for (int64_t t = 0; t < d; ++t) sum += q[t] * k[j * d + t];
+            largest = std::max(largest, sum);
+          }
+          allowance[static_cast<size_t>(lse_index(b, i, h))] = std::ldexp(largest * scale, -10);
+        }
+      }
+    }
+  }
+  return allowance;
+}
+
 AttentionParams FeatureCase::check_params() const {
   AttentionParams p;
   p.dtype = cfg_.dtype;

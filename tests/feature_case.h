@@ -178,6 +178,14 @@ class FeatureCase {
   ::testing::AssertionResult reference(cublasHandle_t handle, std::vector<double>* o, std::vector<double>* lse,
                                        SequenceReference which = SequenceReference::kCublas);
 
+  // The LSE allowance (check_attention's lse_allowance) of a Q K^T on the
+  // e4m3 tensor cores, whose accumulator keeps about 14 bits and truncates
+  // (test_fp8_prefill_gpu.cpp; docs/perf/fp8-prefill.md): per row, in
+  // check_params()' LSE layout, 2^-10 * scale * max_j sum_t |q_t k_jt| over
+  // every key of the sequence, visible or not (dequantised K; the softmax
+  // scale before any softcap, which only shrinks an error in the score).
+  std::vector<double> e4m3_qk_allowance() const;
+
   // Device arrays, for tests that edit them (e.g. seqused_k past the capacity).
   int32_t* seqused_k_device() { return static_cast<int32_t*>(seqused_k_.ptr); }
   cudaStream_t stream() const { return stream_; }
