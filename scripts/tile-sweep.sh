@@ -3,8 +3,9 @@
 # the source tree with sed expressions applied (default file
 # kernels/sm90/kernel_traits.cuh; "path:expr" edits another file of the
 # tree; "@file.patch" applies a patch made with git diff at the tree's
-# root; several edits are separated by ";;"), built (only the head dims
-# given) into its own folder; then every variant's flash_bench runs ROUNDS
+# root, "-@file.patch" takes one out (git apply -R); several edits are
+# separated by ";;"), built (only the head dims given) into its own
+# folder; then every variant's flash_bench runs ROUNDS
 # times, interleaved, so clock drift hits all alike.
 #
 #   HEAD_DIMS="64" BENCH_ARGS="--head_dims=64 --dtypes=bf16 --seqlens=2048,16384" \
@@ -45,6 +46,10 @@ for spec in "$@"; do
     if [[ "$edits" == *";;"* ]]; then edits=${edits#*;;}; else edits=""; fi
     if [[ "$edit" == @* ]]; then
       (cd "$dir" && git apply "$src/${edit#@}") || echo "[$name] WARNING: ${edit#@} did not apply"
+      continue
+    fi
+    if [[ "$edit" == -@* ]]; then
+      (cd "$dir" && git apply -R "$src/${edit#-@}") || echo "[$name] WARNING: ${edit#-@} did not come out"
       continue
     fi
     file=kernels/sm90/kernel_traits.cuh
