@@ -222,6 +222,103 @@ INSTANTIATE_TEST_SUITE_P(Features, LazyMaxRescalesLate, ::testing::ValuesIn(lazy
 // Every row may be pruned away by FLASH_HEAD_DIMS.
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(LazyMaxRescalesLate);
 
+// ---------------------------------------------------------------- HiddenTopBlocks
+
+// In the kernels of 192-row tiles (Mainloop::kPassHidden) a consumer
+// warpgroup passes over the blocks none of its 64 rows sees, taking only
+// their pingpong turns and releasing their stages: every block of a
+// warpgroup of padding rows (a shifted block 0's, or past len_q in an
+// unmasked last tile), and under a causal or right-window mask the top
+// blocks past its last row's limit. Head dims 64 and 96, dense: causal
+// 512 (block 0 of padding plus hidden top blocks), unmasked 1000 (two
+// padding warpgroups in the last tile), causal with 64 and 200 more keys
+// than queries, a right window of 50 keys, each also with three splits on
+// the Hopper kernel (a split may leave a warpgroup nothing); with an LSE,
+// and causal 512 without one (the default kernels, no LSE sums) and with
+// ALiBi (its column term on the tensor cores without an LSE, the
+// score-modifier kernel with one). Varlen causal (short sequences first,
+// packed K/V). Head dim 64 only (hd96's cache calls run 128-row tiles):
+// paged caches with seqused_k of 64-key pages (loaded in boxes) and 3-key
+// pages (gathered, on the 192 x 96 gather kernel).
+std::vector<FeatureRow> hidden_top_rows() {
+  FeatureTable t;
+  uint64_t seed = kFeatureSeedBase + 950;
+  struct Shape {
+    const char* name;
+    int64_t len_q, len_k;
+    bool causal;
+    int64_t window_right;  // -1: none
+    int64_t page_size;     // 0: a dense cache
+    bool lse, alibi, varlen;
+  };
+  int variant = 0;
+  for (int64_t hd : {64, 96}) {
+    if (!head_dim_compiled(hd)) continue;
+    for (const Shape& k :
+         {Shape{"causal512", 512, 512, true, -1, 0, true, false, false},
+          Shape{"noncausal1000", 1000, 1000, false, -1, 0, true, false, false},
+          Shape{"causal_d64", 700, 764, true, -1, 0, true, false, false},
+          Shape{"causal_d200", 700, 900, true, -1, 0, true, false, false},
+          Shape{"right50", 600, 600, false, 50, 0, true, false, false},
+          Shape{"causal512_nolse", 512, 512, true, -1, 0, false, false, false},
+          Shape{"causal512_alibi_nolse", 512, 512, true, -1, 0, false, true, false},
+          Shape{"causal512_alibi", 512, 512, true, -1, 0, true, true, false},
+          Shape{"varlen_causal", 0, 0, true, -1, 0, true, false, true},
+          Shape{"paged64_d64", 300, 364, true, -1, 64, true, false, false},
+          Shape{"paged3_d200", 450, 650, true, -1, 3, true, false, false}}) {
+      if (k.page_size > 0 && hd != 64) continue;
+      ++variant;
+      FeatureConfig cfg = make_config(variant % 2 ? DType::kBFloat16 : DType::kFloat16, hd, 4, 2, seed++);
+      cfg.causal = k.causal;
+      if (k.window_right >= 0) cfg.window_right = k.window_right;
+      cfg.with_lse = k.lse;
+      if (k.alibi) {
+        for (int64_t h = 0; h < cfg.heads_q; ++h) {
+          cfg.alibi.push_back(std::exp2(-8.f * static_cast<float>(h + 1) / static_cast<float>(cfg.heads_q)));
+        }
+      }
+      if (k.varlen) {
+        cfg.varlen_q = true;
+        cfg.seqlens_q = {100, 300, 512, 1000};
+        cfg.seqlens_k = {100, 364, 512, 1000};
+        cfg.kv = KvLayout::kVarlen;
+      } else {
+        cfg.seqlens_q = {k.len_q, k.len_q};
+        cfg.seqlens_k = {k.len_k, k.len_k};
+      }
+      std::vector<FlashRun> runs = all_backends();
+      if (k.page_size > 0) {
+        cfg.kv = KvLayout::kPaged;
+        cfg.page_size = k.page_size;
+        cfg.use_seqused_k = true;
+      } else if (!k.varlen && !k.alibi) {
+        runs.push_back(FlashRun{Backend::kSm90, 3, true});
+      }
+      t.add(k.name, cfg, runs);
+    }
+  }
+  return t.rows();
+}
+
+class HiddenTopBlocks : public FeatureTest {};
+TEST_P(HiddenTopBlocks, MatchesReference) {
+  // The split run asks for the Hopper kernel: dropped where the device or
+  // build has none for the head dim.
+  const FeatureConfig cfg = row_config();
+  CaseConfig hd;
+  hd.head_dim = cfg.head_dim;
+  const std::vector<Backend> backends = backends_for(hd);
+  const bool hopper = std::find(backends.begin(), backends.end(), Backend::kSm90) != backends.end();
+  std::vector<FlashRun> runs;
+  for (const FlashRun& run : GetParam().runs) {
+    if (run.backend != Backend::kSm90 || hopper) runs.push_back(run);
+  }
+  check_case(cfg, runs);
+}
+INSTANTIATE_TEST_SUITE_P(Features, HiddenTopBlocks, ::testing::ValuesIn(hidden_top_rows()), RowName());
+// Every row may be pruned away by FLASH_HEAD_DIMS.
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(HiddenTopBlocks);
+
 // ---------------------------------------------------------------- LongestFirstWalk
 
 // Dense causal calls of 192-row tiles with at least 22 query blocks a head

@@ -82,7 +82,12 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
 
   extern __shared__ unsigned char smem_raw[];
   const SmemLayout<Traits> smem(smem_raw);
-  const int warpgroup = threadIdx.x / kWarpgroupThreads;
+  // Broadcast from lane 0, the index is warp-uniform to ptxas too, which
+  // then keeps the branches on a warpgroup's rows (Loop::kPassHidden)
+  // uniform and what they read off the vector registers; elsewhere the
+  // broadcast costs more spills than it saves (docs/perf/sm90-short-calls.md).
+  int warpgroup = threadIdx.x / kWarpgroupThreads;
+  if constexpr (Loop::kPassHidden) warpgroup = __shfl_sync(0xffffffffu, warpgroup, 0);
 
   const Scheduler scheduler(p, smem.sched());
   scheduler.build(p);
@@ -194,7 +199,21 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
         turns.open_once();
         const bool last_of_cta =
             Loop::kPingpong && !scheduler.template has_work_after<kCache>(u, k, num_units, p, slot);
-        loop.template run_tile<kFp8>(tile, ranges, kv_count, o, softmax, turns, last_of_cta, row_scale);
+        if constexpr (Loop::kPassHidden) {
+          // The warpgroup passes over the top blocks none of its rows sees,
+          // and runs the rest as a tile of its own.
+          const int hidden = loop.hidden_top_blocks(tile);
+          loop.pass_blocks(hidden, kv_count, turns, last_of_cta && hidden == tile.n_blocks);
+          if (hidden < tile.n_blocks) {
+            Tile rest = tile;
+            rest.n_blocks -= hidden;
+            loop.template run_tile<kFp8>(rest, ranges, kv_count + hidden, o, softmax, turns, last_of_cta, row_scale);
+          } else if constexpr (Loop::kEarlyQ) {
+            loop.release_q();
+          }
+        } else {
+          loop.template run_tile<kFp8>(tile, ranges, kv_count, o, softmax, turns, last_of_cta, row_scale);
+        }
         kv_count += tile.n_blocks;
       } else if constexpr (Loop::kQkE4m3) {
         zero_o();

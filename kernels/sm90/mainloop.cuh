@@ -83,6 +83,13 @@ struct Mainloop {
   static constexpr bool kPingpong = Traits::template kPingpong<kMasked>;
   // With O staged in its own buffer, Q is free once the tile's last S is done.
   static constexpr bool kEarlyQ = Traits::kSeparateO;
+  // A warpgroup passes over the top blocks none of its rows sees
+  // (hidden_top_blocks, pass_blocks) in the kernels of 192-row tiles, where
+  // a causal tile's top warpgroup ends up to two blocks before its bottom
+  // one and a sequence's last tile often has a warpgroup of padding rows;
+  // not with a left window edge, nor in the FP8 prefill, whose consumers
+  // then spill (docs/perf/sm90-short-calls.md).
+  static constexpr bool kPassHidden = Traits::kConsumerWarpgroups == 3 && !kLeft && !Traits::kFp8In;
   // Each wgmma's descriptor as one add on a descriptor built once per GEMM
   // (Q's once per kernel), which keeps a pingpong turn short; head_dim 64
   // rebuilds them (docs/perf/sm90-pingpong-and-lazy-max.md).
@@ -378,6 +385,43 @@ struct Mainloop {
   }
 
   __device__ __forceinline__ void release_q() const { consumer_release(smem, Barrier::kQEmpty, 0, lane); }
+
+  // How many of the tile's blocks, from the top (the first visited), no row
+  // of this warpgroup sees: all of them for a warpgroup of padding rows
+  // (past len_q, or before row 0 in a shifted block 0), and under a causal
+  // or right-window mask the blocks right of its last row's limit (a
+  // 192-row tile's top warpgroup ends up to two 128-key blocks before its
+  // bottom one). Blocks left of the first key its rows see are not counted:
+  // they are visited last.
+  __device__ __forceinline__ int hidden_top_blocks(const Tile& tile) const {
+    const int first = tile.row_begin + wg * kWarpgroupRows;
+    const int row_first = max(first, 0);
+    const int row_last = min(first + kWarpgroupRows, tile.len_q) - 1;
+    if (row_last < row_first) return tile.n_blocks;
+    const WindowMask<kMasked, kLeft> mask(tile.len_q, tile.len_k, p.window_left, p.window_right);
+    int begin, end;
+    mask.template visible_blocks<kBlockN>(row_first, row_last, &begin, &end);
+    return min(max(tile.n_first + tile.n_blocks - end, 0), tile.n_blocks);
+  }
+
+  // Passes over the tile's first `hidden` blocks (hidden_top_blocks)
+  // without a GEMM or a softmax: takes their pingpong turns, so that the
+  // rotation's count stays every warpgroup's, and releases their stages.
+  // Each release waits for its block to land first: an arrival before the
+  // producer has refilled a stage would count toward its previous block.
+  template <typename TurnsT>
+  __device__ __forceinline__ void pass_blocks(int hidden, int kv_count, const TurnsT& turns, bool last_of_cta) const {
+#pragma unroll 1
+    for (int j = 0; j < hidden; ++j) {
+      const int at = kv_count + j;
+      wait_kv(Barrier::kKFull, at);
+      turns.begin();
+      turns.end(last_of_cta && j == hidden - 1);
+      consumer_release(smem, Barrier::kKEmpty, Smem::stage_of(at), lane);
+      wait_kv(Barrier::kVFull, at);
+      consumer_release(smem, Barrier::kVEmpty, Smem::stage_of(at), lane);
+    }
+  }
 
   // KV caches: zeroes the rows of V past the sequence's last key in the
   // tile's last block (the first one visited, the CTA's kv_count-th), so
