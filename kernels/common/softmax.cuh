@@ -89,20 +89,55 @@ struct OnlineSoftmax {
     const float none[kRows] = {};
     return update_shifted<kLazy, kSum, false, kPOffset, kLazyThreshold>(s, scale_log2, correction, none);
   }
-  template <bool kLazy, bool kSum, bool kShift, int kPOffset = 0, int kLazyThreshold = kLazyLog2, int kNTiles>
+  // update() where only the first `live` n8 tiles may hold visible scores
+  // (update_shifted's kChunked).
+  template <bool kLazy = false, bool kSum = true, int kPOffset = 0, int kLazyThreshold = kLazyLog2, int kNTiles>
+  __device__ __forceinline__ bool update_live(float (&s)[kMTiles][kNTiles][4], float scale_log2,
+                                              float (&correction)[kRows], int live) {
+    const float none[kRows] = {};
+    return update_shifted<kLazy, kSum, false, kPOffset, kLazyThreshold, kNTiles, true>(s, scale_log2, correction,
+                                                                                       none, live);
+  }
+  // kChunked (update_live): only the first `live` n8 tiles of the block may
+  // hold a score above -inf in any row of the warp; `live` is warp-uniform.
+  // Whole groups of kAcc n8 tiles past it (the last group may be shorter)
+  // are skipped: their probabilities set to 0, kept out of the max and the
+  // sums. For finite visible scores the result is the same bits, a masked
+  // score's probability being exactly 0 and -inf changing no max.
+  template <bool kLazy, bool kSum, bool kShift, int kPOffset = 0, int kLazyThreshold = kLazyLog2, int kNTiles,
+            bool kChunked = false>
   __device__ __forceinline__ bool update_shifted(float (&s)[kMTiles][kNTiles][4], float scale_log2,
-                                                 float (&correction)[kRows], const float (&shift)[kRows]) {
+                                                 float (&correction)[kRows], const float (&shift)[kRows],
+                                                 int live = kNTiles) {
     constexpr int kAcc = kNTiles < 4 ? kNTiles : 4;  // independent partial max / sum chains per row
+    constexpr int kGroups = (kNTiles + kAcc - 1) / kAcc;
+    // Whether n8 tile group g (tiles g * kAcc ..) is computed: those that
+    // may hold a visible score, and the first always (it starts the chains).
+    auto group_live = [&](int g) { return !kChunked || g == 0 || g * kAcc < live; };
     // Both row reductions run as kAcc independent chains merged at the end,
     // not one chain through every column: a serial chain of 2 * kNTiles
     // dependent FMNMX / FADD is latency the softmax cannot hide.
     auto row_max = [&](int mt, int hi, int r) {
       float part_max[kAcc];
+      if constexpr (!kChunked) {
 #pragma unroll
-      for (int a = 0; a < kAcc; ++a) part_max[a] = fmaxf(s[mt][a][2 * hi], s[mt][a][2 * hi + 1]);
+        for (int a = 0; a < kAcc; ++a) part_max[a] = fmaxf(s[mt][a][2 * hi], s[mt][a][2 * hi + 1]);
 #pragma unroll
-      for (int nt = kAcc; nt < kNTiles; ++nt) {
-        part_max[nt % kAcc] = fmaxf(part_max[nt % kAcc], fmaxf(s[mt][nt][2 * hi], s[mt][nt][2 * hi + 1]));
+        for (int nt = kAcc; nt < kNTiles; ++nt) {
+          part_max[nt % kAcc] = fmaxf(part_max[nt % kAcc], fmaxf(s[mt][nt][2 * hi], s[mt][nt][2 * hi + 1]));
+        }
+      } else {
+#pragma unroll
+        for (int a = 0; a < kAcc; ++a) part_max[a] = fmaxf(s[mt][a][2 * hi], s[mt][a][2 * hi + 1]);
+#pragma unroll
+        for (int g = 1; g < kGroups; ++g) {
+          if (group_live(g)) {
+#pragma unroll
+            for (int nt = g * kAcc; nt < (g + 1) * kAcc && nt < kNTiles; ++nt) {
+              part_max[nt % kAcc] = fmaxf(part_max[nt % kAcc], fmaxf(s[mt][nt][2 * hi], s[mt][nt][2 * hi + 1]));
+            }
+          }
+        }
       }
       float block_max = merge(part_max, [](float x, float y) { return fmaxf(x, y); });
       if constexpr (kShift) block_max += shift[r];
@@ -124,13 +159,34 @@ struct OnlineSoftmax {
           (kShift ? (m_new == -INFINITY ? 0.f : __fmul_ru(m_new - shift[r], scale_log2)) : m_scaled) - kPOffset;
       m[r] = m_new;
       float part_sum[kAcc];
+      if constexpr (!kChunked) {
 #pragma unroll
-      for (int nt = 0; nt < kNTiles; ++nt) {
-        const float p0 = ptx::exp2_approx(fmaf(s[mt][nt][2 * hi], scale_log2, -ref));
-        const float p1 = ptx::exp2_approx(fmaf(s[mt][nt][2 * hi + 1], scale_log2, -ref));
-        s[mt][nt][2 * hi] = p0;
-        s[mt][nt][2 * hi + 1] = p1;
-        if constexpr (kSum) part_sum[nt % kAcc] = nt < kAcc ? p0 + p1 : part_sum[nt % kAcc] + (p0 + p1);
+        for (int nt = 0; nt < kNTiles; ++nt) {
+          const float p0 = ptx::exp2_approx(fmaf(s[mt][nt][2 * hi], scale_log2, -ref));
+          const float p1 = ptx::exp2_approx(fmaf(s[mt][nt][2 * hi + 1], scale_log2, -ref));
+          s[mt][nt][2 * hi] = p0;
+          s[mt][nt][2 * hi + 1] = p1;
+          if constexpr (kSum) part_sum[nt % kAcc] = nt < kAcc ? p0 + p1 : part_sum[nt % kAcc] + (p0 + p1);
+        }
+      } else {
+#pragma unroll
+        for (int g = 0; g < kGroups; ++g) {
+          if (group_live(g)) {
+#pragma unroll
+            for (int nt = g * kAcc; nt < (g + 1) * kAcc && nt < kNTiles; ++nt) {
+              const float p0 = ptx::exp2_approx(fmaf(s[mt][nt][2 * hi], scale_log2, -ref));
+              const float p1 = ptx::exp2_approx(fmaf(s[mt][nt][2 * hi + 1], scale_log2, -ref));
+              s[mt][nt][2 * hi] = p0;
+              s[mt][nt][2 * hi + 1] = p1;
+              if constexpr (kSum) part_sum[nt % kAcc] = g == 0 ? p0 + p1 : part_sum[nt % kAcc] + (p0 + p1);
+            }
+          } else {
+#pragma unroll
+            for (int nt = g * kAcc; nt < (g + 1) * kAcc && nt < kNTiles; ++nt) {
+              s[mt][nt][2 * hi] = s[mt][nt][2 * hi + 1] = 0.f;
+            }
+          }
+        }
       }
       if constexpr (kSum) {
         const float sum = merge(part_sum, [](float x, float y) { return x + y; });

@@ -182,6 +182,13 @@ struct Mainloop {
     fence_proxy_async_smem();  // generic-proxy stores, read by wgmma
     __syncwarp();
   }
+  // How many of a block's n8 tiles, from its first key col0, hold a key
+  // that some row of the warp sees: up to the warp's largest limit
+  // (warp-uniform, a REDUX).
+  __device__ __forceinline__ static int live_tiles(const RowRange<1>& ranges, int col0) {
+    const int limit = __reduce_max_sync(0xffffffffu, max(ranges.limit[0][0], ranges.limit[0][1]));
+    return min(max(limit - col0 + 7, 0) / 8, kBlockN / 8);
+  }
   template <typename Frag>
   __device__ __forceinline__ void mask(Frag& s_frag, const RowRange<1>& ranges, int col0) const {
     if constexpr (!kMaskWords) {
@@ -322,6 +329,23 @@ struct Mainloop {
   // alone.
   // `scale_log2`: the factor of raw scores in exp2 units (p.softmax_scale_log2,
   // times the FP8 prefill's descales).
+  // The score-modifier kernels' mask and softmax update on scores with a
+  // row offset `shift`; kLive as in softmax_step's plain path.
+  template <bool kLive, typename Frag>
+  __device__ __forceinline__ bool shifted_update(const Tile& tile, const RowRange<1>& ranges, Frag& s_frag, int n_block,
+                                                 OnlineSoftmax<1>& softmax, float (&correction)[2], float scale_log2,
+                                                 const float (&shift)[2]) const {
+    constexpr bool kChunked = kLive && kMaskWords;
+    int live = kBlockN / 8;
+    if (tile.needs_mask(n_block)) {
+      mask(s_frag, ranges, n_block * kBlockN);
+      if constexpr (kChunked) live = live_tiles(ranges, n_block * kBlockN);
+    }
+    return softmax.template update_shifted<Traits::kLazyMax, Traits::kLseSums, true, 0, OnlineSoftmax<1>::kLazyLog2,
+                                           kBlockN / 8, kChunked>(s_frag, scale_log2, correction, shift, live);
+  }
+
+  template <bool kLive = false>
   __device__ __forceinline__ bool softmax_step(const Tile& tile, const RowRange<1>& ranges, float alibi_neg, STile& s,
                                                int n_block, OnlineSoftmax<1>& softmax, float (&correction)[2],
                                                float scale_log2) const {
@@ -336,9 +360,7 @@ struct Mainloop {
       for (int hi = 0; hi < 2; ++hi) {
         shift[hi] = alibi_neg * static_cast<float>(ranges.limit[0][hi] - 1 - n_block * kBlockN);
       }
-      if (tile.needs_mask(n_block)) mask(s_frag, ranges, n_block * kBlockN);
-      return softmax.template update_shifted<Traits::kLazyMax, Traits::kLseSums, true>(s_frag, scale_log2,
-                                                                                       correction, shift);
+      return shifted_update<kLive>(tile, ranges, s_frag, n_block, softmax, correction, scale_log2, shift);
     }
     if constexpr (kScoreMod) {
       // ALiBi's bias leaves part of itself in `shift`, a row offset (ScoreMod::apply_shifted).
@@ -350,9 +372,25 @@ struct Mainloop {
       mods.apply_shifted(
           s_frag, n_block * kBlockN, lane, [&](int, int hi) { return row(tile, hi) + tile.len_k - tile.len_q; },
           alibi_neg, shift);
-      if (tile.needs_mask(n_block)) mask(s_frag, ranges, n_block * kBlockN);
-      return softmax.template update_shifted<Traits::kLazyMax, Traits::kLseSums, true>(s_frag, scale_log2,
-                                                                                       correction, shift);
+      return shifted_update<kLive>(tile, ranges, s_frag, n_block, softmax, correction, scale_log2, shift);
+    } else if constexpr (kMaskWords) {
+      // kLive (the tile's first block, where a causal warp's diagonal
+      // lies): the n8 tiles past the warp's last visible key, in groups of
+      // four, skip the softmax (OnlineSoftmax::update_live). Not in the
+      // steady state's blocks: there the groups' branches would split every
+      // block's softmax into basic blocks, and a second copy of it spills.
+      int live = kBlockN / 8;
+      if (tile.needs_mask(n_block)) {
+        mask(s_frag, ranges, n_block * kBlockN);
+        if constexpr (kLive) live = live_tiles(ranges, n_block * kBlockN);
+      }
+      if constexpr (kLive) {
+        return softmax
+            .template update_live<Traits::kLazyMax, Traits::kLseSums, Traits::kPOffsetLog2, Traits::kLazyLog2>(
+                s_frag, scale_log2, correction, live);
+      }
+      return softmax.template update<Traits::kLazyMax, Traits::kLseSums, Traits::kPOffsetLog2, Traits::kLazyLog2>(
+          s_frag, scale_log2, correction);
     } else {
       if (tile.needs_mask(n_block)) mask(s_frag, ranges, n_block * kBlockN);
       return softmax.template update<Traits::kLazyMax, Traits::kLseSums, Traits::kPOffsetLog2, Traits::kLazyLog2>(
@@ -634,7 +672,8 @@ struct Mainloop {
     if (kEarlyQ && n == 1) release_q();
     if constexpr (kScaleScores) scale_scores(s, row_scale);
     const float alibi_neg = alibi_neg_slope(tile);
-    bool rescale_o = softmax_step(tile, ranges, alibi_neg, s, tile.n_first + n - 1, softmax, correction, scale_log2);
+    bool rescale_o =
+        softmax_step<true>(tile, ranges, alibi_neg, s, tile.n_first + n - 1, softmax, correction, scale_log2);
     convert_p(s, pa);
     if constexpr (kCache) zero_v_tail(tile, kv_count);
 
