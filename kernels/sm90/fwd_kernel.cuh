@@ -50,7 +50,17 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
   using Scheduler = KernelScheduler<Traits, kMasked, kLeft, kScoreMod, kSplit, kCache>;
   static_assert(!(kSplit && kCache), "KV-cache calls are not split");
   static_assert(!kFp8 || kCache, "fp8 caches run on the KV-cache kernel");
-  using Loop = Mainloop<Traits, kMasked, kLeft, kScoreMod, kCache, kFp8>;
+  // The Q address broadcast (Mainloop's kUniformQ) where the kernel then
+  // has neither more spilled bytes nor more LDL/STL than without
+  // (docs/perf/sm90-short-calls.md): not in the fp8-cache kernels, head
+  // dim 96's, the KV-cache ones of head dims 128 and 192, head dim 256's
+  // with a left edge that are split or read a cache, or its 80-key ALiBi
+  // kernel.
+  constexpr int kHd = Traits::kHeadDim;
+  constexpr bool kUniformQ = !kFp8 && kHd != 96 && !(kCache && (kHd == 128 || kHd == 192)) &&
+                             !(kHd == 256 && kLeft && (kCache || kSplit)) &&
+                             !(kHd == 256 && kScoreMod && !kLeft && Traits::kBlockN == 80);
+  using Loop = Mainloop<Traits, kMasked, kLeft, kScoreMod, kCache, kFp8, kUniformQ>;
   const detail::FwdParams& p = params.common;
 
   // Where the head dim has a gather kernel of its own (gather_tile,

@@ -70,7 +70,11 @@ struct Turns {
 // accumulators hold keys 2q, 2q + 1, 8 + 2q, 9 + 2q, ...: convert_p packs
 // the accumulators as they lie, and V^T's columns are keys in the matching
 // order (fp8_key_of_column, kernels/sm90/fp8_vt.h).
-template <typename Traits, bool kMasked, bool kLeft, bool kScoreMod, bool kCache = false, bool kFp8 = false>
+//
+// kUniformQ: the warpgroup's Q address (smem_q_wg) is broadcast from lane
+// 0, so that ptxas holds it in a uniform register (q_address).
+template <typename Traits, bool kMasked, bool kLeft, bool kScoreMod, bool kCache = false, bool kFp8 = false,
+          bool kUniformQ = false>
 struct Mainloop {
   using Element = typename Traits::Element;
   using PVElement = std::conditional_t<kFp8, __half, Element>;
@@ -122,13 +126,18 @@ struct Mainloop {
   uint64_t desc_q;
   bool gathered;  // kCache: K/V written by the producer's threads (GatherProducer, ConvertProducer), not TMA
 
+  __device__ __forceinline__ static uint32_t q_address(const Smem& smem_, int wg_) {
+    const uint32_t a = smem_.q() + wg_ * kWarpgroupRows * kSwizzleBytes;
+    if constexpr (kUniformQ) return __shfl_sync(0xffffffffu, a, 0);
+    return a;
+  }
   __device__ __forceinline__ Mainloop(const Smem& smem_, const detail::FwdParams& p_, int wg_, bool gathered_ = false)
       : smem(smem_),
         p(p_),
         wg(wg_),
         warp_in_wg((threadIdx.x / 32) % 4),
         lane(threadIdx.x % 32),
-        smem_q_wg(smem_.q() + wg_ * kWarpgroupRows * kSwizzleBytes),
+        smem_q_wg(q_address(smem_, wg_)),
         desc_q(smem_descriptor(smem_q_wg, 0)),
         gathered(gathered_) {}
 
