@@ -34,6 +34,17 @@ __device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, bool 
                : "memory");
 }
 
+// As cp_async_16 above, at dst + kDst and src + kSrc: compile-time offsets
+// ride in the instruction, so a loop's copies share one address register
+// each side instead of holding one per copy.
+template <int kDst, int kSrc>
+__device__ __forceinline__ void cp_async_16_at(uint32_t dst, const void* src, bool valid) {
+  const int src_bytes = valid ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global [%0+%3], [%1+%4], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes),
+               "n"(kDst), "n"(kSrc)
+               : "memory");
+}
+
 // 16-byte global->shared copy of bytes that are all there to read.
 __device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src) : "memory");

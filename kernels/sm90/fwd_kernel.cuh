@@ -76,12 +76,14 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
   // FwdTraits::kLaunchRegs); with fewer it spills inside the gather's copy
   // loop. Four warps issuing page boxes alone fit in 40 beside 232 (head
   // dim 256's consumers spill less than at 224; docs/perf/sm90-kv-cache.md).
-  // An fp8 cache's producer (ConvertProducer) holds two pairs' e4m3 chunks
-  // and their widened values at once: at head dims up to 128 it takes 72 and
-  // the consumers 216 (at 56 it spills in the widening).
+  // An fp8 cache's producer (ConvertProducer) holds a block's looked-up
+  // rows and, at head dims up to 128, two pairs' e4m3 chunks and their
+  // widened values at once: it takes 72 and the consumers 216 (at 56 it
+  // spills in the widening, and at head dims 192 and 256 around its
+  // lookups; docs/perf/fp8-prefill.md).
   constexpr bool kWideProducer = kCache && Traits::kConsumerWarpgroups == 2 && !kBoxesOnly;
   constexpr bool kBoxes2 = kBoxesOnly && Traits::kConsumerWarpgroups == 2;
-  constexpr bool kWidest = kWideProducer && kFp8 && Traits::kHeadDim <= 128;
+  constexpr bool kWidest = kWideProducer && kFp8;
   // A gather kernel of three consumer warpgroups: 56 and 152.
   constexpr bool kGather3 = kGatherOnly && Traits::kConsumerWarpgroups == 3;
   constexpr int kProducerRegs = kWidest ? 72 : kBoxes2 ? 40 : (kWideProducer || kGather3) ? 56 : Traits::kProducerRegs;

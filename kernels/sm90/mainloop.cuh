@@ -222,6 +222,11 @@ struct Mainloop {
   // kAlibiMma: one more step adds a * k (the ones block's columns).
   __device__ __forceinline__ void issue_qk(int stage, STile& s) const {
     const uint64_t desc_k = smem_descriptor(smem.k(stage), 0);
+    // In the fp8-cache kernels past head dim 64 Q's descriptors are built
+    // again in every call (from an opaque zero): left to itself the
+    // compiler holds one per k-step across the key loop, and the
+    // consumers spill.
+    const uint64_t desc_q = kFp8 && kDescriptorAdd ? this->desc_q + ptx::opaque_zero() : this->desc_q;
     if constexpr (kQkE4m3) {
       // S = Q_hi K^T + Q_lo K^T: Q_hi in Q's first kColBlocks / 2 column
       // blocks, Q_lo in the rest, K in its stage's upper half; 32 one-byte

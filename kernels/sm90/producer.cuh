@@ -15,6 +15,8 @@
 // (ConvertProducer).
 #pragma once
 
+#include <utility>
+
 #include "../common/constants.h"
 #include "../common/fp8.cuh"
 #include "../common/ptx.cuh"
@@ -468,8 +470,8 @@ struct ConvertProducer {
   // per-thread offsets plus constants.
   struct Pair {
     int line, p, slot0, slot1;  // lower line of pair 0; offsets of its two slots
-    __device__ __forceinline__ Pair() {
-      const int t = threadIdx.x % kWarpgroupThreads;
+    __device__ __forceinline__ Pair() : Pair(threadIdx.x % kWarpgroupThreads) {}
+    __device__ __forceinline__ explicit Pair(int t) {
       line = t / 4;
       p = t % 4;
       slot0 = line * kSwizzleBytes + ((2 * p) ^ (line % 8)) * 16;
@@ -542,19 +544,51 @@ struct ConvertProducer {
     return __shfl_sync(0xffffffffu, held, src_lane);
   }
 
-  // Copies this thread's chunks of one K or V block into the upper half of
-  // stage `dst`: the lower item's chunk into the upper item's slot 1, the
-  // upper item's into its slot 0. `width`: the call's head_dim or
-  // head_dim_v (a multiple of 16). Each lane turns the rows it looked up
-  // into byte offsets once; the copying lanes shuffle those out.
-  __device__ __forceinline__ static void copy_block(const Lookups& rows, const unsigned char* base,
-                                                    int64_t batch_stride, int64_t seq_stride, int width,
-                                                    uint32_t dst) {
+  // A thread's copies of a block go to the same slots and byte columns
+  // every block; only the rows change. Left to itself the compiler hoists
+  // each copy's source address (base plus column, 64 bits) out of the block
+  // loop, and the producer spills them. So with kBlockN and kHalfLines
+  // multiples of 32 (a thread's lines are its first, below 32, plus
+  // multiples of 32, so each stays in a compile-time column block) the
+  // column is 16 p plus a constant and the slot the thread's plus a
+  // constant, and both constants ride in the instruction (cp_async_16_at):
+  // two address registers for all the copies. Otherwise the pair geometry
+  // is rebuilt from an opaque copy of the thread index in every call and
+  // each source offset passes through an empty asm, so nothing per copy is
+  // held across blocks.
+  static constexpr bool kConstColumns = kBlockN % Pair::kLineStep == 0 && kHalfLines % Pair::kLineStep == 0;
+  __host__ __device__ static constexpr int lo_column(int i) { return Pair::kLineStep * i / kBlockN * 64; }
+  __host__ __device__ static constexpr int up_column(int i) {
+    return (Pair::kLineStep * i + kHalfLines) / kBlockN * 64;
+  }
+  __host__ __device__ static constexpr int up_slot_step(int i) {
+    return (Pair::kLineStep * i + kHalfLines) * kSwizzleBytes;
+  }
+
+  // Pair i's two copies (kConstColumns): base_p = base + 16 p, width_p =
+  // width - 16 p, dst0 / dst1 = the stage plus the thread's slot 0 / 1.
+  template <int i>
+  __device__ __forceinline__ static void copy_pair_at(const int64_t (&held)[kLookups], int x,
+                                                      const unsigned char* base_p, int width_p, uint32_t dst0,
+                                                      uint32_t dst1) {
+    constexpr int kUpper = kSameRow ? 0 : kPairsPerThread;
+    const int64_t lo_row = shuffle_offset(held[i / 4], x + 8 * (i % 4));
+    const int64_t up_row = kSameRow ? lo_row : shuffle_offset(held[(i + kUpper) / 4], x + 8 * ((i + kUpper) % 4));
+    const bool lo_valid = lo_row >= 0 && lo_column(i) < width_p;
+    const bool up_valid = up_row >= 0 && up_column(i) < width_p;
+    ptx::cp_async_16_at<up_slot_step(i), lo_column(i)>(dst1, base_p + (lo_valid ? lo_row : 0), lo_valid);
+    ptx::cp_async_16_at<up_slot_step(i), up_column(i)>(dst0, base_p + (up_valid ? up_row : 0), up_valid);
+  }
+  template <int... kI>
+  __device__ __forceinline__ static void copy_pairs_at(const int64_t (&held)[kLookups], int x,
+                                                       const unsigned char* base, int width, uint32_t dst,
+                                                       std::integer_sequence<int, kI...>) {
     const Pair pair;
-    const int x = threadIdx.x % 32 / 4;
-    int64_t held[kLookups];
-#pragma unroll
-    for (int k = 0; k < kLookups; ++k) held[k] = row_offset(rows.r[k], batch_stride, seq_stride);
+    (copy_pair_at<kI>(held, x, base + 16 * pair.p, width - 16 * pair.p, dst + pair.slot0, dst + pair.slot1), ...);
+  }
+  __device__ __forceinline__ static void copy_pairs(const int64_t (&held)[kLookups], int x,
+                                                    const unsigned char* base, int width, uint32_t dst) {
+    const Pair pair(threadIdx.x % kWarpgroupThreads + ptx::opaque_zero());
 #pragma unroll
     for (int i = 0; i < kPairsPerThread; ++i) {
       // Slots x + 8 i (lower line) and x + 8 (i + kPairsPerThread) (upper).
@@ -566,8 +600,30 @@ struct ConvertProducer {
       const int up_col = pair.column(pair.up(i));
       const bool lo_valid = lo_row >= 0 && lo_col < width;
       const bool up_valid = up_row >= 0 && up_col < width;
-      ptx::cp_async_16(dst + pair.up_slot(i, 1), lo_valid ? base + lo_row + lo_col : base, lo_valid);
-      ptx::cp_async_16(dst + pair.up_slot(i, 0), up_valid ? base + up_row + up_col : base, up_valid);
+      int64_t lo_off = lo_valid ? lo_row + lo_col : 0;
+      int64_t up_off = up_valid ? up_row + up_col : 0;
+      asm("" : "+l"(lo_off), "+l"(up_off));
+      ptx::cp_async_16(dst + pair.up_slot(i, 1), base + lo_off, lo_valid);
+      ptx::cp_async_16(dst + pair.up_slot(i, 0), base + up_off, up_valid);
+    }
+  }
+
+  // Copies this thread's chunks of one K or V block into the upper half of
+  // stage `dst`: the lower item's chunk into the upper item's slot 1, the
+  // upper item's into its slot 0. `width`: the call's head_dim or
+  // head_dim_v (a multiple of 16). Each lane turns the rows it looked up
+  // into byte offsets once; the copying lanes shuffle those out.
+  __device__ __forceinline__ static void copy_block(const Lookups& rows, const unsigned char* base,
+                                                    int64_t batch_stride, int64_t seq_stride, int width,
+                                                    uint32_t dst) {
+    const int x = threadIdx.x % 32 / 4;
+    int64_t held[kLookups];
+#pragma unroll
+    for (int k = 0; k < kLookups; ++k) held[k] = row_offset(rows.r[k], batch_stride, seq_stride);
+    if constexpr (kConstColumns) {
+      copy_pairs_at(held, x, base, width, dst, std::make_integer_sequence<int, kPairsPerThread>{});
+    } else {
+      copy_pairs(held, x, base, width, dst);
     }
     ptx::cp_async_commit();
   }
