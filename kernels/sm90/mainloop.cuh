@@ -98,6 +98,21 @@ struct Mainloop {
   // (Q's once per kernel), which keeps a pingpong turn short; head_dim 64
   // rebuilds them (docs/perf/sm90-pingpong-and-lazy-max.md).
   static constexpr bool kDescriptorAdd = kHeadDim != 64;
+  // Q's descriptors built again in every issue_qk (from an opaque zero)
+  // where, with descriptor adds, the compiler would otherwise hold one per
+  // k-step across the key loop and the consumers spill around them: the
+  // fp8-cache kernels, the masked KV-cache kernels from head dim 128 (at
+  // 256 only the gathering one and those with a left edge or score
+  // modifiers), the FP8 prefill's masked hd256 kernels, and hd256's masked
+  // 80-key kernels and its windowed score-modifier ones. Elsewhere nothing
+  // spills and the descriptors stay where the compiler puts them
+  // (docs/perf/sm90-short-calls.md).
+  static constexpr bool kFreshQDesc =
+      kDescriptorAdd &&
+      (kFp8 ||
+       (kCache && kMasked && kHeadDim >= 128 && (kHeadDim != 256 || Traits::kGatherKernel || kLeft || kScoreMod)) ||
+       (Traits::kFp8In && kMasked && kHeadDim == 256) ||
+       (!kCache && !Traits::kFp8In && kHeadDim == 256 && kMasked && (Traits::kBlockN == 80 || (kLeft && kScoreMod))));
   static constexpr bool kFp8In = Traits::kFp8In;
   // An fp8 cache at head dim 128 and up waits for K_j and V_{j-1} before
   // S's wgmma and fences once (docs/perf/sm90-kv-cache.md: +0.5-2% at
@@ -222,11 +237,7 @@ struct Mainloop {
   // kAlibiMma: one more step adds a * k (the ones block's columns).
   __device__ __forceinline__ void issue_qk(int stage, STile& s) const {
     const uint64_t desc_k = smem_descriptor(smem.k(stage), 0);
-    // In the fp8-cache kernels past head dim 64 Q's descriptors are built
-    // again in every call (from an opaque zero): left to itself the
-    // compiler holds one per k-step across the key loop, and the
-    // consumers spill.
-    const uint64_t desc_q = kFp8 && kDescriptorAdd ? this->desc_q + ptx::opaque_zero() : this->desc_q;
+    const uint64_t desc_q = kFreshQDesc ? this->desc_q + ptx::opaque_zero() : this->desc_q;
     if constexpr (kQkE4m3) {
       // S = Q_hi K^T + Q_lo K^T: Q_hi in Q's first kColBlocks / 2 column
       // blocks, Q_lo in the rest, K in its stage's upper half; 32 one-byte
