@@ -22,7 +22,7 @@ PATCHES=(
   2026-12-05-sm80-paged-copy-addresses  # spills: the sm80 kernel's paged copies without hoisted addresses
   2026-12-05-cache-producer-72-registers  # issue 25: gathering KV-cache producers at 72 registers, consumers 216
 )
-# Landed on 2026-12-05 (session 48), newest first: the code's parent is
+# Landed, newest first: the code's parent is
 # the tree with these taken out in this order (`parent` in ab1 and ab4).
 LANDED=(
   2026-12-05-fresh-q-descriptors

@@ -302,18 +302,8 @@ std::vector<FeatureRow> hidden_top_rows() {
 
 class HiddenTopBlocks : public FeatureTest {};
 TEST_P(HiddenTopBlocks, MatchesReference) {
-  // The split run asks for the Hopper kernel: dropped where the device or
-  // build has none for the head dim.
-  const FeatureConfig cfg = row_config();
-  CaseConfig hd;
-  hd.head_dim = cfg.head_dim;
-  const std::vector<Backend> backends = backends_for(hd);
-  const bool hopper = std::find(backends.begin(), backends.end(), Backend::kSm90) != backends.end();
-  std::vector<FlashRun> runs;
-  for (const FlashRun& run : GetParam().runs) {
-    if (run.backend != Backend::kSm90 || hopper) runs.push_back(run);
-  }
-  check_case(cfg, runs);
+  // The split run asks for the Hopper kernel.
+  check_row_without_absent_sm90();
 }
 INSTANTIATE_TEST_SUITE_P(Features, HiddenTopBlocks, ::testing::ValuesIn(hidden_top_rows()), RowName());
 // Every row may be pruned away by FLASH_HEAD_DIMS.

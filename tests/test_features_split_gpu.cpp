@@ -205,16 +205,7 @@ std::vector<FeatureRow> hopper_split_rows() {
 
 class HopperSplitKv : public FeatureTest {};
 TEST_P(HopperSplitKv, MatchesReference) {
-  const FeatureConfig cfg = row_config();
-  CaseConfig hd;
-  hd.head_dim = cfg.head_dim;
-  const std::vector<Backend> backends = backends_for(hd);
-  const bool hopper = std::find(backends.begin(), backends.end(), Backend::kSm90) != backends.end();
-  std::vector<FlashRun> runs;
-  for (const FlashRun& run : GetParam().runs) {
-    if (run.backend != Backend::kSm90 || hopper) runs.push_back(run);
-  }
-  check_case(cfg, runs);
+  check_row_without_absent_sm90();
 }
 INSTANTIATE_TEST_SUITE_P(Features, HopperSplitKv, ::testing::ValuesIn(hopper_split_rows()), RowName());
 // Every row may be pruned away by FLASH_HEAD_DIMS.
