@@ -23,7 +23,7 @@ PATCHES=(
   2026-12-05-cache-producer-72-registers  # issue 25: gathering KV-cache producers at 72 registers, consumers 216
 )
 # Landed, newest first: the code's parent is
-# the tree with these taken out in this order (`parent` in ab1 and ab4).
+# the tree with these taken out in this order (`parent` in ab1-ab4).
 LANDED=(
   2026-12-05-fresh-q-descriptors
   2026-12-05-fp8-cache-copy-addresses
