@@ -329,7 +329,8 @@ int64_t FeatureCase::lse_index(int64_t b, int64_t i, int64_t h) const {
   return (b * cfg_.heads_q + h) * seqlen_q_ + i;
 }
 
-std::vector<double> FeatureCase::e4m3_qk_allowance() const {
+const std::vector<double>& FeatureCase::e4m3_qk_allowance() {
+  if (!e4m3_qk_allowance_.empty()) return e4m3_qk_allowance_;
   const int64_t d = cfg_.head_dim;
   const double scale = cfg_.softmax_scale != 0.f ? cfg_.softmax_scale : 1.0 / std::sqrt(static_cast<double>(d));
   const int64_t q_per_kv = cfg_.heads_q / cfg_.heads_kv;
@@ -359,7 +360,8 @@ std::vector<double> FeatureCase::e4m3_qk_allowance() const {
       }
     }
   }
-  return allowance;
+  e4m3_qk_allowance_ = std::move(allowance);
+  return e4m3_qk_allowance_;
 }
 
 AttentionParams FeatureCase::check_params() const {

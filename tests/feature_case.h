@@ -184,7 +184,8 @@ class FeatureCase {
   // check_params()' LSE layout, 2^-10 * scale * max_j sum_t |q_t k_jt| over
   // every key of the sequence, visible or not (dequantised K; the softmax
   // scale before any softcap, which only shrinks an error in the score).
-  std::vector<double> e4m3_qk_allowance() const;
+  // Computed on the first call, from the host inputs init() generated.
+  const std::vector<double>& e4m3_qk_allowance();
 
   // Device arrays, for tests that edit them (e.g. seqused_k past the capacity).
   int32_t* seqused_k_device() { return static_cast<int32_t*>(seqused_k_.ptr); }
@@ -219,6 +220,7 @@ class FeatureCase {
   int64_t q_elements_ = 0, k_elements_ = 0, o_elements_ = 0, lse_elements_ = 0;
   std::vector<uint16_t> q_host_, k_host_, v_host_;  // fp8: K and V dequantised (the references' inputs)
   std::vector<uint8_t> k_host8_, v_host8_;           // fp8: the bytes flash reads
+  std::vector<double> e4m3_qk_allowance_;            // e4m3_qk_allowance(), once computed
   DeviceBuffer q_dev_, k_dev_, v_dev_, o_dev_, lse_dev_, cu_q_dev_, cu_k_dev_, seqused_k_, table_dev_, sinks_dev_,
       alibi_dev_, k_descale_dev_, v_descale_dev_;
   AttentionParams params_;

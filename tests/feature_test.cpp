@@ -104,17 +104,14 @@ int64_t rows_seeing_no_key(const FeatureConfig& cfg) {
 // Whether `p` may run Q K^T on the e4m3 tensor cores (kFp8CacheQkE4m3,
 // kernels/sm90/kernel_traits.cuh): a bf16 Q against an fp8 cache on the
 // Hopper kernel of head dim 128 or 256 (the next compiled one at or above
-// p.head_dim). kAuto may pick that kernel; kDecode and kSm80 never do.
+// the wider of head_dim and head_dim_v). kAuto may pick that kernel;
+// kDecode and kSm80 never do.
 bool may_run_e4m3_qk(const AttentionParams& p) {
   if (p.kv_dtype != KvDType::kFloat8E4M3 || p.dtype != DType::kBFloat16) return false;
-  if (p.backend == Backend::kDecode || p.backend == Backend::kSm80 || !FLASH_TEST_HAS_SM90) return false;
-  int device = 0, major = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess || major != 9) {
-    return false;
-  }
+  if (p.backend == Backend::kDecode || p.backend == Backend::kSm80 || !sm90_runs(p)) return false;
+  const int64_t widest = std::max(p.head_dim, p.head_dim_v);
   for (int64_t d : {64, 96, 128, 192, 256}) {
-    if (d >= p.head_dim && head_dim_compiled(d)) return d % 128 == 0;
+    if (d >= widest && head_dim_compiled(d)) return d % 128 == 0;
   }
   return false;
 }
@@ -182,9 +179,8 @@ void FeatureFixture::expect_params_match(FeatureCase& c, const AttentionParams& 
   std::vector<float> o, lse;
   ASSERT_TRUE(c.read_output(&o, &lse));
   Errors errors;
-  const std::vector<double> allowance = may_run_e4m3_qk(p) ? c.e4m3_qk_allowance() : std::vector<double>();
   EXPECT_TRUE(check_attention(c.check_params(), o, lse, ref_o, ref_lse, &errors,
-                              allowance.empty() ? nullptr : &allowance));
+                              may_run_e4m3_qk(p) ? &c.e4m3_qk_allowance() : nullptr));
   EXPECT_TRUE(c.padding_untouched());
   totals_.worst.add(errors);
   if (p.workspace != nullptr || p.num_splits > 1) {
