@@ -20,8 +20,6 @@
 set -uo pipefail
 PATCHES=(
   2026-12-05-sm80-paged-copy-addresses  # spills: the sm80 kernel's paged copies without hoisted addresses
-  2026-12-05-cache-producer-72-registers  # issue 25: gathering KV-cache producers at 72 registers, consumers 216
-  2026-12-05-fp8-cache-v-lands-in-k  # issue 27: an e4m3 V block lands in K's free half, a block ahead
 )
 # Landed, newest first: the code's parent is
 # the tree with these taken out in this order (`parent` in ab1-ab4).
