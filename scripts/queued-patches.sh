@@ -11,6 +11,7 @@
 #   scripts/queued-patches.sh ab3         # hd96's head-dim rows (N 2048 causal and not, 16k): parent, base
 #   scripts/queued-patches.sh ab4         # the FP8 prefill and serving prefill rows (bf16 and e4m3 caches): parent, base, all
 #   scripts/queued-patches.sh ab5         # the serving prefill rows on the sm80 kernel (--backend=sm80): base, all
+#   scripts/queued-patches.sh ab6         # hd128 / hd256 serving prefill, Hopper and sm80 rows: base, all (three rounds)
 #   scripts/queued-patches.sh list        # the patch files, one a line
 #
 # base: the tree as it is; all: base with every queued patch; parent: base
@@ -20,6 +21,7 @@
 set -uo pipefail
 PATCHES=(
   2026-12-05-sm80-paged-copy-addresses  # spills: the sm80 kernel's paged copies without hoisted addresses
+  2026-12-05-fp8-cache-v-ahead-in-k  # issue 27: e4m3 V copied a block ahead into K's free half, widened in the code's place
 )
 # Landed, newest first: the code's parent is
 # the tree with these taken out in this order (`parent` in ab1-ab4).
@@ -80,5 +82,9 @@ case "${1:-}" in
     ab "64;128;256" "--serving --no-standard --backend=sm80 --benchmark_filter=serving/prefill/bf16/" '| head_dim | cache' \
       'base:' "$spec"
     ;;
-  *) sed -n '2,19p' "$0"; exit 2 ;;
+  ab6)
+    ROUNDS=${ROUNDS:-3} ab "128;256" "--serving --serving_head_dims=128,256 --no-standard --benchmark_filter=serving/prefill/;;--serving --serving_head_dims=128,256 --no-standard --backend=sm80 --benchmark_filter=serving/prefill/bf16/" \
+      '| head_dim | cache;;| head_dim | cache' 'base:' "$spec"
+    ;;
+  *) sed -n '2,20p' "$0"; exit 2 ;;
 esac
