@@ -11,6 +11,7 @@
 #include "kernels/sm90/tma_limits.h"
 #include "src/dispatch.h"
 #include "src/status.h"
+#include "src/validate_checks.h"
 #if FLASH_HAS_SM90
 #include "kernels/sm90/api.h"
 #endif
@@ -520,7 +521,12 @@ Status make_plan(const AttentionParams& p, const DeviceCaps& caps, Plan* plan) n
     }
     add(plan, Backend::kDecode, 0);
     plan_splits(p, decode_splits_wanted(p, caps), plan);
-    return Status{};
+    // validate checks the decode kernel's grid only for calls that name it
+    // or a split count; here it runs at any seqlen_q.
+    AttentionParams as_run = p;
+    as_run.backend = Backend::kDecode;
+    as_run.num_splits = plan->num_splits;
+    return check_decode_grid(as_run);
   }
   // Whether the Hopper kernel could run the call (only asked when requested).
   char why[192];

@@ -81,8 +81,9 @@ Status check_strides(const TensorView& t) noexcept {
 }
 
 // Written rows must not alias one another: sorted by stride, each dimension
-// must step past everything the smaller ones cover.
-Status check_no_self_alias(const TensorView& t) noexcept {
+// must step past everything the smaller ones cover. `rows`: what the rows
+// are, for the message.
+Status check_no_self_alias(const TensorView& t, const char* rows) noexcept {
   int order[3] = {0, 1, 2};
   std::sort(order, order + 3, [&](int a, int b) { return t.stride[a] < t.stride[b]; });
   int64_t extent = t.head_dim;
@@ -91,20 +92,84 @@ Status check_no_self_alias(const TensorView& t) noexcept {
     if (t.size[d] <= 1) continue;
     if (t.stride[d] < extent) {
       return make_status(StatusCode::kInvalidArgument,
-                         "%s strides make different output rows overlap (a stride of %lld is smaller than the "
-                         "%lld elements the smaller dimensions cover)",
-                         t.name, static_cast<long long>(t.stride[d]), static_cast<long long>(extent));
+                         "%s strides make different %s overlap (a stride of %lld is smaller than the %lld "
+                         "elements the smaller dimensions cover)",
+                         t.name, rows, static_cast<long long>(t.stride[d]), static_cast<long long>(extent));
     }
     extent = t.stride[d] * (t.size[d] - 1) + extent;
   }
   return Status{};
 }
 
+// Whether some value m_0 s_0 + ... + m_{n-1} s_{n-1}, |m_x| <= reach[x],
+// lies strictly between lo and hi; s sorted largest first, all > 0, and
+// tail[x] = the most the terms after x add up to. Searches at most `budget`
+// values of each m (false in *decided when that is not enough).
+bool some_sum_between(const __int128* s, const int64_t* reach, const __int128* tail, int n, __int128 lo,
+                      __int128 hi, int budget, bool* decided) noexcept {
+  if (n == 0) return lo < 0 && 0 < hi;
+  // m s must lie in (lo - tail, hi + tail) for the rest to close the gap.
+  const __int128 from = lo - tail[0], to = hi + tail[0];
+  __int128 m0 = from / s[0] - 1, m1 = to / s[0] + 1;
+  if (m0 < -reach[0]) m0 = -reach[0];
+  if (m1 > reach[0]) m1 = reach[0];
+  if (m1 - m0 + 1 > budget) {
+    *decided = false;
+    return true;
+  }
+  for (__int128 m = m0; m <= m1; ++m) {
+    if (some_sum_between(s + 1, reach + 1, tail + 1, n - 1, lo - m * s[0], hi - m * s[0], budget, decided)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// Whether the rows of `a` and `b` (each free of self-aliasing, same element
+// size) share a byte. Disjoint spans share none. Views with the same sizes
+// and strides (K and V interleaved in one allocation) are decided exactly:
+// b's row i is a's row i moved by d bytes, so they share a byte when a
+// difference of two of a's row offsets lies strictly between d - a's row
+// bytes and d + b's. Other views whose spans meet count as overlapping.
+bool rows_overlap(const TensorView& a, const TensorView& b) noexcept {
+  if (!byte_ranges_overlap(a.ptr, a.span_bytes(), b.ptr, b.span_bytes())) return false;
+  __int128 s[3];
+  int64_t reach[3];
+  int n = 0;
+  for (int x = 0; x < 3; ++x) {
+    if (a.size[x] != b.size[x]) return true;
+    if (a.size[x] <= 1) continue;
+    if (a.stride[x] != b.stride[x] || a.stride[x] <= 0) return true;
+    s[n] = static_cast<__int128>(a.stride[x]) * a.elem_bytes;
+    reach[n] = a.size[x] - 1;
+    ++n;
+  }
+  for (int i = 0; i < n; ++i) {  // largest stride first
+    for (int j = i + 1; j < n; ++j) {
+      if (s[j] > s[i]) {
+        std::swap(s[i], s[j]);
+        std::swap(reach[i], reach[j]);
+      }
+    }
+  }
+  __int128 tail[3] = {0, 0, 0};
+  for (int x = n - 2; x >= 0; --x) tail[x] = tail[x + 1] + s[x + 1] * reach[x + 1];
+  const __int128 d = static_cast<__int128>(reinterpret_cast<uintptr_t>(b.ptr)) -
+                     static_cast<__int128>(reinterpret_cast<uintptr_t>(a.ptr));
+  bool decided = true;
+  const bool hit = some_sum_between(s, reach, tail, n, d - a.head_dim * a.elem_bytes,
+                                    d + b.head_dim * b.elem_bytes, 64, &decided);
+  return hit || !decided;
+}
+
 // Append and attend (AttentionParams::k_new) and rotary: each field alone,
-// then what the append writes (the cache K and V) against what it reads.
-// `k`, `v`, `o`: the views the call's checks built.
+// then what the append writes (the cache K and V) against what it reads,
+// and the call's outputs against what the append reads (on sm_90 the decode
+// kernel starts beside the append and may write O and the LSE while the
+// append still reads). `k`, `v`, `o`: the views the call's checks built;
+// `o_bytes`, `lse_bytes`: their extents (0 where not known).
 Status check_append(const AttentionParams& p, const TensorView& q, const TensorView& k, const TensorView& v,
-                    const TensorView& o, int64_t dv) noexcept {
+                    const TensorView& o, int64_t dv, int64_t o_bytes, int64_t lse_bytes) noexcept {
   const bool rotary = p.rotary_cos != nullptr || p.rotary_sin != nullptr;
   if (p.k_new == nullptr && p.v_new == nullptr) {
     if (rotary || p.rotary_dim != 0) {
@@ -229,9 +294,36 @@ Status check_append(const AttentionParams& p, const TensorView& q, const TensorV
       }
     }
   }
-  for (const TensorView* t : {&k_new, &v_new}) {
-    if (byte_ranges_overlap(o.ptr, o.span_bytes(), t->ptr, t->span_bytes())) {
-      return make_status(StatusCode::kInvalidArgument, "o overlaps %s; the output must not alias an input", t->name);
+  // Each new row goes into K and into V: no two rows written may share a
+  // byte, in one cache or across the two (K and V interleaved in one
+  // allocation with the same strides are fine).
+  for (const TensorView* t : {&k, &v}) {
+    const Status s = check_no_self_alias(*t, "cache rows, which the append writes,");
+    if (!s.ok()) return s;
+  }
+  if (rows_overlap(k, v)) {
+    return make_status(StatusCode::kInvalidArgument,
+                       "k's and v's rows may share memory; the append writes each new row into both, so they must "
+                       "be memory of their own, or interleave in one allocation with the same strides without "
+                       "meeting");
+  }
+  // What only the append reads (Q, the index arrays and the rest are
+  // checked against the outputs for every call).
+  constexpr int kAppendReads[] = {0, 1, 4, 9, 10};  // k_new, v_new, cu_seqlens_k_new, the rotary tables
+  const struct {
+    const char* name;
+    const void* ptr;
+    int64_t bytes;
+  } outputs[] = {{"o", o.ptr, o_bytes > 0 ? o_bytes : o.span_bytes()}, {"lse", p.lse, lse_bytes}};
+  for (const auto& out : outputs) {
+    for (const int i : kAppendReads) {
+      const auto& r = read[i];
+      if (out.ptr != nullptr && r.ptr != nullptr && r.bytes > 0 &&
+          byte_ranges_overlap(out.ptr, out.bytes, r.ptr, r.bytes)) {
+        return make_status(StatusCode::kInvalidArgument,
+                           "%s overlaps %s, which the append reads; outputs must not alias an input", out.name,
+                           r.name);
+      }
     }
   }
   return Status{};
@@ -590,7 +682,7 @@ Status validate_call(const AttentionParams& p, bool check_workspace) noexcept {
     return make_status(StatusCode::kInvalidArgument, "lse (%p) is not 4-byte aligned", static_cast<void*>(p.lse));
   }
   {
-    const Status s = check_no_self_alias(o);
+    const Status s = check_no_self_alias(o, "output rows");
     if (!s.ok()) return s;
   }
   int64_t lse_elems = 0;
@@ -669,7 +761,8 @@ Status validate_call(const AttentionParams& p, bool check_workspace) noexcept {
     }
   }
   {
-    const Status st = check_append(p, q, k, v, o, dv);
+    const Status st = check_append(p, q, k, v, o, dv, o_bytes,
+                                   lse_bytes_known ? lse_elems * static_cast<int64_t>(sizeof(float)) : 0);
     if (!st.ok()) return st;
   }
   return check_index_arrays(p, o_bytes, lse_bytes_known ? lse_elems * static_cast<int64_t>(sizeof(float)) : 0);

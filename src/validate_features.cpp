@@ -100,16 +100,19 @@ Status validate_engine_features(const AttentionParams& p) noexcept {
 }
 
 // Sizes the split-KV decode kernel cannot launch. It runs every call with
-// Backend::kDecode or num_splits > 1 (kAuto takes it only for seqlen_q <= 16,
-// far inside these limits). The limits are the grid's, not the device's.
+// Backend::kDecode or num_splits > 1; kAuto takes it for seqlen_q <= 16, far
+// inside these limits, and for fp8-cache calls the Hopper kernel does not
+// take, which make_plan checks with this. The limits are the grid's, not the
+// device's.
 Status check_decode_grid(const AttentionParams& p) noexcept {
   if (p.backend != Backend::kDecode && p.num_splits <= 1) return Status{};
   // Sizes are checked by now: seqlen_q <= 2^30, heads_q <= 65535, so no product here overflows.
   const int64_t rows = p.seqlen_q * (p.heads_q / p.heads_kv);
   if (rows > kMaxDecodeRows) {
     return make_status(StatusCode::kUnsupported,
-                       "the split-KV decode kernel (Backend::kDecode or num_splits > 1) packs seqlen_q * heads_q / "
-                       "heads_kv = %lld query rows per K/V head; it takes at most 2^31 - 16",
+                       "the split-KV decode kernel (Backend::kDecode, num_splits > 1, or an fp8 cache off the "
+                       "Hopper kernel) packs seqlen_q * heads_q / heads_kv = %lld query rows per K/V head; it takes "
+                       "at most 2^31 - 16",
                        static_cast<long long>(rows));
   }
   const int64_t ctas = (rows + decode::kBlockM - 1) / decode::kBlockM * std::max<int64_t>(p.num_splits, 1);

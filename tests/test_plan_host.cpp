@@ -755,6 +755,31 @@ TEST(Plan, Fp8CacheOnHopperUnlessFlashSplits) {
   EXPECT_EQ(plan.candidates[0].backend, Backend::kSm90) << "any page size";
 }
 
+TEST(Plan, Fp8CacheOnTheDecodeKernelKeepsItsGridLimits) {
+  // Off the Hopper kernel an fp8-cache call runs on the decode kernel at any
+  // seqlen_q, whose 32-bit rows hold at most 2^31 - 16 query rows a K/V
+  // head: the plan refuses more, as validate does for Backend::kDecode.
+  int64_t d = 0;
+  for (int64_t c : {64, 128, 192, 256}) {
+    if (d == 0 && head_dim_compiled(c)) d = c;
+  }
+  if (d == 0) GTEST_SKIP() << "no head dim of the fp8 decode kernel compiled";
+  AttentionParams p = dense(d, 32768, 1024, false);
+  p.batch = 1;
+  p.heads_q = 65535;
+  p.heads_kv = 1;
+  p.kv_dtype = KvDType::kFloat8E4M3;
+  p.set_contiguous_bnhd();
+  Plan plan;
+  ASSERT_TRUE(detail::make_plan(p, kA100, &plan).ok()) << "32768 * 65535 rows: within the limit";
+  EXPECT_EQ(plan.candidates[0].backend, Backend::kDecode);
+  p.seqlen_q = 40000;
+  p.set_contiguous_bnhd();
+  const Status s = detail::make_plan(p, kA100, &plan);
+  EXPECT_EQ(s.code, StatusCode::kUnsupported);
+  EXPECT_NE(std::string(s.message).find("at most 2^31 - 16"), std::string::npos) << s.message;
+}
+
 TEST(Plan, Fp8PrefillRunsTheHopperFp8Kernel) {
   // q_dtype e4m3: the FP8 kernel, unsplit, its workspace V^T; on Hopper
   // only, at a compiled head dim.

@@ -4,12 +4,15 @@
 // both entry points with the right code and a message naming the field.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <initializer_list>
+#include <iterator>
 #include <limits>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "build_config.h"
 #include "fake_params.h"
@@ -302,12 +305,120 @@ TEST(Validate, ChecksAppendAndRotary) {
       {"rotary_cos inside the workspace",
        [](AttentionParams& p) { p.rotary_cos = static_cast<const float*>(fake_ptr(8, 1024)); },
        "rotary_cos overlaps workspace"},
+      // The append writes each new row into K and into V.
+      {"v is k", [](AttentionParams& p) { p.v = p.k; }, "rows may share memory"},
+      {"v one row into k", [](AttentionParams& p) { p.v = fake_ptr(1, 256 * 2); }, "rows may share memory"},
+      {"k heads on one row", [](AttentionParams& p) { p.k_head_stride = 0; }, "k strides make different cache rows"},
+      {"v sequences on one row", [](AttentionParams& p) { p.v_batch_stride = 0; },
+       "v strides make different cache rows"},
+      // The decode kernel may write O and the LSE while the append reads.
+      {"lse in k_new", [](AttentionParams& p) { p.lse = static_cast<float*>(fake_ptr(6)); }, "lse overlaps k_new"},
+      {"lse in rotary_sin", [](AttentionParams& p) { p.lse = static_cast<float*>(fake_ptr(10, 64)); },
+       "lse overlaps rotary_sin"},
+      {"o on rotary_cos", [](AttentionParams& p) { p.o = fake_ptr(9); }, "o overlaps rotary_cos"},
+      {"cu_seqlens_k_new in o",
+       [](AttentionParams& p) { p.cu_seqlens_k_new = static_cast<const int32_t*>(fake_ptr(3, 4096)); },
+       "o overlaps cu_seqlens_k_new"},
   };
   for (const Bad& c : cases) {
     AttentionParams p = append_params();
     c.breaks(p);
     EXPECT_TRUE(invalid(p, {c.word})) << c.what;
   }
+}
+
+// K and V in one allocation, interleaved with the same strides, may take
+// an append; rows that share bytes may not. A brute-force model of the
+// written elements decides each random layout.
+TEST(Validate, AppendTakesInterleavedKvRowsThatDoNotMeet) {
+  {
+    AttentionParams p = append_params();  // [B, N, 2, Hkv, D]: K's heads, then V's
+    p.v = fake_ptr(1, 2 * 128 * 2);
+    p.k_seq_stride = p.v_seq_stride = 2 * 2 * 128;
+    p.k_batch_stride = p.v_batch_stride = 200 * p.k_seq_stride;
+    EXPECT_TRUE(flash::validate(p).ok()) << flash::validate(p).message;
+    p.k_head_stride = p.v_head_stride = 2 * 128;  // [B, N, Hkv, 2, D]: each head's K then V
+    p.v = fake_ptr(1, 128 * 2);
+    EXPECT_TRUE(flash::validate(p).ok()) << flash::validate(p).message;
+    p.v = fake_ptr(1, 64 * 2);  // V half a row in: its rows run into the next K row
+    EXPECT_TRUE(invalid(p, {"rows may share memory"}));
+    p.v = fake_ptr(1, 128 * 2);
+    p.v_batch_stride += 8;  // strides of their own whose extents meet: not decided, refused
+    EXPECT_TRUE(invalid(p, {"rows may share memory"}));
+  }
+  uint64_t state = 0x9e3779b97f4a7c15ull;
+  auto next = [&](int64_t n) {  // uniform in [0, n)
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<int64_t>((state >> 33) % static_cast<uint64_t>(n));
+  };
+  int checked = 0, overlapping = 0;
+  for (int trial = 0; trial < 3000; ++trial) {
+    AttentionParams p = append_params();
+    p.batch = 1 + next(2);
+    p.seqlen_k = 1 + next(4);
+    p.heads_kv = int64_t{1} << next(3);
+    p.head_dim = 8 * (1 + next(4));
+    p.rotary_dim = 0;
+    p.rotary_cos = p.rotary_sin = nullptr;
+    p.set_contiguous_bnhd();
+    p.k_new_head_stride = p.v_new_head_stride = p.head_dim;
+    p.k_new_seq_stride = p.v_new_seq_stride = p.heads_kv * p.head_dim;
+    p.k_new_batch_stride = p.v_new_batch_stride = p.heads_kv * p.head_dim;
+    const int64_t stride[3] = {8 * next(40), 8 * next(12), 8 * next(6)};  // batch, seq, head (elements)
+    p.k_batch_stride = p.v_batch_stride = stride[0];
+    p.k_seq_stride = p.v_seq_stride = stride[1];
+    p.k_head_stride = p.v_head_stride = stride[2];
+    const int64_t shift = 8 * (next(80) - 40);  // V's start from K's, elements
+    p.k = fake_ptr(1, 1 << 20);
+    p.v = fake_ptr(1, (1 << 20) + 2 * shift);
+    // The elements each writes, and whether any repeat.
+    const int64_t size[3] = {p.batch, p.seqlen_k, p.heads_kv};
+    std::vector<int64_t> k_elems, v_elems;
+    for (int64_t b = 0; b < size[0]; ++b) {
+      for (int64_t n = 0; n < size[1]; ++n) {
+        for (int64_t h = 0; h < size[2]; ++h) {
+          for (int64_t c = 0; c < p.head_dim; ++c) {
+            const int64_t e = b * stride[0] + n * stride[1] + h * stride[2] + c;
+            k_elems.push_back(e);
+            v_elems.push_back(e + shift);
+          }
+        }
+      }
+    }
+    std::sort(k_elems.begin(), k_elems.end());
+    std::sort(v_elems.begin(), v_elems.end());
+    // The rule for rows written (as for O): sorted by stride, each
+    // dimension steps past all the smaller ones cover. It implies distinct
+    // rows; layouts outside it are refused even where rows would not meet.
+    int order[3] = {0, 1, 2};
+    std::sort(order, order + 3, [&](int a, int b) { return stride[a] < stride[b]; });
+    bool nested = true;
+    int64_t extent = p.head_dim;
+    for (const int x : order) {
+      if (size[x] <= 1) continue;
+      nested = nested && stride[x] >= extent;
+      extent += stride[x] * (size[x] - 1);
+    }
+    if (!nested) {
+      EXPECT_TRUE(invalid(p, {"k strides make different cache rows"})) << "trial " << trial;
+      continue;
+    }
+    ASSERT_EQ(std::adjacent_find(k_elems.begin(), k_elems.end()), k_elems.end()) << "trial " << trial;
+    std::vector<int64_t> both;
+    std::set_intersection(k_elems.begin(), k_elems.end(), v_elems.begin(), v_elems.end(), std::back_inserter(both));
+    const Status s = flash::validate(p);
+    ++checked;
+    if (!both.empty()) {
+      ++overlapping;
+      EXPECT_TRUE(invalid(p, {"rows may share memory"})) << "trial " << trial << ": V shares " << both.size()
+                                                    << " elements with K";
+    } else {
+      EXPECT_TRUE(s.ok()) << "trial " << trial << ": " << s.message;
+    }
+  }
+  // Both outcomes occur often enough to matter.
+  EXPECT_GT(overlapping, 100);
+  EXPECT_GT(checked - overlapping, 100);
 }
 
 TEST(Validate, RejectsHeadCounts) {

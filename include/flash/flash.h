@@ -246,7 +246,9 @@ typedef struct flash_attention_params {
    * at rows seqused_k[b] onwards (seqused_k required: the lengths before
    * the append; not written), and the call attends over the cache with
    * them. Rows past the cache's allocation are dropped. Needs a workspace
-   * of flash_attention_workspace_size() bytes. */
+   * of flash_attention_workspace_size() bytes. K's and V's rows must not
+   * share memory (they may interleave with the same strides), and no
+   * output may overlap what the append reads. */
   const void* k_new;
   const void* v_new;
   int64_t seqlen_new;

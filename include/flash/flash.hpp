@@ -321,7 +321,11 @@ struct AttentionParams {
   // written, and the lengths clamp to it. Needs a workspace (see
   // attention_workspace_size): the lengths after the append live there, and
   // with rotary the rotated Q. All on the device: the call can be captured
-  // in a graph.
+  // in a graph. Since the call writes K and V, their rows must not share
+  // memory, within one cache or between the two (K and V may interleave in
+  // one allocation, with the same strides, without meeting); and O, the
+  // LSE, K, V and the workspace must not overlap k_new, v_new,
+  // cu_seqlens_k_new or the rotary tables.
   const void* k_new = nullptr;  // [batch, seqlen_new, heads_kv, head_dim]
   const void* v_new = nullptr;  // [batch, seqlen_new, heads_kv, Dv]
   int64_t seqlen_new = 0;       // new rows per sequence (the longest with cu_seqlens_k_new)
