@@ -419,6 +419,20 @@ bool splits_elsewhere(const AttentionParams& p, const DeviceCaps& caps, Plan* sp
   return split->num_splits > 1;
 }
 
+// An fp8-cache call the Hopper kernel would run with too few tiles or too
+// many keys (the prefill rule would split it) moves to the decode kernel
+// when that kernel, by its own rule and the caller's workspace, splits it;
+// `split` gets the decode kernel's split plan. Routed by the prefill rule
+// alone, a workspace of the size reported sent calls to the decode kernel
+// that it then ran unsplit, the workspace unused.
+bool fp8_splits_on_decode(const AttentionParams& p, const DeviceCaps& caps, Plan* split) {
+  Plan prefill;
+  plan_splits(p, prefill_splits_wanted(p, caps), &prefill);
+  if (prefill.splits_wanted <= 1 || !decode_fits(p, caps)) return false;
+  plan_splits(p, decode_splits_wanted(p, caps), split);
+  return split->num_splits > 1;
+}
+
 // An unsplit Hopper plan of such a call still reports the split's
 // workspace as wanted, so that attention_workspace_size() returns the bytes
 // with which the call moves to the split kernel.
@@ -494,13 +508,14 @@ Status make_plan(const AttentionParams& p, const DeviceCaps& caps, Plan* plan) n
     }
     // Prefill-sized calls on Hopper: the KV-cache kernel, which widens the
     // e4m3 rows in shared memory, unsplit. Calls flash would split (too few
-    // tiles for the GPU, or too many keys for one accumulation) and short
-    // queries take the decode kernel, as the sm80 kernel takes such bf16 calls.
+    // tiles for the GPU, or too many keys for one accumulation) and that the
+    // decode kernel splits, and short queries, take the decode kernel, as
+    // the sm80 kernel takes such bf16 calls.
     if (b == Backend::kSm90 || (b == Backend::kAuto && p.seqlen_q > 16)) {
       char why[192];
       const char* sm90_why = sm90_problem(p, caps, *plan, why, sizeof(why));
       Plan split;
-      if (sm90_why == nullptr && b == Backend::kAuto && splits_elsewhere(p, caps, &split)) {
+      if (sm90_why == nullptr && b == Backend::kAuto && fp8_splits_on_decode(p, caps, &split)) {
         sm90_why = "fp8 cache calls that flash splits run on the decode kernel";
       }
       if (sm90_why == nullptr) {

@@ -755,6 +755,49 @@ TEST(Plan, Fp8CacheOnHopperUnlessFlashSplits) {
   EXPECT_EQ(plan.candidates[0].backend, Backend::kSm90) << "any page size";
 }
 
+TEST(Plan, Fp8CacheWorkspaceItReportsIsTheSplitItRuns) {
+  // The workspace an unsplit fp8-cache plan reports is the one with which
+  // the call splits: given it, the plan runs split (on the decode kernel)
+  // and wants the same bytes again; a plan wanting none stays as it was.
+  if (!kHasSm90) GTEST_SKIP() << "needs the Hopper kernel";
+  int rows = 0;
+  for (int64_t d : {64, 128, 256}) {
+    if (!head_dim_compiled(d)) continue;
+    for (int64_t seqlen_q : {32, 128, 512, 2048}) {
+      for (int64_t seqlen_k : {1024, 8192, 65536}) {
+        for (int64_t batch : {1, 4}) {
+          for (int64_t heads_kv : {8, 2}) {
+            SCOPED_TRACE("hd " + std::to_string(d) + " q " + std::to_string(seqlen_q) + " k " +
+                         std::to_string(seqlen_k) + " b " + std::to_string(batch) + " kv " + std::to_string(heads_kv));
+            AttentionParams p = dense(d, seqlen_q, seqlen_k, true);
+            p.batch = batch;
+            p.heads_q = 8;
+            p.heads_kv = heads_kv;
+            p.kv_dtype = KvDType::kFloat8E4M3;
+            p.set_contiguous_bnhd();
+            Plan bare;
+            ASSERT_TRUE(detail::make_plan(p, kH200, &bare).ok());
+            const Backend before = bare.candidates[0].backend;
+            p.workspace = const_cast<void*>(fake(4));
+            p.workspace_bytes = bare.workspace_wanted;
+            Plan given;
+            ASSERT_TRUE(detail::make_plan(p, kH200, &given).ok());
+            EXPECT_EQ(given.workspace_wanted, bare.workspace_wanted);
+            if (bare.workspace_wanted == 0) {
+              EXPECT_EQ(given.candidates[0].backend, before);
+              continue;
+            }
+            ++rows;
+            EXPECT_GT(given.num_splits, 1);
+            EXPECT_EQ(given.workspace_bytes, bare.workspace_wanted);
+          }
+        }
+      }
+    }
+  }
+  if (head_dim_compiled(128)) EXPECT_GT(rows, 0) << "no row wanted a workspace";
+}
+
 TEST(Plan, Fp8CacheOnTheDecodeKernelKeepsItsGridLimits) {
   // Off the Hopper kernel an fp8-cache call runs on the decode kernel at any
   // seqlen_q, whose 32-bit rows hold at most 2^31 - 16 query rows a K/V
