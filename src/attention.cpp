@@ -5,6 +5,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <cstdio>
 
 #include "append.h"
 #include "autotune/autotuner.h"
@@ -118,6 +119,12 @@ Status query_kernel_choice(const AttentionParams& params, KernelChoice* choice) 
   if (choice == nullptr) return make_status(StatusCode::kInvalidArgument, "choice is null");
   Status status = validate(params);
   if (!status.ok()) return status;
+  if (params.batch == 0 || params.seqlen_q == 0) {
+    // attention_forward returns at once: nothing runs, whatever the device.
+    *choice = KernelChoice{};
+    std::snprintf(choice->name, sizeof(choice->name), "none (empty call)");
+    return Status{};
+  }
   const AttentionParams call = detail::attention_call(params);
   Plan plan;
   status = plan_call(call, &plan);

@@ -421,6 +421,21 @@ TEST(Validate, AppendTakesInterleavedKvRowsThatDoNotMeet) {
   EXPECT_GT(checked - overlapping, 100);
 }
 
+TEST(Validate, EmptyCallsRunNothingAndQuerySaysSo) {
+  // attention_forward returns at once for an empty call, on any device (or
+  // none, here); query_kernel_choice answers the same.
+  for (const bool empty_batch : {true, false}) {
+    AttentionParams p = valid_params();
+    (empty_batch ? p.batch : p.seqlen_q) = 0;
+    p.backend = Backend::kSm90;  // refused on a device without it, were anything to run
+    EXPECT_TRUE(flash::attention_forward(p, nullptr).ok());
+    KernelChoice choice;
+    const Status s = flash::query_kernel_choice(p, &choice);
+    ASSERT_TRUE(s.ok()) << s.message;
+    EXPECT_STREQ(choice.name, "none (empty call)");
+  }
+}
+
 TEST(Validate, RejectsHeadCounts) {
   AttentionParams p = valid_params();
   p.heads_q = 6;

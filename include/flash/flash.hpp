@@ -399,7 +399,9 @@ Status attention_forward(const AttentionParams& params, CUstream_st* stream) noe
 
 // Which configuration attention_forward would run for `params` on the
 // current device, and why. Launches nothing and never tunes: a shape class
-// not tuned yet reports the heuristic's choice.
+// not tuned yet reports the heuristic's choice. An empty call (batch or
+// seqlen_q 0), for which attention_forward runs nothing, reports the name
+// "none (empty call)" on any device.
 Status query_kernel_choice(const AttentionParams& params, KernelChoice* choice) noexcept;
 
 // Bytes of device workspace attention_forward needs for `params` on the
