@@ -104,7 +104,13 @@ def _on_device(q: Any, stream: Any) -> contextlib.ExitStack:
         if stream is not None:
             ctx.enter_context(torch.cuda.stream(torch.cuda.ExternalStream(_stream_handle(stream, q), device=q.device)))
     elif fw == "cupy":
+        import cupy
+
         ctx.enter_context(q.device)
+        if stream is not None:
+            # CuPy's pool, like PyTorch's, hands a freed block back only in
+            # its stream's order: allocate on the call's stream.
+            ctx.enter_context(cupy.cuda.ExternalStream(_stream_handle(stream, q), q.device.id))
     return ctx
 
 
@@ -182,10 +188,20 @@ def _out_dtype(opts: dict) -> str:
     return opts.get("out_dtype") or "bfloat16"
 
 
-def _fp8_prefill_workspace(q: Any, k: Any, v: Any, opts: dict, out: Any = None, lse: Any = None) -> None:
-    """The FP8 prefill's workspace (V transposed) in opts when the caller gave
-    none: the library checks it in every call, planning ones included."""
-    if opts.get("q_dtype") is None or opts.get("workspace") is not None:
+def _wants_workspace(opts: dict) -> bool:
+    """Whether attention() allocates a workspace the caller did not give:
+    splits, appends and the FP8 prefill (V transposed) want one."""
+    return opts.get("num_splits", 0) != 1 or opts.get("k_new") is not None or opts.get("q_dtype") is not None
+
+
+def _call_workspace(q: Any, k: Any, v: Any, opts: dict, out: Any = None, lse: Any = None,
+                    auto_splits: bool = True) -> None:
+    """The workspace attention() would allocate, in opts when the caller gave
+    none, so that kernel_choice() and validate() see the call attention()
+    runs: appends, explicit splits and the FP8 prefill are refused without
+    one, and (auto_splits) flash's own split count follows it."""
+    needs = opts.get("k_new") is not None or opts.get("q_dtype") is not None or opts.get("num_splits", 0) > 1
+    if opts.get("workspace") is not None or not (needs or (auto_splits and _wants_workspace(opts))):
         return
     need = _flash.workspace_size(_flash.params(q, k, v, out=out, lse=lse, **opts))
     if need > 0:
@@ -217,7 +233,9 @@ def attention(
     (1/sqrt(head_dim)), window=(-1, -1) or window_left / window_right,
     softcap=0.0, sinks (float32 [heads_q] logits, attention sinks),
     alibi_slopes (float32 [heads_q]: scores gain -slope * |i + d - j|),
-    cu_seqlens_q / cu_seqlens_k with max_seqlen_q / max_seqlen_k,
+    cu_seqlens_q / cu_seqlens_k with max_seqlen_q / max_seqlen_k (packed
+    q, k and v hold exactly cu_seqlens[-1] rows, no padding: the lse rows
+    of head h start at h * cu_seqlens_q[-1]),
     seqused_k, block_table, num_splits=0 (flash chooses; it splits only with
     a workspace, which is allocated here when flash wants one and none is
     given), backend='auto' ('sm80', 'sm90', 'decode'), autotune=False.
@@ -255,9 +273,7 @@ def attention(
             out = _empty(q, tuple(int(d) for d in q.shape[:-1]) + (int(v.shape[-1]),), _out_dtype(opts))
         if lse is None and return_lse:
             lse = _empty(q, _lse_shape(q, opts, int(q.shape[-2])), "float32")
-        # Splits, appends and the FP8 prefill (V transposed) want a workspace.
-        wants = opts.get("num_splits", 0) != 1 or opts.get("k_new") is not None or opts.get("q_dtype") is not None
-        if workspace is None and wants:
+        if workspace is None and _wants_workspace(opts):
             need = _flash.workspace_size(_flash.params(q, k, v, out=out, lse=lse, **opts))
             if need > 0:
                 workspace = _empty(q, (need,), "uint8")
@@ -272,29 +288,34 @@ def workspace_size(q: Any, k: Any, v: Any, **kwargs: Any) -> int:
     (k_new) nor runs the FP8 prefill (e4m3 q)."""
     opts = _options(kwargs)
     q, k, v = _fp8_views(q, k, v, opts)
-    return int(_flash.workspace_size(_flash.params(q, k, v, **opts)))
+    with _on_device(q, None):
+        return int(_flash.workspace_size(_flash.params(q, k, v, **opts)))
 
 
 def kernel_choice(q: Any, k: Any, v: Any, **kwargs: Any) -> dict:
     """The kernel configuration the call runs: name, backend, block_m, block_n, warps, stages.
 
-    An FP8 prefill call (e4m3 q) gets its workspace allocated here when none
-    is given: the library checks it in planning calls too."""
+    Without workspace=, the workspace attention() would allocate is
+    allocated here (splits, appends, the FP8 prefill), so the answer is the
+    kernel attention() runs."""
     opts = _options(kwargs)
     q, k, v = _fp8_views(q, k, v, opts)
-    _fp8_prefill_workspace(q, k, v, opts)
-    return dict(_flash.kernel_choice(_flash.params(q, k, v, **opts)))
+    with _on_device(q, None):
+        _call_workspace(q, k, v, opts)
+        return dict(_flash.kernel_choice(_flash.params(q, k, v, **opts)))
 
 
 def validate(q: Any, k: Any, v: Any, *, out: Any = None, lse: Any = None, **kwargs: Any) -> None:
-    """The library's argument checks, without the GPU: raises ValueError, or returns None.
+    """The library's argument checks, launching nothing: raises ValueError, or returns None.
 
-    An FP8 prefill call (e4m3 q) gets its workspace allocated here when none
-    is given, as by kernel_choice."""
+    Without workspace=, a call that is refused without one (appends,
+    explicit splits, the FP8 prefill) gets the one attention() would
+    allocate, as in kernel_choice; other calls are checked as they are."""
     opts = _options(kwargs)
     q, k, v = _fp8_views(q, k, v, opts)
-    _fp8_prefill_workspace(q, k, v, opts, out, lse)
-    _flash.validate(_flash.params(q, k, v, out=out, lse=lse, **opts))
+    with _on_device(q, None):
+        _call_workspace(q, k, v, opts, out, lse, auto_splits=False)
+        _flash.validate(_flash.params(q, k, v, out=out, lse=lse, **opts))
 
 
 def merge_states(

@@ -146,12 +146,39 @@ flash::KvDType kv_element_type(const AnyArray& k, const AnyArray& v, flash::DTyp
   return flash::KvDType::kSame;
 }
 
+// The CUDA device of the call's first tensor (q, or o_states), which every
+// other tensor must share; -1 outside a call's checks.
+thread_local int32_t t_call_device = -1;
+
 void expect_cuda(const AnyArray& a, const char* name) {
   if (a.device_type() != nb::device::cuda::value) {
     bad(std::string(name) + " must be a CUDA tensor (DLPack device type kDLCUDA); got device type " +
         std::to_string(a.device_type()));
   }
+  if (t_call_device >= 0 && a.device_id() != t_call_device) {
+    bad(std::string(name) + " is on CUDA device " + std::to_string(a.device_id()) +
+        "; every tensor of a call must be on the first one's, device " + std::to_string(t_call_device));
+  }
 }
+
+// While alive: `first` is a CUDA tensor on the current device, and the
+// tensors checked after it must be on the same one. The library runs on the
+// current device (flash.attention makes q's current for PyTorch and CuPy).
+class CallDevice {
+ public:
+  CallDevice(const AnyArray& first, const char* name) {
+    expect_cuda(first, name);
+    int current = -1;
+    if (cudaGetDevice(&current) == cudaSuccess && current != first.device_id()) {
+      bad(std::string(name) + " is on CUDA device " + std::to_string(first.device_id()) + " but device " +
+          std::to_string(current) + " is current; make " + name + "'s device current first");
+    }
+    t_call_device = first.device_id();
+  }
+  ~CallDevice() { t_call_device = -1; }
+  CallDevice(const CallDevice&) = delete;
+  CallDevice& operator=(const CallDevice&) = delete;
+};
 
 void expect_ndim(const AnyArray& a, size_t ndim, const char* name, const char* layout) {
   if (a.ndim() != ndim) {
@@ -232,9 +259,9 @@ flash::AttentionParams make_params(AnyArray q, AnyArray k, AnyArray v, std::opti
     bad("k_descale / v_descale need an fp8 cache: k and v of dtype float8_e4m3fn, or uint8 with "
         "kv_dtype='float8_e4m3fn'; these k and v have q's dtype");
   }
-  for (auto [a, name] : {std::pair<const AnyArray*, const char*>{&q, "q"}, {&k, "k"}, {&v, "v"}}) {
-    expect_cuda(*a, name);
-  }
+  const CallDevice device(q, "q");
+  expect_cuda(k, "k");
+  expect_cuda(v, "v");
   const size_t qd = q.ndim() - 1, kd = k.ndim() - 1;
   p.head_dim = static_cast<int64_t>(q.shape(qd));
   p.heads_q = static_cast<int64_t>(q.shape(qd - 1));
@@ -273,6 +300,9 @@ flash::AttentionParams make_params(AnyArray q, AnyArray k, AnyArray v, std::opti
   }
   if (batch >= 0 && batch != p.batch) bad("batch does not match q / cu_seqlens_q");
 
+  if (paged && varlen_k) {
+    bad("block_table and cu_seqlens_k do not go together: a paged cache takes its lengths from seqused_k");
+  }
   if (paged) {
     const AnyArray& t = *block_table;
     expect_cuda(t, "block_table");
@@ -300,6 +330,14 @@ flash::AttentionParams make_params(AnyArray q, AnyArray k, AnyArray v, std::opti
     p.seqlen_k = static_cast<int64_t>(k.shape(1));
     p.k_batch_stride = stride(k, 0);
     p.v_batch_stride = stride(v, 0);
+  }
+  // V a view of K's rows at K's address (MLA's absorbed form, v = k[...,
+  // :512]) has K's strides; stride() gives a size-1 dimension the packed
+  // value of each tensor's own width, so those come from K.
+  if (p.v == p.k) {
+    if (k.shape(kd - 1) == 1) p.v_head_stride = p.k_head_stride;
+    if (k.shape(kd - 2) == 1) p.v_seq_stride = p.k_seq_stride;
+    if (kd == 3 && k.shape(0) == 1) p.v_batch_stride = p.k_batch_stride;
   }
   if (seqused_k.has_value()) {
     expect_int32_vector(*seqused_k, "seqused_k");
@@ -513,7 +551,7 @@ const char* backend_name(flash::Backend b) {
 // contiguous, out [batch, seqlen_q, heads, head_dim], lse float32 [batch,
 // heads, seqlen_q] contiguous or None.
 flash::MergeParams make_merge_params(AnyArray o_states, AnyArray lse_states, AnyArray out, std::optional<AnyArray> lse) {
-  expect_cuda(o_states, "o_states");
+  const CallDevice device(o_states, "o_states");
   expect_cuda(lse_states, "lse_states");
   expect_cuda(out, "out");
   expect_ndim(o_states, 5, "o_states", "num_states, batch, seqlen_q, heads, head_dim");

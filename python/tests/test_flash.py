@@ -141,6 +141,52 @@ def test_dlpack_float8_e4m3fn_is_an_fp8_cache():
         flash.kernel_choice(q, dlpack_capsule(kv, 12), dlpack_capsule(kv, 12))
 
 
+def fake_cuda(shape, strides=None, code=4, bits=16, device_id=0, data=1 << 40):
+    """A DLPack capsule describing a CUDA tensor at a fake address (bfloat16 by
+    default): the bindings read shapes, strides and devices, never the data."""
+    import ctypes
+
+    class DLTensor(ctypes.Structure):
+        _fields_ = [("data", ctypes.c_void_p), ("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32),
+                    ("ndim", ctypes.c_int32), ("code", ctypes.c_uint8), ("bits", ctypes.c_uint8),
+                    ("lanes", ctypes.c_uint16), ("shape", ctypes.POINTER(ctypes.c_int64)),
+                    ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64),
+                    ("manager_ctx", ctypes.c_void_p), ("deleter", ctypes.c_void_p)]
+
+    dims = (ctypes.c_int64 * len(shape))(*shape)
+    steps = None if strides is None else (ctypes.c_int64 * len(shape))(*strides)
+    t = DLTensor(data, 2, device_id, len(shape), code, bits, 1, dims, steps)  # kDLCUDA
+    new = ctypes.pythonapi.PyCapsule_New
+    new.restype, new.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+    capsule = new(ctypes.addressof(t), b"dltensor", None)
+    dlpack_capsule.alive.append((dims, steps, t))
+    return capsule
+
+
+def test_mla_v_as_a_view_of_k_passes_the_checks():
+    # Absorbed MLA: v = k[..., :512], one K/V head. Size-1 dimensions get
+    # packed strides from each tensor's own width; v's must still be k's.
+    q = fake_cuda((1, 1, 128, 576))
+    k_strides = (64 * 576, 576, 576, 1)
+    k = fake_cuda((1, 64, 1, 576), k_strides, data=2 << 40)
+    v = fake_cuda((1, 64, 1, 512), k_strides, data=2 << 40)
+    flash.validate(q, k, v, scale=0.07)
+
+
+def test_tensors_of_a_call_share_its_device():
+    q = fake_cuda((1, 4, 2, 64))
+    with pytest.raises(ValueError, match="k is on CUDA device 1; every tensor of a call must be on"):
+        flash.validate(q, fake_cuda((1, 4, 2, 64), device_id=1, data=2 << 40), fake_cuda((1, 4, 2, 64), data=3 << 40))
+
+
+def test_block_table_and_cu_seqlens_k_are_refused_together():
+    q = fake_cuda((1, 4, 2, 64))
+    with pytest.raises(ValueError, match="block_table and cu_seqlens_k do not go together"):
+        flash.validate(q, fake_cuda((48, 2, 64), data=2 << 40), fake_cuda((48, 2, 64), data=3 << 40),
+                       block_table=fake_cuda((1, 3), code=0, bits=32, data=4 << 40),
+                       cu_seqlens_k=fake_cuda((2,), code=0, bits=32, data=5 << 40), max_seqlen_k=48)
+
+
 def test_unknown_keyword_is_a_type_error():
     q = np.zeros((1, 4, 2, 64), np.float16)
     with pytest.raises(TypeError, match="caussal"):
