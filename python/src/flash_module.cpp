@@ -397,6 +397,8 @@ flash::AttentionParams make_params(AnyArray q, AnyArray k, AnyArray v, std::opti
   if (scale.has_value()) {
     if (!(*scale > 0.0)) bad("scale must be positive (None: 1 / sqrt(head_dim))");
     p.softmax_scale = static_cast<float>(*scale);
+    // 0 means the default to the library: a positive scale float32 rounds to 0 must not become it.
+    if (p.softmax_scale == 0.f) bad("scale rounds to 0 in float32; it must be at least about 1.4e-45");
   }
   p.window_left = window_left;
   p.window_right = window_right;

@@ -173,6 +173,13 @@ def test_mla_v_as_a_view_of_k_passes_the_checks():
     flash.validate(q, k, v, scale=0.07)
 
 
+def test_a_scale_float32_rounds_to_zero_is_refused():
+    # 0 is the library's "1 / sqrt(head_dim)": a tiny positive scale must not turn into it.
+    q = fake_cuda((1, 4, 2, 64))
+    with pytest.raises(ValueError, match="scale rounds to 0 in float32"):
+        flash.validate(q, fake_cuda((1, 4, 2, 64), data=2 << 40), fake_cuda((1, 4, 2, 64), data=3 << 40), scale=1e-50)
+
+
 def test_tensors_of_a_call_share_its_device():
     q = fake_cuda((1, 4, 2, 64))
     with pytest.raises(ValueError, match="k is on CUDA device 1; every tensor of a call must be on"):
