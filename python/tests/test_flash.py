@@ -106,27 +106,33 @@ def test_fp8_prefill_arguments_are_checked_on_the_host():
         flash.kernel_choice(q8, kv8, kv8, q_descale=descale, **e4m3)  # accepted; then the device check
 
 
-def dlpack_capsule(array, code):
-    """A DLPack capsule of a NumPy array's bytes with another dtype code (kDLFloat8_e4m3fn is 10)."""
+_capsules_alive = []  # the capsules below have no deleter: their memory stays referenced here
+
+
+def _dl_capsule(data, device_type, device_id, shape, strides, code, bits, keep):
+    """A DLPack capsule (a DLTensor, no deleter) over `data`; `keep` lives as long as the tests."""
     import ctypes
 
     class DLTensor(ctypes.Structure):
         _fields_ = [("data", ctypes.c_void_p), ("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32),
                     ("ndim", ctypes.c_int32), ("code", ctypes.c_uint8), ("bits", ctypes.c_uint8),
                     ("lanes", ctypes.c_uint16), ("shape", ctypes.POINTER(ctypes.c_int64)),
-                    ("strides", ctypes.c_void_p), ("byte_offset", ctypes.c_uint64),
+                    ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64),
                     ("manager_ctx", ctypes.c_void_p), ("deleter", ctypes.c_void_p)]
 
-    shape = (ctypes.c_int64 * array.ndim)(*array.shape)
-    t = DLTensor(array.ctypes.data, 1, 0, array.ndim, code, 8 * array.itemsize, 1, shape)  # kDLCPU, C order
+    dims = (ctypes.c_int64 * len(shape))(*shape)
+    steps = None if strides is None else (ctypes.c_int64 * len(shape))(*strides)
+    t = DLTensor(data, device_type, device_id, len(shape), code, bits, 1, dims, steps)
     new = ctypes.pythonapi.PyCapsule_New
     new.restype, new.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
     capsule = new(ctypes.addressof(t), b"dltensor", None)
-    dlpack_capsule.alive.append((array, shape, t))  # the capsule has no deleter: keep its memory
+    _capsules_alive.append((keep, dims, steps, t))
     return capsule
 
 
-dlpack_capsule.alive = []
+def dlpack_capsule(array, code):
+    """A DLPack capsule of a NumPy array's bytes with another dtype code (kDLFloat8_e4m3fn is 10)."""
+    return _dl_capsule(array.ctypes.data, 1, 0, array.shape, None, code, 8 * array.itemsize, array)  # kDLCPU
 
 
 def test_dlpack_float8_e4m3fn_is_an_fp8_cache():
@@ -144,23 +150,7 @@ def test_dlpack_float8_e4m3fn_is_an_fp8_cache():
 def fake_cuda(shape, strides=None, code=4, bits=16, device_id=0, data=1 << 40):
     """A DLPack capsule describing a CUDA tensor at a fake address (bfloat16 by
     default): the bindings read shapes, strides and devices, never the data."""
-    import ctypes
-
-    class DLTensor(ctypes.Structure):
-        _fields_ = [("data", ctypes.c_void_p), ("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32),
-                    ("ndim", ctypes.c_int32), ("code", ctypes.c_uint8), ("bits", ctypes.c_uint8),
-                    ("lanes", ctypes.c_uint16), ("shape", ctypes.POINTER(ctypes.c_int64)),
-                    ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64),
-                    ("manager_ctx", ctypes.c_void_p), ("deleter", ctypes.c_void_p)]
-
-    dims = (ctypes.c_int64 * len(shape))(*shape)
-    steps = None if strides is None else (ctypes.c_int64 * len(shape))(*strides)
-    t = DLTensor(data, 2, device_id, len(shape), code, bits, 1, dims, steps)  # kDLCUDA
-    new = ctypes.pythonapi.PyCapsule_New
-    new.restype, new.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
-    capsule = new(ctypes.addressof(t), b"dltensor", None)
-    dlpack_capsule.alive.append((dims, steps, t))
-    return capsule
+    return _dl_capsule(data, 2, device_id, shape, strides, code, bits, None)  # kDLCUDA
 
 
 def test_mla_v_as_a_view_of_k_passes_the_checks():
