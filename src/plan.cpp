@@ -419,6 +419,17 @@ bool splits_elsewhere(const AttentionParams& p, const DeviceCaps& caps, Plan* sp
   return split->num_splits > 1;
 }
 
+// The decode kernel's grid limits for the split count the plan runs.
+// validate checks them with the caller's num_splits, for calls that name
+// the decode kernel or a split count; flash's own count, and the fp8-cache
+// calls kAuto sends there at any seqlen_q, are checked here.
+Status check_decode_grid_as_planned(const AttentionParams& p, const Plan& plan) {
+  AttentionParams as_run = p;
+  as_run.backend = Backend::kDecode;
+  as_run.num_splits = plan.num_splits;
+  return check_decode_grid(as_run);
+}
+
 // An fp8-cache call the Hopper kernel would run with too few tiles or too
 // many keys (the prefill rule would split it) moves to the decode kernel
 // when that kernel, by its own rule and the caller's workspace, splits it;
@@ -536,12 +547,7 @@ Status make_plan(const AttentionParams& p, const DeviceCaps& caps, Plan* plan) n
     }
     add(plan, Backend::kDecode, 0);
     plan_splits(p, decode_splits_wanted(p, caps), plan);
-    // validate checks the decode kernel's grid only for calls that name it
-    // or a split count; here it runs at any seqlen_q.
-    AttentionParams as_run = p;
-    as_run.backend = Backend::kDecode;
-    as_run.num_splits = plan->num_splits;
-    return check_decode_grid(as_run);
+    return check_decode_grid_as_planned(p, *plan);
   }
   // Whether the Hopper kernel could run the call (only asked when requested).
   char why[192];
@@ -554,7 +560,7 @@ Status make_plan(const AttentionParams& p, const DeviceCaps& caps, Plan* plan) n
     if (decode_fits(p, caps)) {
       add(plan, Backend::kDecode, 0);
       plan_splits(p, decode_splits_wanted(p, caps), plan);
-      return Status{};
+      return check_decode_grid_as_planned(p, *plan);
     }
     if (b == Backend::kDecode) {
       return make_status(StatusCode::kUnsupported, "the split-KV decode kernel (Backend::kDecode) for head_dim %lld needs "

@@ -823,6 +823,33 @@ TEST(Plan, Fp8CacheOnTheDecodeKernelKeepsItsGridLimits) {
   EXPECT_NE(std::string(s.message).find("at most 2^31 - 16"), std::string::npos) << s.message;
 }
 
+TEST(Plan, DecodeSplitsItChoosesKeepTheGridLimits) {
+  // flash's own split count for the decode kernel: row blocks times splits
+  // must fit the grid's x (validate checks only a count the caller names).
+  int64_t d = 0;
+  for (int64_t c : {64, 128, 256}) {
+    if (d == 0 && head_dim_compiled(c)) d = c;
+  }
+  if (d == 0) GTEST_SKIP() << "no decode head dim compiled";
+  AttentionParams p = dense(d, int64_t{1} << 24, int64_t{1} << 30, false);
+  p.batch = 1;
+  p.heads_q = 64;
+  p.heads_kv = 1;
+  p.backend = Backend::kDecode;
+  p.set_contiguous_bnhd();
+  p.workspace = const_cast<void*>(fake(4));
+  p.workspace_bytes = size_t{1} << 62;
+  ASSERT_TRUE(flash::validate(p).ok()) << flash::validate(p).message;
+  Plan plan;
+  const Status s = detail::make_plan(p, kA100, &plan);
+  EXPECT_EQ(s.code, StatusCode::kUnsupported) << "splits planned: " << plan.num_splits;
+  EXPECT_NE(std::string(s.message).find("CTAs along x"), std::string::npos) << s.message;
+  p.workspace = nullptr;  // no workspace, no split: the grid fits
+  p.workspace_bytes = 0;
+  EXPECT_TRUE(detail::make_plan(p, kA100, &plan).ok());
+  EXPECT_EQ(plan.num_splits, 1);
+}
+
 TEST(Plan, Fp8PrefillRunsTheHopperFp8Kernel) {
   // q_dtype e4m3: the FP8 kernel, unsplit, its workspace V^T; on Hopper
   // only, at a compiled head dim.

@@ -15,6 +15,7 @@
 #include <type_traits>
 
 #include "../common/ptx.cuh"
+#include "../common/launch.cuh"
 #include "../common/rotary.cuh"
 #include "append.h"
 
@@ -146,8 +147,8 @@ cudaError_t launch(const AppendArgs& a, cudaStream_t stream) {
   const int64_t rows = std::max<int64_t>(static_cast<int64_t>(a.seqlen_new) * a.heads_kv,
                                          a.rotary_cos != nullptr ? static_cast<int64_t>(a.seqlen_q) * a.heads_q : 0);
   const int64_t blocks = std::min<int64_t>(std::max<int64_t>((rows + kWarps - 1) / kWarps, 1), 1024);
-  append_kernel<T, C><<<dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(a.batch), 2), kThreads, 0, stream>>>(a);
-  return cudaGetLastError();
+  return launch_kernel(append_kernel<T, C>, dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(a.batch), 2),
+                       dim3(kThreads), 0, stream, a);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "../params.h"
+#include "../common/launch.cuh"
 #include "fp8_vt.h"
 
 namespace flash::sm90 {
@@ -83,9 +84,8 @@ cudaError_t launch_fp8_transpose_v(const detail::FwdParams& p, cudaStream_t stre
   const int64_t chunks =
       (static_cast<int64_t>(p.seqlen_k) + kFp8VtSlack + 15 + kFp8TransposeCols - 1) / kFp8TransposeCols;
   if (chunks > INT32_MAX || p.heads_kv > 65535 || p.batch > 65535) return cudaErrorInvalidValue;
-  fp8_transpose_v_kernel<kHeadDim><<<dim3(static_cast<unsigned>(chunks), p.heads_kv, p.batch),
-                                     kFp8TransposeThreads, 0, stream>>>(p);
-  return cudaGetLastError();
+  return launch_kernel(fp8_transpose_v_kernel<kHeadDim>, dim3(static_cast<unsigned>(chunks), p.heads_kv, p.batch),
+                       dim3(kFp8TransposeThreads), 0, stream, p);
 }
 
 }  // namespace flash::sm90
