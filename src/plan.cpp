@@ -433,9 +433,9 @@ Status check_decode_grid_as_planned(const AttentionParams& p, const Plan& plan) 
 // An fp8-cache call the Hopper kernel would run with too few tiles or too
 // many keys (the prefill rule would split it) moves to the decode kernel
 // when that kernel, by its own rule and the caller's workspace, splits it;
-// `split` gets the decode kernel's split plan. Routed by the prefill rule
-// alone, a workspace of the size reported sent calls to the decode kernel
-// that it then ran unsplit, the workspace unused.
+// `split` gets the decode kernel's split plan, whose workspace is the one
+// reported: the prefill rule's would move calls the decode kernel then runs
+// unsplit.
 bool fp8_splits_on_decode(const AttentionParams& p, const DeviceCaps& caps, Plan* split) {
   Plan prefill;
   plan_splits(p, prefill_splits_wanted(p, caps), &prefill);
