@@ -199,14 +199,17 @@ def _call_workspace(q: Any, k: Any, v: Any, opts: dict, out: Any = None, lse: An
     """The workspace attention() would allocate, in opts when the caller gave
     none, so that kernel_choice() and validate() see the call attention()
     runs: appends, explicit splits and the FP8 prefill are refused without
-    one, and (auto_splits) flash's own split count follows it."""
-    needs = opts.get("k_new") is not None or opts.get("q_dtype") is not None or opts.get("num_splits", 0) > 1
-    if opts.get("workspace") is not None or not (needs or (auto_splits and _wants_workspace(opts))):
+    one, and (auto_splits) flash's own split count follows it. Run with q's
+    device current."""
+    if auto_splits:
+        wanted = _wants_workspace(opts)
+    else:
+        wanted = opts.get("k_new") is not None or opts.get("q_dtype") is not None or opts.get("num_splits", 0) > 1
+    if opts.get("workspace") is not None or not wanted:
         return
     need = _flash.workspace_size(_flash.params(q, k, v, out=out, lse=lse, **opts))
     if need > 0:
-        with _on_device(q, None):
-            opts["workspace"] = _empty(q, (need,), "uint8")
+        opts["workspace"] = _empty(q, (need,), "uint8")
 
 
 def _lse_shape(q: Any, opts: dict, heads_q: int) -> Tuple[int, ...]:
