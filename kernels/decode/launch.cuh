@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include "../common/element.cuh"
+#include "../common/launch.cuh"
 #include "api.h"
 #include "combine_kernel.cuh"
 #include "decode_kernel.cuh"
@@ -40,10 +41,11 @@ cudaError_t launch_decode(const detail::FwdParams& params, cudaStream_t stream, 
     const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
     if (err != cudaSuccess) return err;
   }
-  const int64_t rows = static_cast<int64_t>(params.seqlen_q) * params.q_per_kv;  // decode_grid_fits holds
+  const int64_t rows = static_cast<int64_t>(params.seqlen_q) * params.q_per_kv;
   cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(static_cast<unsigned>((rows + Traits::kBlockM - 1) / Traits::kBlockM * params.num_splits),
-                        static_cast<unsigned>(params.heads_kv), static_cast<unsigned>(params.batch));
+  if (!split_rows_grid(rows, Traits::kBlockM, params.num_splits, params.heads_kv, params.batch, &config.gridDim)) {
+    return cudaErrorInvalidConfiguration;  // decode_grid_fits holds where the launcher calls this
+  }
   config.blockDim = dim3(Traits::kNThreads);
   config.dynamicSmemBytes = kSmemBytes;
   config.stream = stream;

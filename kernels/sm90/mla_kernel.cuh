@@ -414,10 +414,10 @@ cudaError_t launch_mla(const detail::FwdParams& params, cudaStream_t stream) {
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Traits::kSmemBytes);
     if (err != cudaSuccess) return err;
     const int64_t rows = static_cast<int64_t>(params.seqlen_q) * params.q_per_kv;
-    const int64_t grid_x = (rows + Traits::kBlockM - 1) / Traits::kBlockM * params.num_splits;
-    if (grid_x > INT32_MAX) return cudaErrorInvalidConfiguration;  // row blocks times splits along x
-    const dim3 grid(static_cast<unsigned>(grid_x), static_cast<unsigned>(params.heads_kv),
-                    static_cast<unsigned>(params.batch));
+    dim3 grid;
+    if (!split_rows_grid(rows, Traits::kBlockM, params.num_splits, params.heads_kv, params.batch, &grid)) {
+      return cudaErrorInvalidConfiguration;
+    }
     return launch_kernel(kernel, grid, dim3(Traits::kThreads), Traits::kSmemBytes, stream, params);
   };
   cudaError_t err;
