@@ -20,12 +20,11 @@
 # (scripts/tile-sweep.sh) and leave it alone.
 set -uo pipefail
 PATCHES=(
-  2026-12-05-sm80-paged-copy-addresses  # spills: the sm80 kernel's paged copies without hoisted addresses
-  2026-12-05-fp8-cache-v-ahead-in-k  # issue 27: e4m3 V copied a block ahead into K's free half, widened in the code's place
 )
 # Landed, newest first: the code's parent is
 # the tree with these taken out in this order (`parent` in ab1-ab4).
 LANDED=(
+  2026-12-05-sm80-paged-copy-addresses
   2026-12-05-fresh-q-descriptors
   2026-12-05-fp8-cache-copy-addresses
   2026-12-05-uniform-q-address

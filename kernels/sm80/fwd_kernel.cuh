@@ -133,18 +133,54 @@ struct PagedKV {
                                         int64_t k_row_stride, int64_t v_row_stride, int page_size,
                                         int page_shift, int first, int valid_rows, int k_chunks, int v_chunks,
                                         int tid) const {
+    if constexpr (Traits::kNThreads % kCPR == 0 && (Traits::kNThreads / kCPR) % 4 == 0) {
+      // As load_tile: one chunk column a thread, rows kRowStep apart. The
+      // swizzle repeats every 8 rows, so with kRowStep a multiple of 8 every
+      // row has the thread's first row's, and with 4 (mod 8) the odd rows
+      // have the second row's: the smem offsets are one or two per-thread
+      // bases plus compile-time constants, and the column rides in the base
+      // pointers. Each row's offset passes an empty asm: computed freely,
+      // the compiler holds a 64-bit address a copy across the key loop and
+      // the 128-row kernels spill.
+      constexpr int kRowStep = Traits::kNThreads / kCPR;
+      const int row0 = tid / kCPR;
+      const int c = tid % kCPR;
+      const bool k_column = c < k_chunks;
+      const bool v_column = c < v_chunks;
+      const uint32_t even = chunk_offset<Traits, kRows>(row0, c);
+      const uint32_t odd = kRowStep % 8 == 0 ? even : chunk_offset<Traits, kRows>(row0 + kRowStep, c);
+      const Element* k_col = k_head + c * kChunkElems;
+      const Element* v_col = v_head + c * kChunkElems;
 #pragma unroll
-    for (int i = 0; i < kIters; ++i) {
-      const int idx = tid + i * Traits::kNThreads;
-      const int row = idx / kCPR;
-      const int c = idx % kCPR;
-      const bool k_valid = row < valid_rows && c < k_chunks;
-      const bool v_valid = row < valid_rows && c < v_chunks;
-      const int in_page = row_in_page(first + row, page_size, page_shift);
-      const Element* k_src = k_valid ? k_head + page[i] * k_page_stride + in_page * k_row_stride + c * kChunkElems : k_head;
-      const Element* v_src = v_valid ? v_head + page[i] * v_page_stride + in_page * v_row_stride + c * kChunkElems : v_head;
-      ptx::cp_async_16(smem_k + chunk_offset<Traits, kRows>(row, c), k_src, k_valid);
-      ptx::cp_async_16(smem_v + chunk_offset<Traits, kRows>(row, c), v_src, v_valid);
+      for (int i = 0; i < kIters; ++i) {
+        const uint32_t base = i % 2 == 0 ? even : odd;
+        const uint32_t offset = (kRowStep % 8 == 0 ? i : i / 2 * 2) * kRowStep * Traits::kSwizzleChunks * 16;
+        const bool row_valid = i * kRowStep < valid_rows - row0;
+        const bool k_valid = row_valid && k_column;
+        const bool v_valid = row_valid && v_column;
+        const int in_page = row_in_page(first + row0 + i * kRowStep, page_size, page_shift);
+        int64_t k_off = k_valid ? page[i] * k_page_stride + in_page * k_row_stride : 0;
+        int64_t v_off = v_valid ? page[i] * v_page_stride + in_page * v_row_stride : 0;
+        asm("" : "+l"(k_off), "+l"(v_off));
+        ptx::cp_async_16(smem_k + base + offset, k_col + k_off, k_valid);
+        ptx::cp_async_16(smem_v + base + offset, v_col + v_off, v_valid);
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < kIters; ++i) {
+        const int idx = tid + i * Traits::kNThreads;
+        const int row = idx / kCPR;
+        const int c = idx % kCPR;
+        const bool k_valid = row < valid_rows && c < k_chunks;
+        const bool v_valid = row < valid_rows && c < v_chunks;
+        const int in_page = row_in_page(first + row, page_size, page_shift);
+        const Element* k_src =
+            k_valid ? k_head + page[i] * k_page_stride + in_page * k_row_stride + c * kChunkElems : k_head;
+        const Element* v_src =
+            v_valid ? v_head + page[i] * v_page_stride + in_page * v_row_stride + c * kChunkElems : v_head;
+        ptx::cp_async_16(smem_k + chunk_offset<Traits, kRows>(row, c), k_src, k_valid);
+        ptx::cp_async_16(smem_v + chunk_offset<Traits, kRows>(row, c), v_src, v_valid);
+      }
     }
   }
 };
