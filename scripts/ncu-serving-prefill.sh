@@ -15,7 +15,9 @@
 # bf16-e4m3kv"), CUDA_ARCHS (default 90a). Each row's report is
 # ncu_hd<HD>_<kv>_<cache>.ncu-rep, its summary ncu_hd<HD>_<kv>_<cache>.txt
 # and its per-SASS-line stall samples source_hd<HD>_<kv>_<cache>.csv.gz, so
-# runs of several head dims can share OUT.
+# runs of several head dims can share OUT. A run's text files, logs and
+# per-line samples end in $OUT/ncu-serving-prefill-hd<HD>.tgz, its reports
+# in $OUT/reports/ncu (KEEP_REPS=1: in $OUT).
 set -uo pipefail
 OUT=${OUT:-$PWD/ncu-serving-prefill-out}
 mkdir -p "$OUT"
@@ -42,8 +44,10 @@ for kv in $KVS; do
       "$BENCH" --serving --serving_head_dims="$HD" --no-standard --flash_iters=2 --gemm_iters=1 \
       --warmup_ms=0 --benchmark_filter="serving/prefill/$kv/hd$HD/.*/$cache( e4m3)?/" >"$OUT/ncu_$name.txt" 2>&1
     echo "== $name"
+    # With --export, ncu prints no sections: they come from the report.
+    ncu --import "$OUT/ncu_$name.ncu-rep" --page details >"$OUT/details_$name.txt" 2>&1
     grep -E "Duration|Memory Throughput|DRAM Throughput|L2 Hit Rate|Compute \(SM\) Throughput|Issue Slots Busy|Executed Ipc Active|No Eligible|Eligible Warps|Warp Cycles Per Issued|stalled|spends" \
-      "$OUT/ncu_$name.txt" | cut -c1-300 | head -30
+      "$OUT/details_$name.txt" | cut -c1-300 | head -30
     ncu --import "$OUT/ncu_$name.ncu-rep" --page source --csv --print-source sass 2>/dev/null | gzip >"$OUT/source_$name.csv.gz"
   done
 done
@@ -56,3 +60,19 @@ awk '/Function :/ { on = ($3 ~ /fwd_kernel/ && $3 ~ /Lb1ELb1EEEv/); prod = 0; na
   >"$OUT/producer-opcodes.txt"
 head -15 "$OUT/producer-opcodes.txt"
 rm -f "$OUT/sass.txt"
+# The device tool returns at most 8 files from $OUT: this run's text and
+# per-line samples travel as one archive, the reports (about 5 MB each,
+# readable only where ncu is) in $OUT/reports/ncu (KEEP_REPS=1: in $OUT).
+(
+  shopt -s nullglob
+  cd "$OUT" || exit 1
+  files=()
+  for f in ncu_hd"${HD}"_*.txt details_hd"${HD}"_*.txt source_hd"${HD}"_*.csv.gz producer-opcodes.txt configure.log \
+    build.log; do
+    [[ -f $f ]] && files+=("$f")
+  done
+  tar czf "ncu-serving-prefill-hd$HD.tgz" -- "${files[@]}" && rm -f -- "${files[@]}"
+)
+if [[ "${KEEP_REPS:-0}" != 1 ]]; then
+  mkdir -p "$OUT/reports/ncu" && mv "$OUT"/ncu_hd"${HD}"_*.ncu-rep "$OUT/reports/ncu/"
+fi
