@@ -162,6 +162,15 @@ void plan_splits(const AttentionParams& p, int wanted, Plan* plan) {
 
 // ---------------------------------------------------------------- sm90
 
+#if FLASH_HAS_SM90
+// The persistent scheduler numbers (query block, head, batch, split) units
+// in int, with room for its strided walk (sm90 launch_fwd); 64-row blocks
+// bound every tile's count.
+bool sm90_units_fit(const AttentionParams& p, int splits) {
+  return ceil_div(p.seqlen_q, 64) * p.heads_q * p.batch * std::max(splits, 1) <= INT32_MAX - 4096;
+}
+#endif
+
 // Null when the Hopper kernel can run `p` on `caps`, else why not.
 const char* sm90_problem(const AttentionParams& p, const DeviceCaps& caps, const Plan& plan, char* buf, size_t len) {
 #if FLASH_HAS_SM90
@@ -200,8 +209,7 @@ const char* sm90_problem(const AttentionParams& p, const DeviceCaps& caps, const
   if ((p.cu_seqlens_q != nullptr && p.total_q <= 0) || (p.cu_seqlens_k != nullptr && p.total_k <= 0)) {
     return "Backend::kSm90 runs varlen calls only with total_q / total_k given; use Backend::kAuto or kSm80";
   }
-  // The persistent scheduler numbers (64-row block, head, batch) units in int.
-  if (ceil_div(p.seqlen_q, 64) * p.heads_q * p.batch > INT32_MAX - 4096) {
+  if (!sm90_units_fit(p, 1)) {
     return "Backend::kSm90 needs fewer than 2^31 (64-row query block, head, batch) units; use Backend::kSm80";
   }
   // A call with no query rows launches nothing, so its tensors need no map.
@@ -585,6 +593,15 @@ Status make_plan(const AttentionParams& p, const DeviceCaps& caps, Plan* plan) n
 #if FLASH_HAS_SM90
       const int hd = sm90_head_dim(p);
       plan_splits(p, cache ? 1 : prefill_splits_wanted(p, caps), plan);
+      // flash's own count splits only calls of few tiles; a count the
+      // caller asks for can take the units past int.
+      if (!sm90_units_fit(p, plan->num_splits)) {
+        return make_status(StatusCode::kUnsupported,
+                           "Backend::kSm90 numbers (64-row query block, head, batch, split) units in int: %lld "
+                           "units x %d splits is over 2^31 - 4096; use fewer splits",
+                           static_cast<long long>(ceil_div(p.seqlen_q, 64) * p.heads_q * p.batch),
+                           plan->num_splits);
+      }
       // At head dim 96 score-modifier calls run 128 x 128 alone: the general
       // 192-row variant spills, and these calls are not tuned, so the
       // 192-row score-modifier kernels are not compiled (launch.cuh).

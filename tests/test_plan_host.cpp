@@ -274,6 +274,34 @@ const PlanCase kPlanCases[] = {
        p.backend = Backend::kSm90;
      },
      Expect::kUnsupported, "2^31"},
+    // The persistent scheduler's (64-row block, head, batch, split) units are
+    // int: a split count the caller asks for past that is refused up front,
+    // not by the launch (2^18 blocks x 64 heads x 128 splits = 2^31 units).
+    {"ForcedSm90SplitUnitsPastInt", 64, kH200,
+     [](AttentionParams& p) {
+       p.batch = 1;
+       p.seqlen_q = int64_t{1} << 24;
+       p.heads_q = 64;
+       p.set_contiguous_bnhd();
+       p.num_splits = 128;
+       p.workspace = const_cast<void*>(fake(7));
+       p.workspace_bytes = size_t{1} << 50;
+       p.backend = Backend::kSm90;
+     },
+     Expect::kUnsupported, "units in int"},
+    // One split fewer than that limit in 64-row units fits (2^31 - 2^24).
+    {"ForcedSm90SplitUnitsBelowInt", 64, kH200,
+     [](AttentionParams& p) {
+       p.batch = 1;
+       p.seqlen_q = int64_t{1} << 24;
+       p.heads_q = 64;
+       p.set_contiguous_bnhd();
+       p.num_splits = 127;
+       p.workspace = const_cast<void*>(fake(7));
+       p.workspace_bytes = size_t{1} << 50;
+       p.backend = Backend::kSm90;
+     },
+     Expect::kSm90},
     // A driver without the tensor-map encoder: no Hopper kernel, decided up front.
     {"NoTmaEncoderSm80", 128,
      [] {
