@@ -542,11 +542,14 @@ Status FeatureCase::run(Backend backend) {
   return run(p);
 }
 
+cudaError_t FeatureCase::poison_outputs() {
+  const cudaError_t err = ref::poison(o_dev_.ptr, static_cast<size_t>(o_elements_) * 2, stream_);
+  if (err != cudaSuccess) return err;
+  return ref::poison(lse_dev_.ptr, static_cast<size_t>(std::max<int64_t>(lse_elements_, 1)) * 4, stream_);
+}
+
 Status FeatureCase::run(const AttentionParams& p, int workspace_fill) {
-  cudaError_t err = ref::poison(o_dev_.ptr, static_cast<size_t>(o_elements_) * 2, stream_);
-  if (err == cudaSuccess) {
-    err = ref::poison(lse_dev_.ptr, static_cast<size_t>(std::max<int64_t>(lse_elements_, 1)) * 4, stream_);
-  }
+  cudaError_t err = poison_outputs();
   if (err == cudaSuccess && p.workspace != nullptr && p.workspace_bytes > 0) {
     err = cudaMemsetAsync(p.workspace, workspace_fill, p.workspace_bytes, stream_);
   }

@@ -161,6 +161,9 @@ class FeatureCase {
   // calls flash::attention_forward(p) on the case's stream.
   Status run(const AttentionParams& p, int workspace_fill = 0xFF);
   Status run(Backend backend);
+  // Poisons O and the LSE on the case's stream (what run() does first), for
+  // a test that then launches a kernel itself.
+  cudaError_t poison_outputs();
 
   // Waits for the stream; O as floats in check_params()' dense layout, and
   // the LSE (empty when the case has none).
