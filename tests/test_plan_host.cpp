@@ -77,6 +77,19 @@ void make_paged(AttentionParams& p, int64_t page_size) {
 using test::head_dim_compiled;
 constexpr bool kHasSm90 = FLASH_TEST_HAS_SM90 != 0;
 
+// 2^18 64-row query blocks x 64 heads, `splits` splits asked of the Hopper
+// kernel, with a workspace that holds them.
+void forced_sm90_split_units(AttentionParams& p, int32_t splits) {
+  p.batch = 1;
+  p.seqlen_q = int64_t{1} << 24;
+  p.heads_q = 64;
+  p.set_contiguous_bnhd();
+  p.num_splits = splits;
+  p.workspace = const_cast<void*>(fake(7));
+  p.workspace_bytes = size_t{1} << 50;
+  p.backend = Backend::kSm90;
+}
+
 // What a case expects of the plan.
 enum class Expect { kSm90, kSm80, kDecode, kUnsupported };
 
@@ -277,30 +290,10 @@ const PlanCase kPlanCases[] = {
     // The persistent scheduler's (64-row block, head, batch, split) units are
     // int: a split count the caller asks for past that is refused up front,
     // not by the launch (2^18 blocks x 64 heads x 128 splits = 2^31 units).
-    {"ForcedSm90SplitUnitsPastInt", 64, kH200,
-     [](AttentionParams& p) {
-       p.batch = 1;
-       p.seqlen_q = int64_t{1} << 24;
-       p.heads_q = 64;
-       p.set_contiguous_bnhd();
-       p.num_splits = 128;
-       p.workspace = const_cast<void*>(fake(7));
-       p.workspace_bytes = size_t{1} << 50;
-       p.backend = Backend::kSm90;
-     },
+    {"ForcedSm90SplitUnitsPastInt", 64, kH200, [](AttentionParams& p) { forced_sm90_split_units(p, 128); },
      Expect::kUnsupported, "units in int"},
     // One split fewer than that limit in 64-row units fits (2^31 - 2^24).
-    {"ForcedSm90SplitUnitsBelowInt", 64, kH200,
-     [](AttentionParams& p) {
-       p.batch = 1;
-       p.seqlen_q = int64_t{1} << 24;
-       p.heads_q = 64;
-       p.set_contiguous_bnhd();
-       p.num_splits = 127;
-       p.workspace = const_cast<void*>(fake(7));
-       p.workspace_bytes = size_t{1} << 50;
-       p.backend = Backend::kSm90;
-     },
+    {"ForcedSm90SplitUnitsBelowInt", 64, kH200, [](AttentionParams& p) { forced_sm90_split_units(p, 127); },
      Expect::kSm90},
     // A driver without the tensor-map encoder: no Hopper kernel, decided up front.
     {"NoTmaEncoderSm80", 128,
@@ -823,7 +816,9 @@ TEST(Plan, Fp8CacheWorkspaceItReportsIsTheSplitItRuns) {
       }
     }
   }
-  if (head_dim_compiled(128)) EXPECT_GT(rows, 0) << "no row wanted a workspace";
+  if (head_dim_compiled(128)) {
+    EXPECT_GT(rows, 0) << "no row wanted a workspace";
+  }
 }
 
 TEST(Plan, Fp8CacheOnTheDecodeKernelKeepsItsGridLimits) {
