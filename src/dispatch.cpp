@@ -135,7 +135,12 @@ bool describe(const Plan& plan, const Candidate& c, const AttentionParams& p, Ke
   if (c.backend == Backend::kSm90) {
     const int kernel = kernel_head_dim(call_head_dim(p.head_dim, p.head_dim_v),
                                        p.kv_dtype != KvDType::kSame ? KernelSet::kFp8 : KernelSet::kSm90);
-    if (!sm90::describe_candidate(kernel, plan.mask != MaskVariant::kTail, c.index, choice)) return false;
+    const bool masked = plan.mask != MaskVariant::kTail;
+    if (p.kv_dtype != KvDType::kSame ? c.index != sm90::cache_candidate(kernel, true) ||
+                                           !sm90::describe_fp8_cache(kernel, masked, p.dtype, choice)
+                                     : !sm90::describe_candidate(kernel, masked, c.index, choice)) {
+      return false;
+    }
     // A paged cache the kernel copies row by row (GatherProducer) rather
     // than in TMA boxes, on its own tile where gather_tile names one (as
     // run_cache_kernel decides).

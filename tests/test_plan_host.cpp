@@ -16,6 +16,7 @@
 #include "build_config.h"
 #include "kernels/decode/api.h"
 #include "kernels/sm80/api.h"
+#include "kernels/sm90/api.h"
 #include "kernels/sm90/tma_limits.h"
 #include "src/dispatch.h"
 #include "src/plan.h"
@@ -737,6 +738,33 @@ TEST(Plan, Fp8CacheRunsOnTheDecodeKernelAtAMultipleOf64) {
       EXPECT_EQ(plan.candidates[0].backend, Backend::kDecode);
       EXPECT_NE(std::string(choice.name).find("decode fp8"), std::string::npos) << choice.name;
       EXPECT_EQ(choice.stages, decode::stages(kernel, true));
+    }
+  }
+}
+
+TEST(Plan, Fp8CacheBf16KeepsKInE4m3OnThreeStages) {
+  // bf16 calls at head dim 256 read K as e4m3, half a block a stage, and
+  // run three stages (FwdTraits::kCompactK); fp16 ones widen K and run the
+  // candidate's two, as do both dtypes at head dim 128.
+  if (!kHasSm90) GTEST_SKIP() << "no Hopper kernel in this build";
+  if (!head_dim_compiled(128) && !head_dim_compiled(256)) GTEST_SKIP() << "head dims 128 and 256 not compiled";
+  for (int64_t d : {128, 256}) {
+    if (!head_dim_compiled(d)) continue;
+    for (DType dtype : {DType::kBFloat16, DType::kFloat16}) {
+      SCOPED_TRACE("head_dim " + std::to_string(d) + (dtype == DType::kBFloat16 ? ", bf16" : ", fp16"));
+      AttentionParams p = dense(d, 2048, 32768, true);
+      p.dtype = dtype;
+      p.kv_dtype = KvDType::kFloat8E4M3;
+      Plan plan;
+      const Status s = detail::make_plan(p, kH200, &plan);
+      ASSERT_TRUE(s.ok()) << s.message;
+      ASSERT_EQ(plan.candidates[0].backend, Backend::kSm90);
+      KernelChoice choice;
+      ASSERT_TRUE(detail::describe(plan, plan.candidates[0], p, &choice));
+      const int stages = dtype == DType::kBFloat16 && d == 256 ? sm90::kFp8CacheCompactStages : 2;
+      EXPECT_EQ(choice.stages, stages);
+      EXPECT_NE(std::string(choice.name).find(" " + std::to_string(stages) + "st fp8"), std::string::npos)
+          << choice.name;
     }
   }
 }

@@ -47,6 +47,15 @@ cudaError_t run_fwd_cache_fp8(const detail::FwdParams& params, MaskVariant mask,
 constexpr int cache_candidate(int64_t head_dim, bool fp8) {
   return (fp8 ? head_dim == 64 : head_dim == 96) ? 1 : 0;
 }
+// An fp8 cache's bf16 calls at head dims 128 and 256 read K as e4m3 (Q in
+// two parts, kFp8CacheQkE4m3), half a block a stage. At head dim 256 their
+// kernel takes the candidate's tile with kFp8CacheCompactStages stages
+// (FwdTraits::kCompactK); at 128 the third stage measures slower
+// (docs/perf/fp8-prefill.md).
+inline constexpr int kFp8CacheCompactStages = 3;
+constexpr bool fp8_cache_compact_k(int64_t head_dim, DType dtype) {
+  return dtype == DType::kBFloat16 && head_dim == 256;
+}
 // Score-modifier calls (softcap, ALiBi) at head dim 96 run this candidate
 // (128 x 128) alone; candidate 0 compiles no score-modifier kernels.
 inline constexpr int kScoreModCandidate96 = 1;
@@ -85,6 +94,9 @@ bool describe_fp8(int64_t head_dim, bool masked, KernelChoice* choice);
 int num_candidates(int64_t head_dim, bool masked);
 // Describes configuration `index` (source left as is). False if none.
 bool describe_candidate(int64_t head_dim, bool masked, int index, KernelChoice* choice);
+// The configuration of an fp8-cache call (cache_candidate's tile, with
+// kFp8CacheCompactStages stages where fp8_cache_compact_k). False if none.
+bool describe_fp8_cache(int64_t head_dim, bool masked, DType dtype, KernelChoice* choice);
 // The tile of the paged calls the kernel gathers at this head dim where
 // they have one of their own (gather_tile, tma_limits.h); false where not.
 bool describe_gather(int64_t head_dim, KernelChoice* choice);

@@ -87,4 +87,12 @@ bool describe_candidate(int64_t head_dim, bool masked, int index, KernelChoice* 
   }
 }
 
+bool describe_fp8_cache(int64_t head_dim, bool masked, DType dtype, KernelChoice* choice) {
+  if (!describe_candidate(head_dim, masked, cache_candidate(head_dim, true), choice)) return false;
+  if (fp8_cache_compact_k(head_dim, dtype)) {
+    describe_tile(choice->block_m, choice->block_n, kFp8CacheCompactStages, "", choice);
+  }
+  return true;
+}
+
 }  // namespace flash::sm90

@@ -50,6 +50,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
   using Scheduler = KernelScheduler<Traits, kMasked, kLeft, kScoreMod, kSplit, kCache>;
   static_assert(!(kSplit && kCache), "KV-cache calls are not split");
   static_assert(!kFp8 || kCache, "fp8 caches run on the KV-cache kernel");
+  static_assert(!Traits::kCompactK || kFp8, "compact K stages hold an fp8 cache's e4m3 K");
   // The Q address broadcast (Mainloop's kUniformQ) where the kernel then
   // has neither more spilled bytes nor more LDL/STL than without
   // (docs/perf/sm90-short-calls.md): not in the fp8-cache kernels, head

@@ -14,7 +14,7 @@
 namespace flash::sm90 {
 
 template <int kHeadDim_, int kBlockM_, int kBlockN_, int kStages_, typename Element_, bool kLseSums_ = true,
-          bool kGatherKernel_ = false>
+          bool kGatherKernel_ = false, bool kCompactK_ = false>
 struct FwdTraits {
   using Element = Element_;
   static constexpr int kHeadDim = kHeadDim_;  // D
@@ -73,7 +73,7 @@ struct FwdTraits {
   static constexpr bool kFp8In = false;
   // The probabilities' exponent offset: P = 2^(s - m + kPOffsetLog2).
   static constexpr int kPOffsetLog2 = 0;
-  using WithoutLseSums = FwdTraits<kHeadDim_, kBlockM_, kBlockN_, kStages_, Element_, false, kGatherKernel_>;
+  using WithoutLseSums = FwdTraits<kHeadDim_, kBlockM_, kBlockN_, kStages_, Element_, false, kGatherKernel_, kCompactK_>;
   // The KV-cache kernel of the paged calls a head dim gathers row by row
   // where gather_tile (tma_limits.h) gives them a kernel of their own
   // (run_cache_kernel, launch.cuh): it compiles only the gathering producer,
@@ -94,6 +94,12 @@ struct FwdTraits {
   static constexpr int kQBytes = kBlockM * kColBlocks * kSwizzleBytes;
   static constexpr int kKVBytes = kBlockN * kColBlocks * kSwizzleBytes;  // one K or one V block
   static constexpr int kKBytes = kKVBytes;
+  // An fp8 cache's kernel whose Q K^T reads K as e4m3 (kFp8CacheQkE4m3):
+  // K's bytes fill only the upper half of a kKVBytes block, so its stages
+  // are kKVBytes / 2 apart, each overlapping the previous one's unused
+  // lower half (SmemLayout::k), and the ring holds more stages.
+  static constexpr bool kCompactK = kCompactK_;
+  static constexpr int kKStageBytes = kCompactK ? kKVBytes / 2 : kKVBytes;
   // The ones block: one column block of kBlockN rows of ones, read as V's
   // second column block (the descriptor's leading byte offset points from
   // each V stage to it; P V reads its columns 0-7). With kAlibiCausal,
@@ -101,7 +107,8 @@ struct FwdTraits {
   static constexpr int kOnesBytes = kRowSumInO ? kBlockN * 128 : 0;
   static constexpr int kNumBarriers = 2 + 4 * kStages;     // Q full/empty; K/V full/empty per stage
   // +1024: the dynamic shared memory base is rounded up to a 1024-byte boundary.
-  static constexpr int kSmemWithoutO = kQBytes + 2 * kStages * kKVBytes + kOnesBytes + 8 * kNumBarriers + 1024;
+  static constexpr int kSmemWithoutO =
+      kQBytes + kStages * (kKStageBytes + kKVBytes) + kOnesBytes + 8 * kNumBarriers + 1024;
   // The epilogue stages O through shared memory for a TMA store: in a
   // buffer of its own where there is room, so Q is released at the tile's
   // last S and the next Q loads under its last P V and the epilogue; a
@@ -121,7 +128,7 @@ struct FwdTraits {
   static constexpr int kOPasses = kColBlocks / kOStageColBlocks;
   static constexpr int kQOffset = 0;
   static constexpr int kKOffset = kQOffset + kQBytes;
-  static constexpr int kVOffset = kKOffset + kStages * kKVBytes;
+  static constexpr int kVOffset = kKOffset + kStages * kKStageBytes;
   static constexpr int kOnesOffset = kVOffset + kStages * kKVBytes;
   static constexpr int kOOffset = kSeparateO ? kOnesOffset + kOnesBytes : kQOffset;
   static constexpr int kBarrierOffset = kOnesOffset + kOnesBytes + kOBufBytes;
@@ -147,6 +154,8 @@ struct FwdTraits {
                 "register split exceeds the CTA's launch allocation");
   static_assert(kSmemBytes <= kMaxSmemPerBlock, "tiles do not fit in shared memory");
   static_assert(kOPasses * kOStageColBlocks == kColBlocks, "O is staged in equal parts");
+  static_assert(!kCompactK || (kHeadDim % 128 == 0 && std::is_same_v<Element, __nv_bfloat16>),
+                "compact K stages hold e4m3 K: bf16 calls at head dims 128 and 256 (kFp8CacheQkE4m3)");
 };
 
 // FP8 prefill (Q, K and V in e4m3; fp8_kernel.cuh): the same names as
@@ -216,6 +225,8 @@ struct Fp8FwdTraits {
   static constexpr int kVtStageBytes = kVtRows * kBlockN;
   // One stage of K or of V^T, whole swizzle atoms so every stage starts on one.
   static constexpr int kKVBytes = ((kKBytes > kVtStageBytes ? kKBytes : kVtStageBytes) + 1023) / 1024 * 1024;
+  static constexpr bool kCompactK = false;
+  static constexpr int kKStageBytes = kKVBytes;
   static constexpr int kOnesBytes = 0;
   static constexpr int kNumBarriers = 2 + 4 * kStages;
   // O in Element: column blocks of 64.

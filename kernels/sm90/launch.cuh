@@ -188,8 +188,18 @@ cudaError_t run_cache_kernel(const detail::FwdParams& p, MaskVariant mask, cudaS
     }
   }
   constexpr int kIndex = cache_candidate(kHeadDim, kFp8);
-  return run_cache_variants<CandidateTraits<kHeadDim, false, kIndex, Element>,
-                            CandidateTraits<kHeadDim, true, kIndex, Element>, kFp8>(p, mask, stream);
+  if constexpr (kFp8 && fp8_cache_compact_k(kHeadDim, kDType)) {
+    // K stays e4m3 (half a block a stage): three stages where two fit otherwise.
+    using Tail = CandidateTile<kHeadDim, false, kIndex>;
+    using Masked = CandidateTile<kHeadDim, true, kIndex>;
+    return run_cache_variants<
+        FwdTraits<kHeadDim, Tail::kBlockM, Tail::kBlockN, kFp8CacheCompactStages, Element, true, false, true>,
+        FwdTraits<kHeadDim, Masked::kBlockM, Masked::kBlockN, kFp8CacheCompactStages, Element, true, false, true>,
+        kFp8>(p, mask, stream);
+  } else {
+    return run_cache_variants<CandidateTraits<kHeadDim, false, kIndex, Element>,
+                              CandidateTraits<kHeadDim, true, kIndex, Element>, kFp8>(p, mask, stream);
+  }
 }
 
 template <DType kDType, int kHeadDim>

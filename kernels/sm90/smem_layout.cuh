@@ -42,7 +42,13 @@ struct SmemLayout {
 
   __device__ __forceinline__ uint32_t q() const { return base + Traits::kQOffset; }
   __device__ __forceinline__ uint32_t o() const { return base + Traits::kOOffset; }
-  __device__ __forceinline__ uint32_t k(int stage) const { return base + Traits::kKOffset + stage * Traits::kKVBytes; }
+  // K's block of `stage`: kKVBytes from here. With Traits::kCompactK only
+  // its upper half is used, at kKOffset + stage * kKStageBytes; the lower
+  // half named here belongs to the previous stage (or, for stage 0, to Q)
+  // and is never touched through K.
+  __device__ __forceinline__ uint32_t k(int stage) const {
+    return base + Traits::kKOffset + stage * Traits::kKStageBytes - (Traits::kCompactK ? Traits::kKStageBytes : 0);
+  }
   __device__ __forceinline__ uint32_t v(int stage) const { return base + Traits::kVOffset + stage * Traits::kKVBytes; }
   __device__ __forceinline__ uint32_t ones() const { return base + Traits::kOnesOffset; }
   __device__ __forceinline__ unsigned char* o_bytes() const { return ptr + Traits::kOOffset; }
