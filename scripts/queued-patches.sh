@@ -12,7 +12,7 @@
 #   scripts/queued-patches.sh ab4         # the FP8 prefill and serving prefill rows (bf16 and e4m3 caches): parent, base, all
 #   scripts/queued-patches.sh ab5         # the serving prefill rows on the sm80 kernel (--backend=sm80): base, all
 #   scripts/queued-patches.sh ab6         # hd128 / hd256 serving prefill, Hopper and sm80 rows: base, all (three rounds)
-#   scripts/queued-patches.sh ab8         # the e4m3-cache serving prefill rows at hd64 / 128 / 256: base, the first queued patch, all (two rounds)
+#   scripts/queued-patches.sh ab9         # serving prefill rows at hd64 / 128 / 256, e4m3 and bf16 caches: base, all (two rounds)
 #   scripts/queued-patches.sh list        # the patch files, one a line
 #
 # base: the tree as it is; all: base with every queued patch; parent: base
@@ -21,8 +21,7 @@
 # (scripts/tile-sweep.sh) and leave it alone.
 set -uo pipefail
 PATCHES=(
-  2026-12-05-fp8-cache-copies-two-ahead   # issue 27: e4m3 producer copies two blocks ahead where three stages
-  2026-12-05-fp8-cache-three-stages-hd128 # issue 27: bf16 e4m3 hd128 on three compact-K stages too
+  2026-12-05-fp8-cache-whole-line-copies  # issue 27: e4m3 producer copies whole 128-byte lines at hd128/256
 )
 # Landed, newest first: the code's parent is
 # the tree with these taken out in this order (`parent` in ab1-ab4).
@@ -85,9 +84,9 @@ case "${1:-}" in
     ab "64;128;256" "--serving --no-standard --backend=sm80 --benchmark_filter=serving/prefill/bf16/" '| head_dim | cache' \
       'base:' "$spec"
     ;;
-  ab8)
-    ab "64;128;256" "--serving --serving_head_dims=64,128,256 --no-standard --benchmark_filter=serving/prefill/bf16-e4m3kv/" \
-      '| head_dim | cache' 'base:' "ahead:@${files[0]}" "$spec"
+  ab9)
+    ab "64;128;256" "--serving --serving_head_dims=64,128,256 --no-standard --benchmark_filter=serving/prefill/" \
+      '| head_dim | cache' 'base:' "$spec"
     ;;
   ab6)
     ROUNDS=${ROUNDS:-3} ab "128;256" "--serving --serving_head_dims=128,256 --no-standard --benchmark_filter=serving/prefill/;;--serving --serving_head_dims=128,256 --no-standard --backend=sm80 --benchmark_filter=serving/prefill/bf16/" \
