@@ -12,7 +12,7 @@
 #   scripts/queued-patches.sh ab4         # the FP8 prefill and serving prefill rows (bf16 and e4m3 caches): parent, base, all
 #   scripts/queued-patches.sh ab5         # the serving prefill rows on the sm80 kernel (--backend=sm80): base, all
 #   scripts/queued-patches.sh ab6         # hd128 / hd256 serving prefill, Hopper and sm80 rows: base, all (three rounds)
-#   scripts/queued-patches.sh ab9         # serving prefill rows at hd64 / 128 / 256, e4m3 and bf16 caches: base, all (two rounds)
+#   scripts/queued-patches.sh ab9         # serving prefill rows at hd64 / 128 / 256, e4m3 and bf16 caches: base, all (two rounds); then ncu of all's hd256 e4m3 row and the TMA probe
 #   scripts/queued-patches.sh list        # the patch files, one a line
 #
 # base: the tree as it is; all: base with every queued patch; parent: base
@@ -85,8 +85,22 @@ case "${1:-}" in
       'base:' "$spec"
     ;;
   ab9)
-    ab "64;128;256" "--serving --serving_head_dims=64,128,256 --no-standard --benchmark_filter=serving/prefill/" \
+    # Then, on the same machine, ncu of the patched hd256 e4m3 row (are
+    # the L2 sectors an LDGSTS halved?) and the TMA pair-layout probe
+    # (docs/perf/fp8-prefill.md, Open).
+    AB_CALL_TIMEOUT=${AB_CALL_TIMEOUT:-440} ab "64;128;256" \
+      "--serving --serving_head_dims=64,128,256 --no-standard --benchmark_filter=serving/prefill/" \
       '| head_dim | cache' 'base:' "$spec"
+    nvcc -std=c++17 -arch=sm_90a -o /tmp/tma-pair-box scripts/probes/tma-pair-box.cu &&
+      timeout 30 /tmp/tma-pair-box | tee "${OUT:-.}/tma-pair-box.txt"
+    if [[ -x /tmp/variant-all/build/bench/flash_bench ]]; then
+      FLASH_BENCH=/tmp/variant-all/build/bench/flash_bench HD=256 CACHES=seqused KVS=bf16-e4m3kv \
+        timeout 100 scripts/ncu-serving-prefill.sh >/dev/null 2>&1
+      d=$(mktemp -d)
+      tar xzf "${OUT:-.}/ncu-serving-prefill-hd256.tgz" -C "$d" 2>/dev/null
+      grep -hE "Duration|L2 Cache Throughput|Mem Busy|Max Bandwidth" "$d"/details_*.txt
+      scripts/ncu-copy-sectors.py "$d"/source_hd256_bf16-e4m3kv_seqused.csv.gz | head -4
+    fi
     ;;
   ab6)
     ROUNDS=${ROUNDS:-3} ab "128;256" "--serving --serving_head_dims=128,256 --no-standard --benchmark_filter=serving/prefill/;;--serving --serving_head_dims=128,256 --no-standard --backend=sm80 --benchmark_filter=serving/prefill/bf16/" \
