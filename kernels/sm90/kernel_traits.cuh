@@ -73,7 +73,8 @@ struct FwdTraits {
   static constexpr bool kFp8In = false;
   // The probabilities' exponent offset: P = 2^(s - m + kPOffsetLog2).
   static constexpr int kPOffsetLog2 = 0;
-  using WithoutLseSums = FwdTraits<kHeadDim_, kBlockM_, kBlockN_, kStages_, Element_, false, kGatherKernel_, kCompactK_>;
+  using WithoutLseSums =
+      FwdTraits<kHeadDim_, kBlockM_, kBlockN_, kStages_, Element_, false, kGatherKernel_, kCompactK_>;
   // The KV-cache kernel of the paged calls a head dim gathers row by row
   // where gather_tile (tma_limits.h) gives them a kernel of their own
   // (run_cache_kernel, launch.cuh): it compiles only the gathering producer,
