@@ -121,9 +121,9 @@ struct Mainloop {
   static constexpr bool kFenceAhead = kFp8 && kHeadDim >= 128;
   // An fp8 cache with bf16 Q at head dims 128 and 256: Q K^T on the e4m3 tensor cores,
   // K as ConvertProducer's copies left it (the upper half of its stage,
-  // kColBlocks / 2 column blocks whose 16-byte chunk 2p of column block u
-  // holds columns 64 (u + kColBlocks / 2) + 16p and chunk 2p + 1 columns
-  // 64 u + 16p), Q in two e4m3 parts in the same order (convert_q). Two
+  // kColBlocks / 2 column blocks whose 16-byte chunk 4a + 2h + b of column
+  // block u holds columns 64 (u + h kColBlocks / 2) + 16 (2a + b)), Q in
+  // two e4m3 parts in the same order (convert_q). Two
   // e4m3 k32 GEMMs take the tensor time of one 16-bit one, and K is never
   // widened.
   static constexpr bool kQkE4m3 = kFp8 && kCache && kFp8CacheQkE4m3<Traits>;
@@ -567,15 +567,15 @@ struct Mainloop {
   // element at least about 2^-10 of the row's largest (its 8 significant
   // bits, 4 in each part, the low part still a normal e4m3); smaller ones
   // keep fewer low bits. Columns in K's order (kQkE4m3): the e4m3 chunks
-  // 2p and 2p + 1 of group u come from Q's column blocks u + kColBlocks /
-  // 2 and u, chunks 2p and 2p + 1 of each, and go to the same row's
-  // 16-byte slots of those blocks (Q_hi into block u, Q_lo into u +
-  // kColBlocks / 2), so each (group, p) rewrites exactly the 64 bytes it
-  // reads. Two threads a row, each half the row's (group, p).
+  // 4a + 2h + b (b = 0, 1) of group u come from Q's column block
+  // u + h kColBlocks / 2, its 16-byte chunks 4a + 2b and 4a + 2b + 1, and
+  // go to the same row's slots 4a + 2h + b of blocks u (Q_hi) and
+  // u + kColBlocks / 2 (Q_lo), so each (group, a) rewrites exactly the 128
+  // bytes it reads. Two threads a row, each half the row's (group, a).
   __device__ __forceinline__ void convert_q(float (&row_scale)[2]) const {
     if constexpr (kQkE4m3) {
       constexpr int kGroups = Traits::kColBlocks / 2;
-      constexpr int kMine = kGroups * 2;  // of the row's 4 kGroups (group, p)
+      constexpr int kMine = kGroups;  // of the row's 2 kGroups (group, a)
       const int t = threadIdx.x % kWarpgroupThreads;
       const int r = t / 2;
       unsigned char* const q = smem.ptr + (smem_q_wg - smem.base) + r * kSwizzleBytes;
@@ -583,14 +583,14 @@ struct Mainloop {
       auto at = [&](int cb, int c) {
         return reinterpret_cast<uint4*>(q + cb * kBlockM * kSwizzleBytes + ((c ^ (r % 8)) * 16));
       };
-      auto group = [&](int i) { return ((t % 2) * kMine + i) / 4; };
-      auto pair = [&](int i) { return ((t % 2) * kMine + i) % 4; };
+      auto group = [&](int i) { return ((t % 2) * kMine + i) / 2; };
+      auto half = [&](int i) { return ((t % 2) * kMine + i) % 2; };
       uint32_t m = 0;  // the largest |x| of the row's 16-bit codes, per half (bf16 and fp16 order alike)
 #pragma unroll
       for (int i = 0; i < kMine; ++i) {
 #pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          const uint4 w = *at(group(i) + (j / 2) * kGroups, 2 * pair(i) + j % 2);
+        for (int j = 0; j < 8; ++j) {
+          const uint4 w = *at(group(i) + (j / 4) * kGroups, 4 * half(i) + j % 4);
           m = __vmaxu2(m, __vmaxu2(__vmaxu2(w.x & 0x7fff7fffu, w.y & 0x7fff7fffu),
                                    __vmaxu2(w.z & 0x7fff7fffu, w.w & 0x7fff7fffu)));
         }
@@ -605,16 +605,19 @@ struct Mainloop {
       const float down = __int_as_float((127 - e) << 23);
 #pragma unroll
       for (int i = 0; i < kMine; ++i) {
-        const int u = group(i), p = pair(i);
-        // e4m3 chunk 2p: block u + kGroups's chunks 2p, 2p + 1; chunk 2p + 1: block u's.
-        const uint4 in[4] = {*at(u + kGroups, 2 * p), *at(u + kGroups, 2 * p + 1), *at(u, 2 * p), *at(u, 2 * p + 1)};
-        uint4 hi[2], lo[2];
+        const int u = group(i), a = half(i);
+        // e4m3 chunk 4a + 2h + b: block u + h kGroups's chunks 4a + 2b, 4a + 2b + 1.
+        uint4 in[8];
 #pragma unroll
-        for (int h = 0; h < 2; ++h) split_e4m3(in[2 * h], in[2 * h + 1], up, hi[h], lo[h]);
-        *at(u, 2 * p) = hi[0];
-        *at(u, 2 * p + 1) = hi[1];
-        *at(u + kGroups, 2 * p) = lo[0];
-        *at(u + kGroups, 2 * p + 1) = lo[1];
+        for (int j = 0; j < 8; ++j) in[j] = *at(u + (j / 4) * kGroups, 4 * a + j % 4);
+        uint4 hi[4], lo[4];
+#pragma unroll
+        for (int k = 0; k < 4; ++k) split_e4m3(in[2 * k], in[2 * k + 1], up, hi[k], lo[k]);
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+          *at(u, 4 * a + k) = hi[k];
+          *at(u + kGroups, 4 * a + k) = lo[k];
+        }
       }
 #pragma unroll
       for (int hi = 0; hi < 2; ++hi) row_scale[hi] *= __shfl_sync(0xffffffffu, down, 2 * (lane / 4) + 16 * hi);

@@ -426,21 +426,22 @@ struct GatherProducer {
 // dims 64 and 192, to Traits::Fp8QKElement (fp16 at 64, where Q K^T runs on
 // fp16), and for fp16 calls at 128 and 256 too. For bf16 at head dims
 // 128 and 256 (kFp8CacheQkE4m3) K stays e4m3 where its
-// copies put it: the upper half's line of key row j and column block c
-// holds, in its 16-byte chunks 2p and 2p + 1, the key's columns
-// 64 c + 16 p and 64 (c - kColBlocks / 2) + 16 p (16 each), an e4m3 tile
-// of kColBlocks / 2 column blocks in the 128-byte swizzle, its columns in
-// that order; Q K^T reads it as it is (Mainloop::kQkE4m3 lays Q out in
-// the same order).
+// copies put it: the upper half's line of key row j and column block
+// u + kColBlocks / 2 holds, in its 16-byte chunks 4a + 2h + b (before the
+// swizzle), the key's columns 64 (u + h kColBlocks / 2) + 16 (2a + b), 16
+// each: an e4m3 tile of kColBlocks / 2 column blocks in the 128-byte
+// swizzle, its columns in that order; Q K^T reads it as it is
+// (Mainloop::kQkE4m3 lays Q out in the same order).
 //
 // The widened block is kLines 128-byte lines (line = column block * kBlockN
 // + key row); a 16-byte e4m3 chunk widens to one 32-byte item, two 16-byte
 // slots of one line. Item pairs: lower-half item (line L, pair p) goes
-// with upper-half item (L + kHalfLines, p), and both their e4m3 chunks are
-// copied into the upper item's own two slots. So each thread copies, reads
-// and overwrites only its own bytes: its copies' wait_group is the only
-// wait before it widens, with no barrier among the producer threads. Each
-// thread then arrives on the stage's "full" barrier (initialised to 128
+// with upper-half item (L + kHalfLines, p), and one thread copies both
+// their e4m3 chunks into the upper line (Pair: chunks 2a and 2a + 1 of a
+// key row, one 32-byte sector, side by side), waits for its own copies
+// (wait_group), reads them, meets its warp (the other threads' chunks
+// sit in its items' slots) and writes both items. Each thread then
+// arrives on the stage's "full" barrier (initialised to 128
 // arrivals); the consumers fence the async proxy after their wait
 // (Mainloop::wait_kv; at head dim 128 and up once for a K and a V block,
 // Mainloop::kFenceAhead). Rows past the sequence's keys and columns past the
@@ -458,7 +459,7 @@ struct ConvertProducer {
   // Both items of a pair on one key row (an even number of column blocks).
   static constexpr bool kSameRow = kHalfLines % kBlockN == 0;
   // Pairs whose chunks are read before any is written (registers: 8 a pair).
-  static constexpr int kBatch = Traits::kConsumerWarpgroups == 2 && kHeadDim <= 128 ? 2 : 1;
+  static constexpr int kBatch = 1;
   static_assert(kHeadDim % 64 == 0 && kLines % 2 == 0, "whole column blocks, an even number of lines");
   static_assert(kHalfLines * kSwizzleBytes == Traits::kKVBytes / 2, "the e4m3 block fills the upper half");
   static_assert(kBlockN % 8 == 0, "the swizzle's row phase is the line's");
@@ -468,14 +469,23 @@ struct ConvertProducer {
   // lines. kHalfLines and kBlockN being multiples of 8, every line of the
   // thread has the swizzle phase (t / 4) % 8, and its slots are two
   // per-thread offsets plus constants.
+  //
+  // The e4m3 chunks in the upper line: the lower item's chunk p in slot
+  // 4 (p / 2) + p % 2, the upper item's in 4 (p / 2) + 2 + p % 2 (before
+  // the swizzle). So the two chunks of each 32-byte sector of a key row
+  // land in one aligned pair of slots, and a warp's copy asks L2 for whole
+  // sectors (docs/perf/fp8-prefill.md, "Sectors split by the copies").
   struct Pair {
-    int line, p, slot0, slot1;  // lower line of pair 0; offsets of its two slots
+    int line, p, slot0, slot1;  // lower line of pair 0; offsets of its item's two slots
+    int chunk0, chunk1;         // offsets of the lower and upper items' e4m3 chunks in the upper line
     __device__ __forceinline__ Pair() : Pair(threadIdx.x % kWarpgroupThreads) {}
     __device__ __forceinline__ explicit Pair(int t) {
       line = t / 4;
       p = t % 4;
       slot0 = line * kSwizzleBytes + ((2 * p) ^ (line % 8)) * 16;
       slot1 = line * kSwizzleBytes + ((2 * p + 1) ^ (line % 8)) * 16;
+      chunk0 = line * kSwizzleBytes + ((4 * (p / 2) + p % 2) ^ (line % 8)) * 16;
+      chunk1 = line * kSwizzleBytes + ((4 * (p / 2) + 2 + p % 2) ^ (line % 8)) * 16;
     }
     static constexpr int kLineStep = kWarpgroupThreads / 4;  // lines between a thread's pairs
     __device__ __forceinline__ bool valid(int i) const {
@@ -488,6 +498,10 @@ struct ConvertProducer {
       return (k == 0 ? slot0 : slot1) + i * kLineStep * kSwizzleBytes;
     }
     __device__ __forceinline__ int up_slot(int i, int k) const { return lo_slot(i, k) + kHalfLines * kSwizzleBytes; }
+    // Offset of the lower (h = 0) or upper (h = 1) item's e4m3 chunk in the block.
+    __device__ __forceinline__ int up_chunk(int i, int h) const {
+      return (h == 0 ? chunk0 : chunk1) + (i * kLineStep + kHalfLines) * kSwizzleBytes;
+    }
     // The e4m3 chunk of `l`'s item: its byte column in its key row, and the row.
     __device__ __forceinline__ int column(int l) const { return (l / kBlockN * 4 + p) * 16; }
     __device__ __forceinline__ static int row(int l) { return l % kBlockN; }
@@ -566,25 +580,26 @@ struct ConvertProducer {
   }
 
   // Pair i's two copies (kConstColumns): base_p = base + 16 p, width_p =
-  // width - 16 p, dst0 / dst1 = the stage plus the thread's slot 0 / 1.
+  // width - 16 p, dst_lo / dst_up = the stage plus the thread's chunk0 /
+  // chunk1.
   template <int i>
   __device__ __forceinline__ static void copy_pair_at(const int64_t (&held)[kLookups], int x,
-                                                      const unsigned char* base_p, int width_p, uint32_t dst0,
-                                                      uint32_t dst1) {
+                                                      const unsigned char* base_p, int width_p, uint32_t dst_lo,
+                                                      uint32_t dst_up) {
     constexpr int kUpper = kSameRow ? 0 : kPairsPerThread;
     const int64_t lo_row = shuffle_offset(held[i / 4], x + 8 * (i % 4));
     const int64_t up_row = kSameRow ? lo_row : shuffle_offset(held[(i + kUpper) / 4], x + 8 * ((i + kUpper) % 4));
     const bool lo_valid = lo_row >= 0 && lo_column(i) < width_p;
     const bool up_valid = up_row >= 0 && up_column(i) < width_p;
-    ptx::cp_async_16_at<up_slot_step(i), lo_column(i)>(dst1, base_p + (lo_valid ? lo_row : 0), lo_valid);
-    ptx::cp_async_16_at<up_slot_step(i), up_column(i)>(dst0, base_p + (up_valid ? up_row : 0), up_valid);
+    ptx::cp_async_16_at<up_slot_step(i), lo_column(i)>(dst_lo, base_p + (lo_valid ? lo_row : 0), lo_valid);
+    ptx::cp_async_16_at<up_slot_step(i), up_column(i)>(dst_up, base_p + (up_valid ? up_row : 0), up_valid);
   }
   template <int... kI>
   __device__ __forceinline__ static void copy_pairs_at(const int64_t (&held)[kLookups], int x,
                                                        const unsigned char* base, int width, uint32_t dst,
                                                        std::integer_sequence<int, kI...>) {
     const Pair pair;
-    (copy_pair_at<kI>(held, x, base + 16 * pair.p, width - 16 * pair.p, dst + pair.slot0, dst + pair.slot1), ...);
+    (copy_pair_at<kI>(held, x, base + 16 * pair.p, width - 16 * pair.p, dst + pair.chunk0, dst + pair.chunk1), ...);
   }
   __device__ __forceinline__ static void copy_pairs(const int64_t (&held)[kLookups], int x,
                                                     const unsigned char* base, int width, uint32_t dst) {
@@ -603,14 +618,13 @@ struct ConvertProducer {
       int64_t lo_off = lo_valid ? lo_row + lo_col : 0;
       int64_t up_off = up_valid ? up_row + up_col : 0;
       asm("" : "+l"(lo_off), "+l"(up_off));
-      ptx::cp_async_16(dst + pair.up_slot(i, 1), base + lo_off, lo_valid);
-      ptx::cp_async_16(dst + pair.up_slot(i, 0), base + up_off, up_valid);
+      ptx::cp_async_16(dst + pair.up_chunk(i, 0), base + lo_off, lo_valid);
+      ptx::cp_async_16(dst + pair.up_chunk(i, 1), base + up_off, up_valid);
     }
   }
 
   // Copies this thread's chunks of one K or V block into the upper half of
-  // stage `dst`: the lower item's chunk into the upper item's slot 1, the
-  // upper item's into its slot 0. `width`: the call's head_dim or
+  // stage `dst`, at Pair's chunk0 and chunk1 of the upper line. `width`: the call's head_dim or
   // head_dim_v (a multiple of 16). Each lane turns the rows it looked up
   // into byte offsets once; the copying lanes shuffle those out.
   __device__ __forceinline__ static void copy_block(const Lookups& rows, const unsigned char* base,
@@ -650,26 +664,45 @@ struct ConvertProducer {
   }
 
   // Widens this thread's pairs of the landed block at `stage_bytes` to Out,
-  // then arrives on `full`.
+  // then arrives on `full`. A thread reads only the chunks it copied, but
+  // its items' slots in the upper line hold chunks of the line's other
+  // three threads (the same quarter warp): the warp meets between the
+  // reads and the writes. Even lines read and write their lower item
+  // first and odd lines their upper one, so the two lines of a quarter
+  // warp (swizzle phases 2k and 2k + 1) touch disjoint banks.
   template <typename Out>
   __device__ __forceinline__ static void widen_block(unsigned char* stage_bytes, uint32_t full) {
+    // Offsets from an opaque thread index, built in every call: held across
+    // the block loop they would not fit the producer's registers.
     const Pair pair;
+    const int h0 = pair.line % 2;  // the item read and written first
+    constexpr int kUpperItem = kHalfLines * kSwizzleBytes;
+    constexpr int kStep = Pair::kLineStep * kSwizzleBytes;
+    // The first item's e4m3 chunk, and its two slots; the second item's
+    // chunk is two slots over (h flipped), its slots kUpperItem away.
+    const int read0 = (h0 == 0 ? pair.chunk0 : pair.chunk1) + kUpperItem;
+    const int read1 = read0 ^ 32;
+    const int write0 = pair.slot0 + h0 * kUpperItem;
+    const int write1 = write0 ^ 16;
+    const int apart = (1 - 2 * h0) * kUpperItem;
 #pragma unroll
     for (int i0 = 0; i0 < kPairsPerThread; i0 += kBatch) {
-      uint4 lo[kBatch], up[kBatch];
+      uint4 first[kBatch], second[kBatch];
 #pragma unroll
       for (int b = 0; b < kBatch; ++b) {
         if (i0 + b >= kPairsPerThread || !pair.valid(i0 + b)) continue;
-        lo[b] = *reinterpret_cast<const uint4*>(stage_bytes + pair.up_slot(i0 + b, 1));
-        up[b] = *reinterpret_cast<const uint4*>(stage_bytes + pair.up_slot(i0 + b, 0));
+        first[b] = *reinterpret_cast<const uint4*>(stage_bytes + read0 + (i0 + b) * kStep);
+        second[b] = *reinterpret_cast<const uint4*>(stage_bytes + read1 + (i0 + b) * kStep);
       }
+      __syncwarp();
 #pragma unroll
       for (int b = 0; b < kBatch; ++b) {
         if (i0 + b >= kPairsPerThread || !pair.valid(i0 + b)) continue;
-        *reinterpret_cast<uint4*>(stage_bytes + pair.lo_slot(i0 + b, 0)) = widen_lo<Out>(lo[b]);
-        *reinterpret_cast<uint4*>(stage_bytes + pair.lo_slot(i0 + b, 1)) = widen_hi<Out>(lo[b]);
-        *reinterpret_cast<uint4*>(stage_bytes + pair.up_slot(i0 + b, 0)) = widen_lo<Out>(up[b]);
-        *reinterpret_cast<uint4*>(stage_bytes + pair.up_slot(i0 + b, 1)) = widen_hi<Out>(up[b]);
+        unsigned char* const at = stage_bytes + (i0 + b) * kStep;
+        *reinterpret_cast<uint4*>(at + write0) = widen_lo<Out>(first[b]);
+        *reinterpret_cast<uint4*>(at + write1) = widen_hi<Out>(first[b]);
+        *reinterpret_cast<uint4*>(at + write0 + apart) = widen_lo<Out>(second[b]);
+        *reinterpret_cast<uint4*>(at + write1 + apart) = widen_hi<Out>(second[b]);
       }
     }
     mbarrier_arrive(full);
