@@ -627,9 +627,10 @@ struct ConvertProducer {
   }
 
   // Copies this thread's chunks of one K or V block into the upper half of
-  // stage `dst`, at Pair's chunk0 and chunk1 of the upper line. `width`: the call's head_dim or
-  // head_dim_v (a multiple of 16). Each lane turns the rows it looked up
-  // into byte offsets once; the copying lanes shuffle those out.
+  // stage `dst`, at Pair's chunk0 and chunk1 of the upper line. `width`:
+  // the call's head_dim or head_dim_v (a multiple of 16). Each lane turns
+  // the rows it looked up into byte offsets once; the copying lanes
+  // shuffle those out.
   __device__ __forceinline__ static void copy_block(const Lookups& rows, const unsigned char* base,
                                                     int64_t batch_stride, int64_t seq_stride, int width,
                                                     uint32_t dst) {
@@ -675,8 +676,6 @@ struct ConvertProducer {
   // warp (swizzle phases 2k and 2k + 1) touch disjoint banks.
   template <typename Out>
   __device__ __forceinline__ static void widen_block(unsigned char* stage_bytes, uint32_t full) {
-    // Offsets from an opaque thread index, built in every call: held across
-    // the block loop they would not fit the producer's registers.
     const Pair pair;
     const int h0 = pair.line % 2;  // the item read and written first
     constexpr int kUpperItem = kHalfLines * kSwizzleBytes;

@@ -1,10 +1,12 @@
-// What a 16-byte cp.async (SASS LDGSTS) costs the shared-memory pipe, by
-// where a warp's 32 chunks come from and where they land. A question for
-// docs/perf/fp8-prefill.md: the e4m3-cache producer's copies take 21-29
-// shared-memory wavefronts an instruction where a 512-byte store takes 4.
+// What a 16-byte cp.async (SASS LDGSTS) costs, by where a warp's 32
+// chunks come from and where they land. A question for
+// docs/perf/fp8-prefill.md ("Sectors split by the copies"): the e4m3-cache
+// producer's copies asked L2 for 32 sectors an instruction where 16 hold
+// its bytes.
 //
 //   nvcc -std=c++17 -arch=sm_90a -O3 -o /tmp/ldgsts scripts/probes/ldgsts-wavefronts.cu && /tmp/ldgsts
-//   ncu --clock-control none --metrics l1tex__data_pipe_lsu_wavefronts_mem_shared.sum,lts__t_sectors_srcunit_tex.sum,lts__t_requests_srcunit_tex.sum /tmp/ldgsts 1
+//   ncu --clock-control none \
+//     --metrics lts__t_sectors_srcunit_tex.sum,lts__t_requests_srcunit_tex.sum /tmp/ldgsts 1
 //
 // Every kernel copies the same bytes: a warp moves 32 rows of 128 bytes
 // (an L2-resident buffer) into 4 KB of shared memory, eight instructions
@@ -15,13 +17,13 @@
 //   swizzle  as linear, slot c ^ (row % 8)            (TMA's 128-byte swizzle)
 //   split    as linear, slot (c%2)*4 + c/2            (a sector's halves apart)
 //   halves   4 lanes a half line, 8 rows an instruction, the pair layout's
-//            slot (2p + 1 - half) ^ (row % 8)         (the e4m3 producer)
+//            slot (2p + 1 - half) ^ (row % 8)         (the e4m3 producer before)
 //   halves-n as halves, slot c ^ (row % 8)
 //   zfill    swizzle, with cp.async's source-size operand
 //   ldg+sts  swizzle, through registers (LDG.128, STS.128)
 // Prints each kernel's copy rate (GB/s over the whole GPU); under ncu
-// (argument 1: one launch each) the metrics give wavefronts and sectors
-// an instruction.
+// (argument 1: short launches) the metrics give L2 requests and sectors
+// an instruction (the instruction count printed is one launch's).
 #include <cuda_runtime.h>
 
 #include <cstdint>
