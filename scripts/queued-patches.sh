@@ -14,6 +14,7 @@
 #   scripts/queued-patches.sh ab6         # hd128 / hd256 serving prefill, Hopper and sm80 rows: base, all (three rounds)
 #   scripts/queued-patches.sh ab9         # serving prefill rows at hd64 / 128 / 256, e4m3 and bf16 caches: base, all (two rounds); then ncu of all's hd256 e4m3 row and the TMA probe
 #   scripts/queued-patches.sh ab10        # serving prefill rows at hd64 / 128 / 256: base, all, all with two pairs a batch (two rounds); then ncu of all's hd256 e4m3 row (run at 19a766f, before the sector pairs landed)
+#   scripts/queued-patches.sh ab11        # serving prefill rows at hd64 / 128 / 256: base, all (two rounds); then the LDGSTS source-counter probe and ncu of all's hd256 e4m3 row
 #   scripts/queued-patches.sh list        # the patch files, one a line
 #
 # base: the tree as it is; all: base with every queued patch; parent: base
@@ -22,6 +23,7 @@
 # (scripts/tile-sweep.sh) and leave it alone.
 set -uo pipefail
 PATCHES=(
+  2026-12-05-fp8-cache-line-copies-in-warp  # issue 27: a warp's eight lanes copy one line, stores free of bank conflicts
 )
 # Landed, newest first: the code's parent is
 # the tree with these taken out in this order (`parent` in ab1-ab4).
@@ -101,6 +103,20 @@ case "${1:-}" in
       tar xzf "${OUT:-.}/ncu-serving-prefill-hd256.tgz" -C "$d" 2>/dev/null
       grep -hE "Duration|L2 Cache Throughput|Mem Busy|Max Bandwidth" "$d"/details_*.txt
       scripts/ncu-copy-sectors.py "$d"/source_hd256_bf16-e4m3kv_seqused.csv.gz | head -4
+    fi
+    ;;
+  ab11)
+    AB_CALL_TIMEOUT=${AB_CALL_TIMEOUT:-400} ab "64;128;256" \
+      "--serving --serving_head_dims=64,128,256 --no-standard --benchmark_filter=serving/prefill/" \
+      '| head_dim | cache' 'base:' "$spec"
+    timeout 90 scripts/probes/ldgsts-source-counters.sh | tee "${OUT:-.}/ldgsts-source-counters.txt"
+    if [[ -x /tmp/variant-all/build/bench/flash_bench ]]; then
+      FLASH_BENCH=/tmp/variant-all/build/bench/flash_bench HD=256 CACHES=seqused KVS=bf16-e4m3kv \
+        timeout 100 scripts/ncu-serving-prefill.sh >/dev/null 2>&1
+      d=$(mktemp -d)
+      tar xzf "${OUT:-.}/ncu-serving-prefill-hd256.tgz" -C "$d" 2>/dev/null
+      grep -hE "Duration|L2 Cache Throughput|Mem Busy|Max Bandwidth|L1/TEX Cache" "$d"/details_*.txt
+      scripts/ncu-copy-sectors.py "$d"/source_hd256_bf16-e4m3kv_seqused.csv.gz 2>/dev/null | head -4
     fi
     ;;
   ab10)
