@@ -59,6 +59,27 @@ ab() {
     timeout "${AB_CALL_TIMEOUT:-590}" scripts/tile-sweep.sh "${@:4}"
 }
 
+# The serving prefill rows at head dims 64, 128 and 256 (bf16 and e4m3
+# caches), interleaved over the variants given.
+ab_serving() {
+  ab "64;128;256" "--serving --serving_head_dims=64,128,256 --no-standard --benchmark_filter=serving/prefill/" \
+    '| head_dim | cache' "$@"
+}
+
+# ncu of the "all" variant's hd256 e4m3 seqused row, on the machine that
+# just built it (tile-sweep.sh leaves /tmp/variant-all): ncu's headline
+# units and the L2 sectors and shared wavefronts an LDGSTS.
+ncu_all_hd256() {
+  [[ -x /tmp/variant-all/build/bench/flash_bench ]] || return 0
+  FLASH_BENCH=/tmp/variant-all/build/bench/flash_bench HD=256 CACHES=seqused KVS=bf16-e4m3kv \
+    timeout 100 scripts/ncu-serving-prefill.sh >/dev/null 2>&1
+  local d
+  d=$(mktemp -d)
+  tar xzf "${OUT:-.}/ncu-serving-prefill-hd256.tgz" -C "$d" 2>/dev/null
+  grep -hE "Duration|L2 Cache Throughput|Mem Busy|Max Bandwidth|L1/TEX Cache" "$d"/details_*.txt
+  scripts/ncu-copy-sectors.py "$d"/source_hd256_bf16-e4m3kv_seqused.csv.gz 2>/dev/null | head -4
+}
+
 case "${1:-}" in
   list) printf '%s\n' "${files[@]}" ;;
   test)
@@ -91,46 +112,19 @@ case "${1:-}" in
     # Then, on the same machine, ncu of the patched hd256 e4m3 row (are
     # the L2 sectors an LDGSTS halved?) and the TMA pair-layout probe
     # (docs/perf/fp8-prefill.md, Open).
-    AB_CALL_TIMEOUT=${AB_CALL_TIMEOUT:-440} ab "64;128;256" \
-      "--serving --serving_head_dims=64,128,256 --no-standard --benchmark_filter=serving/prefill/" \
-      '| head_dim | cache' 'base:' "$spec"
+    AB_CALL_TIMEOUT=${AB_CALL_TIMEOUT:-440} ab_serving 'base:' "$spec"
     nvcc -std=c++17 -arch=sm_90a -o /tmp/tma-pair-box scripts/probes/tma-pair-box.cu &&
       timeout 30 /tmp/tma-pair-box | tee "${OUT:-.}/tma-pair-box.txt"
-    if [[ -x /tmp/variant-all/build/bench/flash_bench ]]; then
-      FLASH_BENCH=/tmp/variant-all/build/bench/flash_bench HD=256 CACHES=seqused KVS=bf16-e4m3kv \
-        timeout 100 scripts/ncu-serving-prefill.sh >/dev/null 2>&1
-      d=$(mktemp -d)
-      tar xzf "${OUT:-.}/ncu-serving-prefill-hd256.tgz" -C "$d" 2>/dev/null
-      grep -hE "Duration|L2 Cache Throughput|Mem Busy|Max Bandwidth" "$d"/details_*.txt
-      scripts/ncu-copy-sectors.py "$d"/source_hd256_bf16-e4m3kv_seqused.csv.gz | head -4
-    fi
+    ncu_all_hd256
     ;;
   ab11)
-    AB_CALL_TIMEOUT=${AB_CALL_TIMEOUT:-400} ab "64;128;256" \
-      "--serving --serving_head_dims=64,128,256 --no-standard --benchmark_filter=serving/prefill/" \
-      '| head_dim | cache' 'base:' "$spec"
+    AB_CALL_TIMEOUT=${AB_CALL_TIMEOUT:-400} ab_serving 'base:' "$spec"
     timeout 90 scripts/probes/ldgsts-source-counters.sh | tee "${OUT:-.}/ldgsts-source-counters.txt"
-    if [[ -x /tmp/variant-all/build/bench/flash_bench ]]; then
-      FLASH_BENCH=/tmp/variant-all/build/bench/flash_bench HD=256 CACHES=seqused KVS=bf16-e4m3kv \
-        timeout 100 scripts/ncu-serving-prefill.sh >/dev/null 2>&1
-      d=$(mktemp -d)
-      tar xzf "${OUT:-.}/ncu-serving-prefill-hd256.tgz" -C "$d" 2>/dev/null
-      grep -hE "Duration|L2 Cache Throughput|Mem Busy|Max Bandwidth|L1/TEX Cache" "$d"/details_*.txt
-      scripts/ncu-copy-sectors.py "$d"/source_hd256_bf16-e4m3kv_seqused.csv.gz 2>/dev/null | head -4
-    fi
+    ncu_all_hd256
     ;;
   ab10)
-    AB_CALL_TIMEOUT=${AB_CALL_TIMEOUT:-470} ab "64;128;256" \
-      "--serving --serving_head_dims=64,128,256 --no-standard --benchmark_filter=serving/prefill/" \
-      '| head_dim | cache' 'base:' "$spec" "b2:@$dir/2026-12-05-fp8-cache-sector-pairs-batch2.patch"
-    if [[ -x /tmp/variant-all/build/bench/flash_bench ]]; then
-      FLASH_BENCH=/tmp/variant-all/build/bench/flash_bench HD=256 CACHES=seqused KVS=bf16-e4m3kv \
-        timeout 100 scripts/ncu-serving-prefill.sh >/dev/null 2>&1
-      d=$(mktemp -d)
-      tar xzf "${OUT:-.}/ncu-serving-prefill-hd256.tgz" -C "$d" 2>/dev/null
-      grep -hE "Duration|L2 Cache Throughput|Mem Busy|Max Bandwidth|L1/TEX Cache" "$d"/details_*.txt
-      scripts/ncu-copy-sectors.py "$d"/source_hd256_bf16-e4m3kv_seqused.csv.gz 2>/dev/null | head -4
-    fi
+    AB_CALL_TIMEOUT=${AB_CALL_TIMEOUT:-470} ab_serving 'base:' "$spec" "b2:@$dir/2026-12-05-fp8-cache-sector-pairs-batch2.patch"
+    ncu_all_hd256
     ;;
   ab6)
     ROUNDS=${ROUNDS:-3} ab "128;256" "--serving --serving_head_dims=128,256 --no-standard --benchmark_filter=serving/prefill/;;--serving --serving_head_dims=128,256 --no-standard --backend=sm80 --benchmark_filter=serving/prefill/bf16/" \

@@ -459,9 +459,9 @@ struct ConvertProducer {
   // Both items of a pair on one key row (an even number of column blocks).
   static constexpr bool kSameRow = kHalfLines % kBlockN == 0;
   // Pairs whose chunks are read before any is written (registers: 8 a
-  // pair). Two at head dims up to 128, with the widening's offsets rebuilt in
-  // every call, measured 1-2% slower than one and offsets held
-  // (docs/perf/fp8-prefill.md, "Sectors split by the copies").
+  // pair). One: with two, the producer's 72 registers no longer hold the
+  // widening's offsets across the block loop (docs/perf/fp8-prefill.md,
+  // "Sectors split by the copies").
   static constexpr int kBatch = 1;
   static_assert(kHeadDim % 64 == 0 && kLines % 2 == 0, "whole column blocks, an even number of lines");
   static_assert(kHalfLines * kSwizzleBytes == Traits::kKVBytes / 2, "the e4m3 block fills the upper half");
