@@ -78,10 +78,9 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
   // loop. Four warps issuing page boxes alone fit in 40 beside 232 (head
   // dim 256's consumers spill less than at 224; docs/perf/sm90-kv-cache.md).
   // An fp8 cache's producer (ConvertProducer) holds a block's looked-up
-  // rows and, at head dims up to 128, two pairs' e4m3 chunks and their
-  // widened values at once: it takes 72 and the consumers 216 (at 56 it
-  // spills in the widening, and at head dims 192 and 256 around its
-  // lookups; docs/perf/fp8-prefill.md).
+  // rows and a pair's e4m3 chunks and their widened values at once: it
+  // takes 72 and the consumers 216 (at 56 it spills in the widening, and
+  // at head dims 192 and 256 around its lookups; docs/perf/fp8-prefill.md).
   constexpr bool kWideProducer = kCache && Traits::kConsumerWarpgroups == 2 && !kBoxesOnly;
   constexpr bool kBoxes2 = kBoxesOnly && Traits::kConsumerWarpgroups == 2;
   constexpr bool kWidest = kWideProducer && kFp8;
