@@ -14,7 +14,7 @@
 #   scripts/queued-patches.sh ab6         # hd128 / hd256 serving prefill, Hopper and sm80 rows: base, all (three rounds)
 #   scripts/queued-patches.sh ab9         # serving prefill rows at hd64 / 128 / 256, e4m3 and bf16 caches: base, all (two rounds); then ncu of all's hd256 e4m3 row and the TMA probe
 #   scripts/queued-patches.sh ab10        # serving prefill rows at hd64 / 128 / 256: base, all, all with two pairs a batch (two rounds); then ncu of all's hd256 e4m3 row (run at 19a766f, before the sector pairs landed)
-#   scripts/queued-patches.sh ab11        # serving prefill rows at hd64 / 128 / 256: base, all (two rounds); then the LDGSTS source-counter probe and ncu of all's hd256 e4m3 row
+#   scripts/queued-patches.sh ab11        # serving prefill rows at hd64 / 128 / 256: base, all (two rounds); then the LDGSTS source-counter probe, the TMA box probe and ncu of all's hd256 e4m3 row
 #   scripts/queued-patches.sh list        # the patch files, one a line
 #
 # base: the tree as it is; all: base with every queued patch; parent: base
@@ -120,6 +120,8 @@ case "${1:-}" in
   ab11)
     AB_CALL_TIMEOUT=${AB_CALL_TIMEOUT:-400} ab_serving 'base:' "$spec"
     timeout 90 scripts/probes/ldgsts-source-counters.sh | tee "${OUT:-.}/ldgsts-source-counters.txt"
+    nvcc -std=c++17 -arch=sm_90a -o /tmp/tma-pair-box scripts/probes/tma-pair-box.cu &&
+      timeout 30 /tmp/tma-pair-box | tee "${OUT:-.}/tma-pair-box.txt"
     ncu_all_hd256
     ;;
   ab10)

@@ -1,53 +1,63 @@
-// Does a TMA box land an e4m3 cache block in the pair layout the fp8-cache
-// producer writes with cp.async (kernels/sm90/producer.cuh, Pair), its two
-// halves swapped? A question for docs/perf/fp8-prefill.md ("TMA for the
-// e4m3 copies"), asked on a GPU:
+// Where does a TMA box land in shared memory when its innermost dimension
+// is narrower than the 128-byte swizzle? A question for
+// docs/perf/fp8-prefill.md ("TMA for the e4m3 copies"): the e4m3-cache
+// producer's layout puts a key row's 32-byte sectors of two 64-byte halves
+// side by side (slot 4a + 2h + b), which a box of a five-dimensional view
+// of the cache could write with 32 bytes innermost: (32 bytes, half h at
+// stride 64, sector a at stride 32, key row, 128-byte line). An earlier
+// form of this probe, 16 bytes innermost and 16 KB of shared memory, faulted
+// with an out-of-range shared address.
 //
 //   nvcc -std=c++17 -arch=sm_90a -o /tmp/tma-pair-box scripts/probes/tma-pair-box.cu && /tmp/tma-pair-box
 //
-// The view: a key row's 128-byte line as (16 bytes, half h, chunk p), the
-// half at stride 64 and the chunk at 16, so a box row is chunk p of half 0,
-// chunk p of half 1, ... (16-byte slot 2p + h), then the key rows, then the
-// row's lines (stride 128: head dim 256). With the 128-byte swizzle slot s
-// of box row r lands at s ^ (r % 8). The pair layout has half 1 in slot 2p
-// and half 0 in 2p + 1, the opposite order. Prints whether the encoder
-// takes the strides and whether every byte lands where this says; exit 0
-// when both hold.
+// For inner widths of 16, 32, 64 and 128 bytes it loads one box of 64 key
+// rows (one 128-byte line each) into a 64 KB buffer filled with a
+// sentinel, then finds each source 16-byte chunk (unique contents) and
+// prints where the first rows' chunks landed, the box's footprint, and
+// whether slot s of box row r is at r * 128 + (s ^ (r % 8)) * 16.
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <cudaTypedefs.h>
 
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <vector>
 
 namespace {
 
-constexpr int kHeadDim = 256;   // bytes a key row (e4m3)
-constexpr int kRows = 64;       // key rows a box
-constexpr int kRowStride = 2048;  // bytes between key rows (8 heads)
+constexpr int kRows = 64;         // key rows a box
+constexpr int kRowStride = 2048;  // bytes between key rows (e.g. 8 heads of 256)
 constexpr int kKeys = 256;
-constexpr int kLines = kHeadDim / 128;
-constexpr int kBoxBytes = kRows * 128;
+constexpr int kBuffer = 64 * 1024;  // shared memory the box may land in
+constexpr unsigned char kSentinel = 0xee;
 
-__global__ void load_box(const __grid_constant__ CUtensorMap map, int row0, unsigned char* out) {
+__global__ void load_box(const __grid_constant__ CUtensorMap map, int rank, int row0, unsigned box_bytes,
+                         unsigned char* out) {
   extern __shared__ __align__(1024) unsigned char raw[];
   __shared__ __align__(8) uint64_t bar;
-  // The swizzle's phase follows the address: the box starts on 1024 bytes.
   const uint32_t raw_addr = static_cast<uint32_t>(__cvta_generic_to_shared(raw));
-  const uint32_t dst = (raw_addr + 1023u) & ~1023u;
-  const unsigned char* smem = raw + (dst - raw_addr);
+  const uint32_t dst = (raw_addr + 1023u) & ~1023u;  // the swizzle's phase follows the address
+  unsigned char* smem = raw + (dst - raw_addr);
+  for (int i = threadIdx.x; i < kBuffer; i += blockDim.x) smem[i] = kSentinel;
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+  __syncthreads();
   const uint32_t b = static_cast<uint32_t>(__cvta_generic_to_shared(&bar));
   if (threadIdx.x == 0) {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(b));
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(b), "r"(kLines * kBoxBytes)
-                 : "memory");
-    for (int g = 0; g < kLines; ++g) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(b), "r"(box_bytes) : "memory");
+    if (rank == 5) {
       asm volatile(
-          "cp.async.bulk.tensor.5d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, %6, "
-          "%7}], [%2];\n" ::"r"(dst + g * kBoxBytes),
-          "l"(&map), "r"(b), "r"(0), "r"(0), "r"(0), "r"(row0), "r"(g)
+          "cp.async.bulk.tensor.5d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, "
+          "%6, %7}], [%2];\n" ::"r"(dst),
+          "l"(&map), "r"(b), "r"(0), "r"(0), "r"(0), "r"(row0), "r"(0)
+          : "memory");
+    } else {
+      asm volatile(
+          "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], "
+          "[%2];\n" ::"r"(dst),
+          "l"(&map), "r"(b), "r"(0), "r"(row0)
           : "memory");
     }
     asm volatile(
@@ -55,7 +65,7 @@ __global__ void load_box(const __grid_constant__ CUtensorMap map, int row0, unsi
         : "memory");
   }
   __syncthreads();
-  for (int i = threadIdx.x; i < kLines * kBoxBytes; i += blockDim.x) out[i] = smem[i];
+  for (int i = threadIdx.x; i < kBuffer; i += blockDim.x) out[i] = smem[i];
 }
 
 }  // namespace
@@ -70,52 +80,92 @@ int main() {
     return 2;
   }
   auto encode = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(entry);
+  // Every 16-byte chunk of the source holds its own index (four copies of a 32-bit word).
   std::vector<unsigned char> host(static_cast<size_t>(kKeys) * kRowStride);
-  for (size_t i = 0; i < host.size(); ++i) host[i] = static_cast<unsigned char>((i * 131 + i / 251) & 0xff);
+  for (size_t c = 0; c < host.size() / 16; ++c) {
+    const uint32_t id = static_cast<uint32_t>(c) | 0x01000000u;
+    for (int k = 0; k < 4; ++k) std::memcpy(&host[c * 16 + 4 * k], &id, 4);
+  }
   unsigned char *src = nullptr, *out = nullptr;
   cudaMalloc(&src, host.size());
-  cudaMalloc(&out, kLines * kBoxBytes);
+  cudaMalloc(&out, kBuffer);
   cudaMemcpy(src, host.data(), host.size(), cudaMemcpyHostToDevice);
-
-  const cuuint64_t dims[5] = {16, 2, 4, kKeys, kLines};
-  const cuuint64_t strides[4] = {64, 16, kRowStride, 128};
-  const cuuint32_t box[5] = {16, 2, 4, kRows, 1};
-  const cuuint32_t element_strides[5] = {1, 1, 1, 1, 1};
-  alignas(64) CUtensorMap map;
-  const CUresult r = encode(&map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 5, src, dims, strides, box, element_strides,
-                            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  std::printf("encode (strides 64, 16, %d, 128): %s\n", kRowStride, r == CUDA_SUCCESS ? "accepted" : "refused");
-  if (r != CUDA_SUCCESS) return 1;
-
+  cudaFuncSetAttribute(load_box, cudaFuncAttributeMaxDynamicSharedMemorySize, kBuffer + 1024);
   const int row0 = 64;
-  cudaFuncSetAttribute(load_box, cudaFuncAttributeMaxDynamicSharedMemorySize, kLines * kBoxBytes + 1024);
-  load_box<<<1, 128, kLines * kBoxBytes + 1024>>>(map, row0, out);
-  const cudaError_t e = cudaDeviceSynchronize();
-  if (e != cudaSuccess) {
-    std::printf("kernel: %s\n", cudaGetErrorString(e));
-    return 1;
-  }
-  std::vector<unsigned char> got(kLines * kBoxBytes);
-  cudaMemcpy(got.data(), out, got.size(), cudaMemcpyDeviceToHost);
-  int bad = 0;
-  for (int g = 0; g < kLines; ++g) {
+  int failures = 0;
+  for (int inner : {16, 32, 64, 128}) {
+    // The view: inner bytes, then the 128-byte line's 128 / inner pieces in
+    // the order (half of the line, piece within the half), then key rows.
+    // For 128 a plain 2-D box.
+    alignas(64) CUtensorMap map;
+    CUresult r;
+    int rank;
+    if (inner == 128) {
+      rank = 2;
+      const cuuint64_t dims[2] = {128, kKeys};
+      const cuuint64_t strides[1] = {kRowStride};
+      const cuuint32_t box[2] = {128, kRows};
+      const cuuint32_t es[2] = {1, 1};
+      r = encode(&map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, src, dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                 CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    } else {
+      rank = 5;
+      const cuuint64_t per_half = 64 / inner;
+      const cuuint64_t dims[5] = {static_cast<cuuint64_t>(inner), 2, per_half, kKeys, 1};
+      const cuuint64_t strides[4] = {64, static_cast<cuuint64_t>(inner), kRowStride, 128};
+      const cuuint32_t box[5] = {static_cast<cuuint32_t>(inner), 2, static_cast<cuuint32_t>(per_half), kRows, 1};
+      const cuuint32_t es[5] = {1, 1, 1, 1, 1};
+      r = encode(&map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 5, src, dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                 CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    }
+    std::printf("inner %3d bytes: encode %s", inner, r == CUDA_SUCCESS ? "accepted" : "refused");
+    if (r != CUDA_SUCCESS) {
+      std::printf("\n");
+      continue;
+    }
+    load_box<<<1, 256, kBuffer + 1024>>>(map, rank, row0, kRows * 128, out);
+    const cudaError_t e = cudaDeviceSynchronize();
+    if (e != cudaSuccess) {
+      std::printf("; kernel: %s\n", cudaGetErrorString(e));
+      return 1;  // the context is lost
+    }
+    std::vector<unsigned char> got(kBuffer);
+    cudaMemcpy(got.data(), out, got.size(), cudaMemcpyDeviceToHost);
+    int last = -1, swizzled = 0, found = 0;
+    // Box row r's logical slot s: half h = s / (8 / 2), then piece, in the view's order.
+    auto source_chunk = [&](int row, int s) {
+      const int chunks_per_inner = inner / 16;
+      const int pieces = 64 / inner;
+      const int unit = s / chunks_per_inner, within = s % chunks_per_inner;
+      const int h = inner == 128 ? 0 : unit % 2, piece = inner == 128 ? 0 : unit / 2;
+      const int byte = inner == 128 ? 16 * s : h * 64 + piece * inner + 16 * within;
+      (void)pieces;
+      return (static_cast<size_t>(row0 + row) * kRowStride + byte) / 16;
+    };
+    std::printf("; row 0-1 slots land at:");
     for (int row = 0; row < kRows; ++row) {
-      for (int p = 0; p < 4; ++p) {
-        for (int h = 0; h < 2; ++h) {
-          const int slot = (2 * p + h) ^ (row % 8);
-          for (int b = 0; b < 16; ++b) {
-            const size_t want = static_cast<size_t>(row0 + row) * kRowStride + g * 128 + h * 64 + p * 16 + b;
-            const size_t at = static_cast<size_t>(g) * kBoxBytes + row * 128 + slot * 16 + b;
-            if (got[at] != host[want]) ++bad;
+      for (int s = 0; s < 8; ++s) {
+        const uint32_t id = static_cast<uint32_t>(source_chunk(row, s)) | 0x01000000u;
+        int at = -1;
+        for (int o = 0; o + 16 <= kBuffer; o += 16) {
+          uint32_t w;
+          std::memcpy(&w, &got[o], 4);
+          if (w == id) {
+            at = o;
+            break;
           }
         }
+        if (at >= 0) ++found;
+        last = at > last ? at : last;
+        if (at == row * 128 + ((s ^ (row % 8)) * 16)) ++swizzled;
+        if (row < 2) std::printf(" %d", at);
       }
     }
+    std::printf("; found %d of %d; footprint %d bytes; at r*128 + (s^(r%%8))*16: %d\n", found, kRows * 8, last + 16,
+                swizzled);
+    if (swizzled != kRows * 8) ++failures;
   }
-  std::printf("bytes where the view puts them: %s (%d of %d differ)\n", bad == 0 ? "yes" : "no", bad,
-              kLines * kBoxBytes);
   cudaFree(src);
   cudaFree(out);
-  return bad == 0 ? 0 : 1;
+  return failures == 0 ? 0 : 1;
 }
