@@ -118,7 +118,7 @@ case "${1:-}" in
     ncu_all_hd256
     ;;
   ab11)
-    AB_CALL_TIMEOUT=${AB_CALL_TIMEOUT:-400} ab_serving 'base:' "$spec"
+    AB_CALL_TIMEOUT=${AB_CALL_TIMEOUT:-330} ab_serving 'base:' "$spec"
     timeout 90 scripts/probes/ldgsts-source-counters.sh | tee "${OUT:-.}/ldgsts-source-counters.txt"
     nvcc -std=c++17 -arch=sm_90a -o /tmp/tma-pair-box scripts/probes/tma-pair-box.cu &&
       timeout 30 /tmp/tma-pair-box | tee "${OUT:-.}/tma-pair-box.txt"
