@@ -10,6 +10,7 @@ producer's LDGSTS from it.
 """
 import csv
 import gzip
+import signal
 import sys
 
 
@@ -49,6 +50,7 @@ def main(path):
 
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # quiet under `| head`
     if len(sys.argv) != 2:
         sys.exit(__doc__)
     main(sys.argv[1])
