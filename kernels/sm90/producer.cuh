@@ -479,14 +479,13 @@ struct ConvertProducer {
   // land in one aligned pair of slots, and a warp's copy asks L2 for whole
   // sectors (docs/perf/fp8-prefill.md, "Sectors split by the copies").
   struct Pair {
-    int line, p, slot0, slot1;  // lower line of pair 0; offsets of its item's two slots
+    int line, p, slot0;  // lower line of pair 0; offset of its item's first slot (the second: slot0 ^ 16)
     int chunk0, chunk1;         // offsets of the lower and upper items' e4m3 chunks in the upper line
     __device__ __forceinline__ Pair() : Pair(threadIdx.x % kWarpgroupThreads) {}
     __device__ __forceinline__ explicit Pair(int t) {
       line = t / 4;
       p = t % 4;
       slot0 = line * kSwizzleBytes + ((2 * p) ^ (line % 8)) * 16;
-      slot1 = line * kSwizzleBytes + ((2 * p + 1) ^ (line % 8)) * 16;
       chunk0 = line * kSwizzleBytes + ((4 * (p / 2) + p % 2) ^ (line % 8)) * 16;
       chunk1 = line * kSwizzleBytes + ((4 * (p / 2) + 2 + p % 2) ^ (line % 8)) * 16;
     }
@@ -496,11 +495,6 @@ struct ConvertProducer {
     }
     __device__ __forceinline__ int lo(int i) const { return line + i * kLineStep; }
     __device__ __forceinline__ int up(int i) const { return lo(i) + kHalfLines; }
-    // Offset of slot k of the pair's lower (or upper) item in the block.
-    __device__ __forceinline__ int lo_slot(int i, int k) const {
-      return (k == 0 ? slot0 : slot1) + i * kLineStep * kSwizzleBytes;
-    }
-    __device__ __forceinline__ int up_slot(int i, int k) const { return lo_slot(i, k) + kHalfLines * kSwizzleBytes; }
     // Offset of the lower (h = 0) or upper (h = 1) item's e4m3 chunk in the block.
     __device__ __forceinline__ int up_chunk(int i, int h) const {
       return (h == 0 ? chunk0 : chunk1) + (i * kLineStep + kHalfLines) * kSwizzleBytes;
