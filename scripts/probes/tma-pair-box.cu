@@ -4,9 +4,10 @@
 // producer's layout puts a key row's 32-byte sectors of two 64-byte halves
 // side by side (slot 4a + 2h + b), which a box of a five-dimensional view
 // of the cache could write with 32 bytes innermost: (32 bytes, half h at
-// stride 64, sector a at stride 32, key row, 128-byte line). An earlier
-// form of this probe, 16 bytes innermost and 16 KB of shared memory, faulted
-// with an out-of-range shared address.
+// stride 64, sector a at stride 32, key row, 128-byte line). The answer
+// (H100, 2026-12-05): every box row takes a 128-byte row of shared memory
+// whatever its width, so such a view cannot pack a line; an earlier form
+// of this probe, 16 bytes innermost in 16 KB, faulted for that reason.
 //
 //   nvcc -std=c++17 -arch=sm_90a -o /tmp/tma-pair-box scripts/probes/tma-pair-box.cu && /tmp/tma-pair-box
 //
