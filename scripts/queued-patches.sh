@@ -16,6 +16,7 @@
 #   scripts/queued-patches.sh ab10        # serving prefill rows at hd64 / 128 / 256: base, all, all with two pairs a batch (two rounds); then ncu of all's hd256 e4m3 row (run at 19a766f, before the sector pairs landed)
 #   scripts/queued-patches.sh ab11        # serving prefill rows at hd64 / 128 / 256: base, all (two rounds); then the LDGSTS source-counter probe, the TMA box probe and ncu of all's hd256 e4m3 row (run at 715f289 with the line copies)
 #   scripts/queued-patches.sh ab12        # bf16 serving prefill rows at hd64 / 256: base, the bench's pages in order, all, all prefetching four blocks ahead (two rounds)
+#   scripts/queued-patches.sh ab13        # hd64 serving prefill rows (bf16 and e4m3 caches): base, the fp8 cache on 192 x 96 (two rounds)
 #   scripts/queued-patches.sh list        # the patch files, one a line
 #
 # base: the tree as it is; all: base with every queued patch; parent: base
@@ -25,6 +26,7 @@
 set -uo pipefail
 PATCHES=(
   2026-12-05-paged-boxes-prefetch  # issue 25: paged boxes prefetched into L2 two blocks ahead
+  2026-12-05-fp8-cache-hd64-192x96  # issue 27: hd64 e4m3 caches on 192 x 96, three warpgroups, 72 / 144 registers
 )
 # Landed, newest first: the code's parent is
 # the tree with these taken out in this order (`parent` in ab1-ab4).
@@ -131,6 +133,10 @@ case "${1:-}" in
       timeout "${AB_CALL_TIMEOUT:-420}" scripts/tile-sweep.sh 'base:' \
       'linear:bench/row_setup.h:s/int64_t i = n - 1; i > 0/int64_t i = 0; i > 0/' "$spec" \
       "ahead4:@$dir/2026-12-05-paged-boxes-prefetch.patch;;kernels/sm90/producer.cuh:s/kPrefetchAhead = 2;/kPrefetchAhead = 4;/"
+    ;;
+  ab13)
+    ab "64" "--serving --serving_head_dims=64 --no-standard --benchmark_filter=serving/prefill/" '| head_dim | cache' \
+      'base:' "w3:@$dir/2026-12-05-fp8-cache-hd64-192x96.patch"
     ;;
   ab10)
     AB_CALL_TIMEOUT=${AB_CALL_TIMEOUT:-470} ab_serving 'base:' "$spec" "b2:@$dir/2026-12-05-fp8-cache-sector-pairs-batch2.patch"
