@@ -15,7 +15,7 @@
 #   scripts/queued-patches.sh ab9         # serving prefill rows at hd64 / 128 / 256, e4m3 and bf16 caches: base, all (two rounds); then ncu of all's hd256 e4m3 row and the TMA probe
 #   scripts/queued-patches.sh ab10        # serving prefill rows at hd64 / 128 / 256: base, all, all with two pairs a batch (two rounds); then ncu of all's hd256 e4m3 row (run at 19a766f, before the sector pairs landed)
 #   scripts/queued-patches.sh ab11        # serving prefill rows at hd64 / 128 / 256: base, all (two rounds); then the LDGSTS source-counter probe, the TMA box probe and ncu of all's hd256 e4m3 row (run at 715f289 with the line copies)
-#   scripts/queued-patches.sh ab12        # bf16 serving prefill rows at hd64 / 256: base, the bench's pages in order, all, all prefetching four blocks ahead (two rounds)
+#   scripts/queued-patches.sh ab12        # bf16 serving prefill rows at hd64 / 256: base, the bench's pages in order, the prefetch patch, it four blocks ahead (two rounds)
 #   scripts/queued-patches.sh ab13        # hd64 serving prefill rows (bf16 and e4m3 caches): base, the fp8 cache on 192 x 96 (two rounds)
 #   scripts/queued-patches.sh list        # the patch files, one a line
 #
@@ -131,7 +131,8 @@ case "${1:-}" in
     HEAD_DIMS="64;256" ROUNDS=${ROUNDS:-2} BENCH_TIMEOUT=${BENCH_TIMEOUT:-120} TABLE='| head_dim | cache' \
       BENCH_ARGS="--serving --serving_head_dims=64,256 --no-standard --benchmark_filter=serving/prefill/bf16/" \
       timeout "${AB_CALL_TIMEOUT:-420}" scripts/tile-sweep.sh 'base:' \
-      'linear:bench/row_setup.h:s/int64_t i = n - 1; i > 0/int64_t i = 0; i > 0/' "$spec" \
+      'linear:bench/row_setup.h:s/int64_t i = n - 1; i > 0/int64_t i = 0; i > 0/' \
+      "prefetch:@$dir/2026-12-05-paged-boxes-prefetch.patch" \
       "ahead4:@$dir/2026-12-05-paged-boxes-prefetch.patch;;kernels/sm90/producer.cuh:s/kPrefetchAhead = 2;/kPrefetchAhead = 4;/"
     ;;
   ab13)
