@@ -60,6 +60,12 @@ apply_all() {
 ab() {
   HEAD_DIMS="$1" ROUNDS=${ROUNDS:-2} BENCH_TIMEOUT=${BENCH_TIMEOUT:-150} BENCH_ARGS="$2" TABLE="$3" \
     timeout "${AB_CALL_TIMEOUT:-590}" scripts/tile-sweep.sh "${@:4}"
+  changes
+}
+
+# Each row's change against the first variant, from the sweep's logs.
+changes() {
+  [[ -f "${OUT:-tile-sweep-out}/sweep-logs.tgz" ]] && scripts/sweep-compare.py "${OUT:-tile-sweep-out}/sweep-logs.tgz"
 }
 
 # The serving prefill rows at head dims 64, 128 and 256 (bf16 and e4m3
@@ -134,6 +140,7 @@ case "${1:-}" in
       'linear:bench/row_setup.h:s/int64_t i = n - 1; i > 0/int64_t i = 0; i > 0/' \
       "prefetch:@$dir/2026-12-05-paged-boxes-prefetch.patch" \
       "ahead4:@$dir/2026-12-05-paged-boxes-prefetch.patch;;kernels/sm90/producer.cuh:s/kPrefetchAhead = 2;/kPrefetchAhead = 4;/"
+    changes
     ;;
   ab13)
     ab "64" "--serving --serving_head_dims=64 --no-standard --benchmark_filter=serving/prefill/" '| head_dim | cache' \

@@ -20,7 +20,8 @@
 # cache" with --serving); logs go to $OUT as they are written, and at the
 # end into $OUT/sweep-logs.tgz (a device call returns 8 files at most). A
 # flash_bench run that takes longer than BENCH_TIMEOUT seconds (default 180:
-# a variant that hangs) is stopped and reported.
+# a variant that hangs) is stopped and reported. scripts/sweep-compare.py
+# reads the logs and prints each row's change against the first variant.
 #
 # Several flash_bench runs per variant and round: separate their argument
 # lists in BENCH_ARGS with ";;" and give TABLE one regex each, in the same
