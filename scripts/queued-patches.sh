@@ -17,6 +17,7 @@
 #   scripts/queued-patches.sh ab11        # serving prefill rows at hd64 / 128 / 256: base, all (two rounds); then the LDGSTS source-counter probe, the TMA box probe and ncu of all's hd256 e4m3 row (run at 715f289 with the line copies)
 #   scripts/queued-patches.sh ab12        # bf16 serving prefill rows at hd64 / 256: base, the bench's pages in order, the prefetch patch, it four blocks ahead (two rounds)
 #   scripts/queued-patches.sh ab13        # hd64 serving prefill rows (bf16 and e4m3 caches): base, the fp8 cache on 192 x 96 (two rounds)
+#   scripts/queued-patches.sh ab12+13     # ab12, then ab13, in one call (~550 s at most), logs under $OUT/ab12 and $OUT/ab13
 #   scripts/queued-patches.sh list        # the patch files, one a line
 #
 # base: the tree as it is; all: base with every queued patch; parent: base
@@ -134,17 +135,20 @@ case "${1:-}" in
     ncu_all_hd256
     ;;
   ab12)
-    HEAD_DIMS="64;256" ROUNDS=${ROUNDS:-2} BENCH_TIMEOUT=${BENCH_TIMEOUT:-120} TABLE='| head_dim | cache' \
-      BENCH_ARGS="--serving --serving_head_dims=64,256 --no-standard --benchmark_filter=serving/prefill/bf16/" \
-      timeout "${AB_CALL_TIMEOUT:-420}" scripts/tile-sweep.sh 'base:' \
-      'linear:bench/row_setup.h:s/int64_t i = n - 1; i > 0/int64_t i = 0; i > 0/' \
+    AB_CALL_TIMEOUT=${AB_CALL_TIMEOUT:-420} ab "64;256" \
+      "--serving --serving_head_dims=64,256 --no-standard --benchmark_filter=serving/prefill/bf16/" '| head_dim | cache' \
+      'base:' 'linear:bench/row_setup.h:s/int64_t i = n - 1; i > 0/int64_t i = 0; i > 0/' \
       "prefetch:@$dir/2026-12-05-paged-boxes-prefetch.patch" \
       "ahead4:@$dir/2026-12-05-paged-boxes-prefetch.patch;;kernels/sm90/producer.cuh:s/kPrefetchAhead = 2;/kPrefetchAhead = 4;/"
-    changes
     ;;
   ab13)
     ab "64" "--serving --serving_head_dims=64 --no-standard --benchmark_filter=serving/prefill/" '| head_dim | cache' \
       'base:' "w3:@$dir/2026-12-05-fp8-cache-hd64-192x96.patch"
+    ;;
+  ab12+13)
+    # Both in one device call, each in a folder of its own under $OUT.
+    OUT=${OUT:-.}/ab12 AB_CALL_TIMEOUT=330 "$0" ab12
+    OUT=${OUT:-.}/ab13 AB_CALL_TIMEOUT=220 "$0" ab13
     ;;
   ab10)
     AB_CALL_TIMEOUT=${AB_CALL_TIMEOUT:-470} ab_serving 'base:' "$spec" "b2:@$dir/2026-12-05-fp8-cache-sector-pairs-batch2.patch"
