@@ -17,6 +17,7 @@
 #   scripts/queued-patches.sh ab11        # serving prefill rows at hd64 / 128 / 256: base, all (two rounds); then the LDGSTS source-counter probe, the TMA box probe and ncu of all's hd256 e4m3 row (run at 715f289 with the line copies)
 #   scripts/queued-patches.sh ab12        # bf16 serving prefill rows at hd64 / 256: base, the bench's pages in order, the prefetch patch, it four blocks ahead (two rounds)
 #   scripts/queued-patches.sh ab13        # hd64 serving prefill rows (bf16 and e4m3 caches): base, the fp8 cache on 192 x 96 (two rounds)
+#   scripts/queued-patches.sh ab14        # bf16 e4m3-cache serving prefill at hd128 / 256: base, K never copied (timing only, wrong output) (two rounds)
 #   scripts/queued-patches.sh ab12+13     # ab12, then ab13, in one call (~550 s at most), logs under $OUT/ab12 and $OUT/ab13
 #   scripts/queued-patches.sh list        # the patch files, one a line
 #
@@ -144,6 +145,12 @@ case "${1:-}" in
   ab13)
     ab "64" "--serving --serving_head_dims=64 --no-standard --benchmark_filter=serving/prefill/" '| head_dim | cache' \
       'base:' "w3:@$dir/2026-12-05-fp8-cache-hd64-192x96.patch"
+    ;;
+  ab14)
+    # An upper bound, not a candidate: what K's copies cost the rows whose
+    # Q K^T reads K as e4m3 (what a TMA-loaded K could save at most).
+    ab "128;256" "--serving --serving_head_dims=128,256 --no-standard --benchmark_filter=serving/prefill/bf16-e4m3kv/" \
+      '| head_dim | cache' 'base:' "nok:@$dir/2026-12-05-fp8-cache-no-k-copies-timing-only.patch"
     ;;
   ab12+13)
     # Both in one device call, each in a folder of its own under $OUT.
