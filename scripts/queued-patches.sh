@@ -18,6 +18,7 @@
 #   scripts/queued-patches.sh ab12        # bf16 serving prefill rows at hd64 / 256: base, the bench's pages in order, the prefetch patch, it four blocks ahead (two rounds)
 #   scripts/queued-patches.sh ab13        # hd64 serving prefill rows (bf16 and e4m3 caches): base, the fp8 cache on 192 x 96 (two rounds)
 #   scripts/queued-patches.sh ab14        # bf16 e4m3-cache serving prefill at hd128 / 256: base, K never copied (timing only, wrong output) (two rounds)
+#   scripts/queued-patches.sh ab15        # standard sweep hd64/128 at 2k and 16k, and bf16 serving prefill hd64/128: base, L2 hints on TMA loads (two rounds)
 #   scripts/queued-patches.sh ab12+13     # ab12, then ab13, in one call (~550 s at most), logs under $OUT/ab12 and $OUT/ab13
 #   scripts/queued-patches.sh list        # the patch files, one a line
 #
@@ -29,6 +30,7 @@ set -uo pipefail
 PATCHES=(
   2026-12-05-paged-boxes-prefetch  # issue 25: paged boxes prefetched into L2 two blocks ahead
   2026-12-05-fp8-cache-hd64-192x96  # issue 27: hd64 e4m3 caches on 192 x 96, three warpgroups, 72 / 144 registers
+  2026-12-05-tma-l2-hints  # issue 29 / 25: evict-first Q, evict-last K/V on TMA loads
 )
 # Landed, newest first: the code's parent is
 # the tree with these taken out in this order (`parent` in ab1-ab4).
@@ -151,6 +153,10 @@ case "${1:-}" in
     # Q K^T reads K as e4m3 (what a TMA-loaded K could save at most).
     ab "128;256" "--serving --serving_head_dims=128,256 --no-standard --benchmark_filter=serving/prefill/bf16-e4m3kv/" \
       '| head_dim | cache' 'base:' "nok:@$dir/2026-12-05-fp8-cache-no-k-copies-timing-only.patch"
+    ;;
+  ab15)
+    ab "64;128" "--head_dims=64,128 --seqlens=2048,16384 --no-standard;;--serving --serving_head_dims=64,128 --no-standard --benchmark_filter=serving/prefill/bf16/" \
+      '| dtype;;| head_dim | cache' 'base:' "hint:@$dir/2026-12-05-tma-l2-hints.patch"
     ;;
   ab12+13)
     # Both in one device call, each in a folder of its own under $OUT.
