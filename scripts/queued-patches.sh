@@ -20,6 +20,7 @@
 #   scripts/queued-patches.sh ab14        # bf16 e4m3-cache serving prefill at hd128 / 256: base, K never copied (timing only, wrong output) (two rounds)
 #   scripts/queued-patches.sh ab15        # standard sweep hd64/128 at 2k and 16k, and bf16 serving prefill hd64/128: base, L2 hints on TMA loads (two rounds)
 #   scripts/queued-patches.sh ab12+13     # ab12, then ab13, in one call (~550 s at most), logs under $OUT/ab12 and $OUT/ab13
+#   scripts/queued-patches.sh ab14+15     # ab14, then ab15, in one call (~550 s at most), logs under $OUT/ab14 and $OUT/ab15
 #   scripts/queued-patches.sh list        # the patch files, one a line
 #
 # base: the tree as it is; all: base with every queued patch; parent: base
@@ -162,6 +163,10 @@ case "${1:-}" in
     # Both in one device call, each in a folder of its own under $OUT.
     OUT=${OUT:-.}/ab12 AB_CALL_TIMEOUT=330 "$0" ab12
     OUT=${OUT:-.}/ab13 AB_CALL_TIMEOUT=220 "$0" ab13
+    ;;
+  ab14+15)
+    OUT=${OUT:-.}/ab14 AB_CALL_TIMEOUT=230 "$0" ab14
+    OUT=${OUT:-.}/ab15 AB_CALL_TIMEOUT=320 "$0" ab15
     ;;
   ab10)
     AB_CALL_TIMEOUT=${AB_CALL_TIMEOUT:-470} ab_serving 'base:' "$spec" "b2:@$dir/2026-12-05-fp8-cache-sector-pairs-batch2.patch"
