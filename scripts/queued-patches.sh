@@ -19,6 +19,7 @@
 #   scripts/queued-patches.sh ab13        # hd64 serving prefill rows (bf16 and e4m3 caches): base, the fp8 cache on 192 x 96 (two rounds)
 #   scripts/queued-patches.sh ab14        # bf16 e4m3-cache serving prefill at hd128 / 256: base, K never copied (timing only, wrong output) (two rounds)
 #   scripts/queued-patches.sh ab15        # standard sweep hd64/128 at 2k and 16k, and bf16 serving prefill hd64/128: base, L2 hints on TMA loads (two rounds)
+#   scripts/queued-patches.sh ab16        # hd64 standard sweep at 512 / 1k / 2k: base, 128 x 128 x 3 as candidate 0 (192 x 128 as 1) (two rounds)
 #   scripts/queued-patches.sh ab12+13     # ab12, then ab13, in one call (~550 s at most), logs under $OUT/ab12 and $OUT/ab13
 #   scripts/queued-patches.sh ab14+15     # ab14, then ab15, in one call (~550 s at most), logs under $OUT/ab14 and $OUT/ab15
 #   scripts/queued-patches.sh list        # the patch files, one a line
@@ -158,6 +159,13 @@ case "${1:-}" in
   ab15)
     ab "64;128" "--head_dims=64,128 --seqlens=2048,16384 --no-standard;;--serving --serving_head_dims=64,128 --no-standard --benchmark_filter=serving/prefill/bf16/" \
       '| dtype;;| head_dim | cache' 'base:' "hint:@$dir/2026-12-05-tma-l2-hints.patch"
+    ;;
+  ab16)
+    # Issue 29's weakest cells (hd64 causal 512 and 1k) on the runner-up
+    # tile: candidates 0 and 1 swapped (sm90-tiles.md measured 1000 keys
+    # and up only).
+    ab "64" "--head_dims=64 --seqlens=512,1024,2048 --no-standard" '| dtype' 'base:' \
+      'm128:s/\(CandidateTile<64, kMasked, 0>  { static constexpr int \).*/\1kBlockM = 128, kBlockN = 128, kStages = 3; };/;;s/\(CandidateTile<64, kMasked, 1>  { static constexpr int \).*/\1kBlockM = 192, kBlockN = 128, kStages = 2; };/'
     ;;
   ab12+13)
     # Both in one device call, each in a folder of its own under $OUT.
