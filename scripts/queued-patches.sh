@@ -69,9 +69,12 @@ ab() {
   changes
 }
 
+# Where tile-sweep.sh writes (its own default when OUT is unset).
+out=${OUT:-tile-sweep-out}
+
 # Each row's change against the first variant, from the sweep's logs.
 changes() {
-  [[ -f "${OUT:-tile-sweep-out}/sweep-logs.tgz" ]] && scripts/sweep-compare.py "${OUT:-tile-sweep-out}/sweep-logs.tgz"
+  [[ -f "$out/sweep-logs.tgz" ]] && scripts/sweep-compare.py "$out/sweep-logs.tgz"
 }
 
 # The serving prefill rows at head dims 64, 128 and 256 (bf16 and e4m3
@@ -169,12 +172,12 @@ case "${1:-}" in
     ;;
   ab12+13)
     # Both in one device call, each in a folder of its own under $OUT.
-    OUT=${OUT:-.}/ab12 AB_CALL_TIMEOUT=330 "$0" ab12
-    OUT=${OUT:-.}/ab13 AB_CALL_TIMEOUT=220 "$0" ab13
+    OUT=$out/ab12 AB_CALL_TIMEOUT=330 "$0" ab12
+    OUT=$out/ab13 AB_CALL_TIMEOUT=220 "$0" ab13
     ;;
   ab14+15)
-    OUT=${OUT:-.}/ab14 AB_CALL_TIMEOUT=230 "$0" ab14
-    OUT=${OUT:-.}/ab15 AB_CALL_TIMEOUT=320 "$0" ab15
+    OUT=$out/ab14 AB_CALL_TIMEOUT=230 "$0" ab14
+    OUT=$out/ab15 AB_CALL_TIMEOUT=320 "$0" ab15
     ;;
   ab10)
     AB_CALL_TIMEOUT=${AB_CALL_TIMEOUT:-470} ab_serving 'base:' "$spec" "b2:@$dir/2026-12-05-fp8-cache-sector-pairs-batch2.patch"
