@@ -15,10 +15,10 @@
 #   scripts/queued-patches.sh ab9         # serving prefill rows at hd64 / 128 / 256, e4m3 and bf16 caches: base, all (two rounds); then ncu of all's hd256 e4m3 row and the TMA probe
 #   scripts/queued-patches.sh ab10        # serving prefill rows at hd64 / 128 / 256: base, all, all with two pairs a batch (two rounds); then ncu of all's hd256 e4m3 row (run at 19a766f, before the sector pairs landed)
 #   scripts/queued-patches.sh ab11        # serving prefill rows at hd64 / 128 / 256: base, all (two rounds); then the LDGSTS source-counter probe, the TMA box probe and ncu of all's hd256 e4m3 row (run at 715f289 with the line copies)
-#   scripts/queued-patches.sh ab12        # bf16 serving prefill rows at hd64 / 256: base, the bench's pages in order, the prefetch patch, it four blocks ahead (two rounds)
-#   scripts/queued-patches.sh ab13        # hd64 serving prefill rows (bf16 and e4m3 caches): base, the fp8 cache on 192 x 96 (two rounds)
-#   scripts/queued-patches.sh ab14        # bf16 e4m3-cache serving prefill at hd128 / 256: base, K never copied (timing only, wrong output) (two rounds)
-#   scripts/queued-patches.sh ab15        # standard sweep hd64/128 at 2k and 16k, and bf16 serving prefill hd64/128: base, L2 hints on TMA loads (two rounds)
+#   scripts/queued-patches.sh ab12        # bf16 serving prefill rows at hd64 / 256: base, the bench's pages in order, the prefetch patch, it four blocks ahead (two rounds; run 2026-12-05, session 54)
+#   scripts/queued-patches.sh ab13        # hd64 serving prefill rows (bf16 and e4m3 caches): base, the fp8 cache on 192 x 96 (two rounds; run 2026-12-05, session 54)
+#   scripts/queued-patches.sh ab14        # bf16 e4m3-cache serving prefill at hd128 / 256: base, K never copied (timing only, wrong output) (two rounds; run 2026-12-05, session 54)
+#   scripts/queued-patches.sh ab15        # standard sweep hd64/128 at 2k and 16k, and bf16 serving prefill hd64/128: base, L2 hints on TMA loads (two rounds; run 2026-12-05, session 54)
 #   scripts/queued-patches.sh ab16        # hd64 standard sweep at 512 / 1k / 2k: base, 128 x 128 x 3 as candidate 0 (192 x 128 as 1) (two rounds)
 #   scripts/queued-patches.sh ab12+13     # ab12, then ab13, in one call (~550 s at most), logs under $OUT/ab12 and $OUT/ab13
 #   scripts/queued-patches.sh ab14+15     # ab14, then ab15, in one call (~550 s at most), logs under $OUT/ab14 and $OUT/ab15
@@ -29,11 +29,10 @@
 # `test` and `sanitize` change the working tree (git apply); the A/Bs build copies
 # (scripts/tile-sweep.sh) and leave it alone.
 set -uo pipefail
-PATCHES=(
-  2026-12-05-paged-boxes-prefetch  # issue 25: paged boxes prefetched into L2 two blocks ahead
-  2026-12-05-fp8-cache-hd64-192x96  # issue 27: hd64 e4m3 caches on 192 x 96, three warpgroups, 72 / 144 registers
-  2026-12-05-tma-l2-hints  # issue 29 / 25: evict-first Q, evict-last K/V on TMA loads
-)
+# Nothing is queued: the last three (paged-boxes-prefetch, fp8-cache-hd64-192x96,
+# tma-l2-hints) were measured on 2026-12-05 (ab12, ab13, ab15) and not kept.
+# ab12-ab16 name their patch files themselves; "all" is now the base.
+PATCHES=()
 # Landed, newest first: the code's parent is
 # the tree with these taken out in this order (`parent` in ab1-ab4).
 LANDED=(
@@ -99,7 +98,7 @@ ncu_all_hd256() {
 }
 
 case "${1:-}" in
-  list) printf '%s\n' "${files[@]}" ;;
+  list) for f in "${files[@]}"; do echo "$f"; done ;;
   test)
     apply_all
     timeout "${TEST_CALL_TIMEOUT:-590}" scripts/gpu-check.sh build test
