@@ -20,6 +20,10 @@
 #   scripts/queued-patches.sh ab14        # bf16 e4m3-cache serving prefill at hd128 / 256: base, K never copied (timing only, wrong output) (two rounds; run 2026-12-05, session 54)
 #   scripts/queued-patches.sh ab15        # standard sweep hd64/128 at 2k and 16k, and bf16 serving prefill hd64/128: base, L2 hints on TMA loads (two rounds; run 2026-12-05, session 54)
 #   scripts/queued-patches.sh ab16        # hd64 standard sweep at 512 / 1k / 2k: base, 128 x 128 x 3 as candidate 0 (192 x 128 as 1) (two rounds)
+#   scripts/queued-patches.sh kboxes-test # the e4m3 cache's K as TMA boxes (2026-12-05-fp8-cache-k-boxes): fp8-cache, paged and sanitizer suites at hd128 / 256
+#   scripts/queued-patches.sh kboxes      # kboxes-test's suites, then the code against the boxes on the e4m3 serving prefill rows (two rounds), one call
+#   scripts/queued-patches.sh ab17        # e4m3-cache serving prefill hd128 / 256: the code, plain-order copies, boxes (two rounds)
+#   scripts/queued-patches.sh ab18        # the same rows: the code against boxes with 128-byte L2 promotion (two rounds)
 #   scripts/queued-patches.sh ab12+13     # ab12, then ab13, in one call (~550 s at most), logs under $OUT/ab12 and $OUT/ab13
 #   scripts/queued-patches.sh ab14+15     # ab14, then ab15, in one call (~550 s at most), logs under $OUT/ab14 and $OUT/ab15
 #   scripts/queued-patches.sh list        # the patch files, one a line
@@ -140,6 +144,61 @@ case "${1:-}" in
     nvcc -std=c++17 -arch=sm_90a -o /tmp/tma-pair-box scripts/probes/tma-pair-box.cu &&
       timeout 30 /tmp/tma-pair-box | tee "${OUT:-.}/tma-pair-box.txt"
     ncu_all_hd256
+    ;;
+  kboxes-test)
+    # docs/history/patches/2026-12-05-fp8-cache-k-boxes.patch (the e4m3
+    # cache's K as TMA boxes) applied: the fp8-cache, paged and sanitizer
+    # suites on a head-dim 128 / 256 build.
+    git apply "$dir/2026-12-05-fp8-cache-k-boxes.patch" || exit 1
+    HEAD_DIMS="128;256" TEST_FILTER='*Fp8*:*Sanitizer*:*PagedKv*' \
+      timeout "${TEST_CALL_TIMEOUT:-590}" scripts/gpu-check.sh build test
+    ;;
+  kboxes)
+    # One call: kboxes-test's suites with the patch applied while the code
+    # without it builds beside them; then both flash_bench builds
+    # interleaved, two rounds, on the e4m3 serving prefill rows. (Run in
+    # session 54 with the patch in the tree and the old code as its
+    # reverse; the same two builds.)
+    mkdir -p "$out"
+    old=/tmp/kboxes-old
+    rm -rf "$old" && mkdir -p "$old"
+    tar --exclude=./build --exclude=./.git -cf - . | tar -C "$old" -xf -
+    (cmake -S "$old" -B "$old/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a \
+       -DFLASH_HEAD_DIMS="128;256" -DFLASH_BUILD_TESTS=OFF -DFLASH_BUILD_EXAMPLES=OFF &&
+     cmake --build "$old/build" -j 8 --target flash_bench) >"$out/build-old.log" 2>&1 &
+    builder=$!
+    git apply "$dir/2026-12-05-fp8-cache-k-boxes.patch" || exit 1
+    OUT=$out HEAD_DIMS="128;256" TEST_FILTER='*Fp8*:*Sanitizer*:*PagedKv*' \
+      timeout "${TEST_CALL_TIMEOUT:-300}" scripts/gpu-check.sh build test
+    wait "$builder" || { echo "old build FAILED"; tail -5 "$out/build-old.log"; }
+    for round in 1 2; do
+      for v in old boxes; do
+        bin=build/gpu-check/bench/flash_bench
+        [[ $v == old ]] && bin=$old/build/bench/flash_bench
+        timeout 90 "$bin" --no-standard --serving --serving_head_dims=128,256 \
+          --benchmark_filter=serving/prefill/bf16-e4m3kv/ >"$out/bench-$v-$round.log" 2>&1
+        echo "## $v round $round"
+        sed -n '/^| head_dim | cache/,/^$/p' "$out/bench-$v-$round.log" | sed '1,2d'
+      done
+    done
+    ;;
+  ab17)
+    # The e4m3 cache's K: old (the code), copies (the patch without boxes:
+    # K copied in the plain order), boxes (the patch).
+    ab "128;256" "--serving --serving_head_dims=128,256 --no-standard --benchmark_filter=serving/prefill/bf16-e4m3kv/" \
+      '| head_dim | cache' 'old:' \
+      "copies:@$dir/2026-12-05-fp8-cache-k-boxes.patch;;kernels/sm90/api.h:s/kFp8CacheKBoxes = true/kFp8CacheKBoxes = false/" \
+      "boxes:@$dir/2026-12-05-fp8-cache-k-boxes.patch"
+    ;;
+  ab18)
+    # K as boxes with the tensor maps' L2 promotion at 128 bytes (an e4m3
+    # row of one head at hd128 is 128 bytes; 256-byte promotion may fetch
+    # the neighbouring head's row too) against the code. HEAD_DIMS_18 and
+    # SERVING_HDS_18 narrow it (e.g. 128 alone).
+    AB_CALL_TIMEOUT=${AB_CALL_TIMEOUT:-400} ab "${HEAD_DIMS_18:-128;256}" \
+      "--serving --serving_head_dims=${SERVING_HDS_18:-128,256} --no-standard --benchmark_filter=serving/prefill/bf16-e4m3kv/" \
+      '| head_dim | cache' 'old:' \
+      "b128:@$dir/2026-12-05-fp8-cache-k-boxes.patch;;kernels/sm90/tensor_map.cpp:s/CU_TENSOR_MAP_L2_PROMOTION_L2_256B/CU_TENSOR_MAP_L2_PROMOTION_L2_128B/"
     ;;
   ab12)
     AB_CALL_TIMEOUT=${AB_CALL_TIMEOUT:-420} ab "64;256" \
