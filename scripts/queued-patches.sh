@@ -16,7 +16,7 @@
 #   scripts/queued-patches.sh ab10        # serving prefill rows at hd64 / 128 / 256: base, all, all with two pairs a batch (two rounds); then ncu of all's hd256 e4m3 row (run at 19a766f, before the sector pairs landed)
 #   scripts/queued-patches.sh ab11        # serving prefill rows at hd64 / 128 / 256: base, all (two rounds); then the LDGSTS source-counter probe, the TMA box probe and ncu of all's hd256 e4m3 row (run at 715f289 with the line copies)
 #   scripts/queued-patches.sh ab19        # bf16 serving prefill hd64 / 256, pages in order: the block-table lookup against the page computed (two rounds)
-#   scripts/queued-patches.sh ncu19       # pages in order; ncu of hd256's seqused_k and paged256 bf16 rows (ab19's question by the counters)
+#   scripts/queued-patches.sh ncu19       # pages in order; ncu of hd256's seqused_k, paged64 and paged256 bf16 rows (ab19's question by the counters)
 #   scripts/queued-patches.sh ab12        # bf16 serving prefill rows at hd64 / 256: base, the bench's pages in order, the prefetch patch, it four blocks ahead (two rounds; run 2026-12-05, session 54)
 #   scripts/queued-patches.sh ab13        # hd64 serving prefill rows (bf16 and e4m3 caches): base, the fp8 cache on 192 x 96 (two rounds; run 2026-12-05, session 54)
 #   scripts/queued-patches.sh ab14        # bf16 e4m3-cache serving prefill at hd128 / 256: base, K never copied (timing only, wrong output) (two rounds; run 2026-12-05, session 54)
@@ -218,9 +218,10 @@ case "${1:-}" in
   ncu19)
     # ab19's question by the counters: the bench's pages in order (the sed
     # changes the tree), then ncu of hd256's seqused_k and 256-key-page rows
-    # (bf16 cache), stall samples per SASS line by role.
+    # (bf16 cache), and pages of 64 (also one box a block at hd256), stall
+    # samples per SASS line by role.
     sed -i 's/int64_t i = n - 1; i > 0/int64_t i = 0; i > 0/' bench/row_setup.h
-    OUT=$out HD=${HD_19:-256} CACHES="seqused paged256" KVS=bf16 scripts/ncu-serving-prefill.sh
+    OUT=$out HD=${HD_19:-256} CACHES="seqused paged64 paged256" KVS=bf16 scripts/ncu-serving-prefill.sh
     ;;
   ab12)
     AB_CALL_TIMEOUT=${AB_CALL_TIMEOUT:-420} ab "64;256" \
