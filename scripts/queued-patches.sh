@@ -15,7 +15,7 @@
 #   scripts/queued-patches.sh ab9         # serving prefill rows at hd64 / 128 / 256, e4m3 and bf16 caches: base, all (two rounds); then ncu of all's hd256 e4m3 row and the TMA probe
 #   scripts/queued-patches.sh ab10        # serving prefill rows at hd64 / 128 / 256: base, all, all with two pairs a batch (two rounds); then ncu of all's hd256 e4m3 row (run at 19a766f, before the sector pairs landed)
 #   scripts/queued-patches.sh ab11        # serving prefill rows at hd64 / 128 / 256: base, all (two rounds); then the LDGSTS source-counter probe, the TMA box probe and ncu of all's hd256 e4m3 row (run at 715f289 with the line copies)
-#   scripts/queued-patches.sh ab19        # bf16 serving prefill hd64 / 256, pages in order: the block-table lookup against the page computed (two rounds)
+#   scripts/queued-patches.sh ab19        # bf16 serving prefill hd64 / 256, pages in order: seqused_k's room at 20480 and at 16384 keys, the page computed (two rounds)
 #   scripts/queued-patches.sh ncu19       # pages in order; ncu of hd256's seqused_k, paged64 and paged256 bf16 rows (ab19's question by the counters)
 #   scripts/queued-patches.sh ab12        # bf16 serving prefill rows at hd64 / 256: base, the bench's pages in order, the prefetch patch, it four blocks ahead (two rounds; run 2026-12-05, session 54)
 #   scripts/queued-patches.sh ab13        # hd64 serving prefill rows (bf16 and e4m3 caches): base, the fp8 cache on 192 x 96 (two rounds; run 2026-12-05, session 54)
@@ -203,17 +203,18 @@ case "${1:-}" in
       "b128:@$dir/2026-12-05-fp8-cache-k-boxes.patch;;kernels/sm90/tensor_map.cpp:s/CU_TENSOR_MAP_L2_PROMOTION_L2_256B/CU_TENSOR_MAP_L2_PROMOTION_L2_128B/"
     ;;
   ab19)
-    # Issue 25: with the bench's pages in order a paged cache is the dense
-    # cache's memory, and one box a column block at pages of 256 keys, yet
-    # ab12's "linear" read paged256 at 0.87-0.93 of seqused_k. Both
-    # variants in page order; "arith" computes CacheProducer's page from
-    # the key instead of loading it from the block table (right only for
-    # pages in order): does the lookup cost the time?
+    # Issue 25: the paged rows' gap to seqused_k at pages of 64 and 256, the
+    # pages in order (a paged cache then has the dense row's layout) in
+    # every variant: "cap" also gives the seqused_k cache room for exactly
+    # 16384 keys (the same layout; the bench's 20480 puts its sequences
+    # 20480 rows apart), "arith" computes CacheProducer's page from the key
+    # instead of loading it from the block table (right only in order).
     local_linear='bench/row_setup.h:s/int64_t i = n - 1; i > 0/int64_t i = 0; i > 0/'
+    local_cap='bench/serving_bench.cpp:s/kServingCapacity = 20480;/kServingCapacity = 16384;/'
     AB_CALL_TIMEOUT=${AB_CALL_TIMEOUT:-400} ab "${HEAD_DIMS_19:-64;256}" \
       "--serving --serving_head_dims=${SERVING_HDS_19:-64,256} --no-standard --benchmark_filter=serving/prefill/bf16/" \
-      '| head_dim | cache' "linear:$local_linear" \
-      "arith:$local_linear;;kernels/sm90/producer.cuh:s/return __ldg(p.block_table + static_cast<int64_t>(tile.batch)/return static_cast<int>(static_cast<int64_t>(tile.batch)/"
+      '| head_dim | cache' "linear:$local_linear" "cap:$local_linear;;$local_cap" \
+      "arith:$local_linear;;$local_cap;;kernels/sm90/producer.cuh:s/return __ldg(p.block_table + static_cast<int64_t>(tile.batch)/return static_cast<int>(static_cast<int64_t>(tile.batch)/"
     ;;
   ncu19)
     # ab19's question by the counters: the bench's pages in order (the sed
