@@ -19,7 +19,7 @@
 #   scripts/queued-patches.sh ncu19       # pages in order; ncu of hd256's seqused_k, paged64 and paged256 bf16 rows (ab19's question by the counters)
 #   scripts/queued-patches.sh ab12        # bf16 serving prefill rows at hd64 / 256: base, the bench's pages in order, the prefetch patch, it four blocks ahead (two rounds; measured, not kept: docs/perf)
 #   scripts/queued-patches.sh ab13        # hd64 serving prefill rows (bf16 and e4m3 caches): base, the fp8 cache on 192 x 96 (two rounds; measured, not kept: docs/perf)
-#   scripts/queued-patches.sh ab14        # bf16 e4m3-cache serving prefill at hd128 / 256: base, K never copied (timing only, wrong output) (two rounds; measured, not kept: docs/perf)
+#   scripts/queued-patches.sh ab14        # bf16 e4m3-cache serving prefill at hd128 / 256: base, K never copied (timing only, wrong output) (two rounds; measured: docs/perf/fp8-prefill.md)
 #   scripts/queued-patches.sh ab15        # standard sweep hd64/128 at 2k and 16k, and bf16 serving prefill hd64/128: base, L2 hints on TMA loads (two rounds; measured, not kept: docs/perf)
 #   scripts/queued-patches.sh ab16        # hd64 standard sweep at 512 / 1k / 2k: base, 128 x 128 x 3 as candidate 0 (192 x 128 as 1) (two rounds)
 #   scripts/queued-patches.sh kboxes-test # the e4m3 cache's K as TMA boxes (2026-12-05-fp8-cache-k-boxes): fp8-cache, paged and sanitizer suites at hd128 / 256
