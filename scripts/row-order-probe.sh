@@ -7,9 +7,10 @@
 # row alone in a process of its own in the order ROWS, then all rows in
 # one process, three repetitions randomly interleaved; then, with
 # docs/history/patches/2026-12-05-serving-shared-kv.patch (every row of a
-# head dim reads one K and one V allocation), all rows in the bench's
-# order, twice. nvidia-smi samples clocks, power and temperature
-# throughout. Logs under $OUT.
+# head dim reads one Q, O, K and V allocation), all rows in the bench's
+# order, twice, and once more with 2 s of warm-up launches a row.
+# nvidia-smi samples clocks, power and temperature throughout. Logs
+# under $OUT.
 #
 #   OUT=out HD=256 ROWS="paged64 seqused paged256 dense paged64 seqused" scripts/row-order-probe.sh
 set -uo pipefail
@@ -40,9 +41,12 @@ echo "## all rows, 3 repetitions interleaved at random (ms)"
 grep -E "manual_time +[0-9]" "$OUT/interleaved.log" | sed -E 's/.*K16384\/([a-z0-9]+)\/.*median_ms=([0-9.]+).*/\1 \2/'
 git apply docs/history/patches/2026-12-05-serving-shared-kv.patch || { echo "shared-kv patch does not apply"; exit 1; }
 cmake --build "$BUILD_DIR" -j "$(nproc)" --target flash_bench >"$OUT/build-shared.log" 2>&1 || { echo "build FAILED"; tail -30 "$OUT/build-shared.log"; exit 1; }
-for r in 1 2; do
-  echo "## one K/V allocation for all rows, round $r (ms)"
-  "$bench" --serving --serving_head_dims="$HD" --no-standard --benchmark_filter="serving/prefill/bf16/" >"$OUT/shared-$r.log" 2>&1
+for r in 1 2 warm; do
+  echo "## one Q/O/K/V allocation for all rows, round $r (ms)"
+  extra=()
+  [[ $r == warm ]] && extra=(--warmup_ms=2000)
+  "$bench" --serving --serving_head_dims="$HD" --no-standard --benchmark_filter="serving/prefill/bf16/" "${extra[@]}" \
+    >"$OUT/shared-$r.log" 2>&1
   grep -E "manual_time +[0-9]" "$OUT/shared-$r.log" | sed -E 's/.*K16384\/([a-z0-9]+)\/.*median_ms=([0-9.]+).*/\1 \2/'
 done
 kill "$smi" 2>/dev/null
