@@ -13,6 +13,7 @@
 # under $OUT.
 #
 #   OUT=out HD=256 ROWS="paged64 seqused paged256 dense paged64 seqused" scripts/row-order-probe.sh
+#   (INTERLEAVE=0 skips the interleaved process)
 set -uo pipefail
 OUT=${OUT:-$PWD/row-order-out}
 HD=${HD:-256}
@@ -35,10 +36,12 @@ for row in $ROWS; do
     --benchmark_filter="serving/prefill/bf16/hd$HD/.*/$row/" >"$OUT/alone-$row-$RANDOM.log" 2>&1
   echo "$row $(ls -t "$OUT"/alone-$row-*.log | head -1 | xargs grep -h -o 'median_ms=[0-9.]*')"
 done
-echo "## all rows, 3 repetitions interleaved at random (ms)"
-"$bench" --serving --serving_head_dims="$HD" --no-standard --benchmark_filter="serving/prefill/bf16/" \
-  --benchmark_repetitions=3 --benchmark_enable_random_interleaving=true >"$OUT/interleaved.log" 2>&1
-grep -E "manual_time +[0-9]" "$OUT/interleaved.log" | sed -E 's/.*K16384\/([a-z0-9]+)\/.*median_ms=([0-9.]+).*/\1 \2/'
+if [[ ${INTERLEAVE:-1} != 0 ]]; then
+  echo "## all rows, 3 repetitions interleaved at random (ms)"
+  "$bench" --serving --serving_head_dims="$HD" --no-standard --benchmark_filter="serving/prefill/bf16/" \
+    --benchmark_repetitions=3 --benchmark_enable_random_interleaving=true >"$OUT/interleaved.log" 2>&1
+  grep -E "manual_time +[0-9]" "$OUT/interleaved.log" | sed -E 's/.*K16384\/([a-z0-9]+)\/.*median_ms=([0-9.]+).*/\1 \2/'
+fi
 git apply docs/history/patches/2026-12-05-serving-shared-kv.patch || { echo "shared-kv patch does not apply"; exit 1; }
 cmake --build "$BUILD_DIR" -j "$(nproc)" --target flash_bench >"$OUT/build-shared.log" 2>&1 || { echo "build FAILED"; tail -30 "$OUT/build-shared.log"; exit 1; }
 for r in 1 2 warm; do
