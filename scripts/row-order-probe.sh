@@ -10,7 +10,7 @@
 # head dim reads one Q, O, K and V allocation), all rows in the bench's
 # order, twice, and once more with 2 s of warm-up launches a row.
 # nvidia-smi samples clocks, power and temperature throughout. Logs
-# under $OUT.
+# in $OUT/row-order-logs.tgz.
 #
 #   OUT=out HD=256 ROWS="paged64 seqused paged256 dense paged64 seqused" scripts/row-order-probe.sh
 #   (INTERLEAVE=0 skips the interleaved process)
@@ -20,6 +20,15 @@ HD=${HD:-256}
 ROWS=${ROWS:-paged64 seqused paged256 dense paged64 seqused paged256 dense}
 BUILD_DIR=${BUILD_DIR:-build/row-order}
 mkdir -p "$OUT"
+smi=""
+# The seds and the patch change the tree: put it back however the script ends.
+restore() {
+  [[ -n $smi ]] && kill "$smi" 2>/dev/null
+  git checkout -q bench/row_setup.h bench/serving_bench.cpp
+  # The device tool returns at most 8 files from $OUT: the logs travel as one archive.
+  (cd "$OUT" && tar czf row-order-logs.tgz --remove-files -- *.log *.txt *.csv 2>/dev/null)
+}
+trap restore EXIT
 sed -i 's/int64_t i = n - 1; i > 0/int64_t i = 0; i > 0/' bench/row_setup.h
 sed -i 's/kServingCapacity = 20480;/kServingCapacity = 16384;/' bench/serving_bench.cpp
 git diff --stat >"$OUT/seds.txt"
@@ -31,10 +40,12 @@ nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu
   --format=csv -lms 250 >"$OUT/smi.csv" 2>&1 &
 smi=$!
 echo "## each row alone (ms)"
+n=0
 for row in $ROWS; do
+  log="$OUT/alone-$((++n))-$row.log"
   "$bench" --serving --serving_head_dims="$HD" --no-standard \
-    --benchmark_filter="serving/prefill/bf16/hd$HD/.*/$row/" >"$OUT/alone-$row-$RANDOM.log" 2>&1
-  echo "$row $(ls -t "$OUT"/alone-$row-*.log | head -1 | xargs grep -h -o 'median_ms=[0-9.]*')"
+    --benchmark_filter="serving/prefill/bf16/hd$HD/.*/$row/" >"$log" 2>&1
+  echo "$row $(grep -h -o 'median_ms=[0-9.]*' "$log")"
 done
 if [[ ${INTERLEAVE:-1} != 0 ]]; then
   echo "## all rows, 3 repetitions interleaved at random (ms)"
@@ -52,5 +63,3 @@ for r in 1 2 warm; do
     >"$OUT/shared-$r.log" 2>&1
   grep -E "manual_time +[0-9]" "$OUT/shared-$r.log" | sed -E 's/.*K16384\/([a-z0-9]+)\/.*median_ms=([0-9.]+).*/\1 \2/'
 done
-kill "$smi" 2>/dev/null
-git checkout bench/row_setup.h bench/serving_bench.cpp
