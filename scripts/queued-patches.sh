@@ -74,6 +74,12 @@ ab() {
   changes
 }
 
+# The bench's pages in order (a paged cache then has the dense row's
+# layout), and the seqused_k cache's room at exactly 16384 keys: sed
+# expressions, for tile-sweep.sh variants ("FILE:EXPR") and sed -i alike.
+linear_sed='s/int64_t i = n - 1; i > 0/int64_t i = 0; i > 0/'
+cap_sed='s/kServingCapacity = 20480;/kServingCapacity = 16384;/'
+
 # Where tile-sweep.sh writes (its own default when OUT is unset).
 out=${OUT:-tile-sweep-out}
 
@@ -207,8 +213,8 @@ case "${1:-}" in
     # 16384 keys (the same layout; the bench's 20480 puts its sequences
     # 20480 rows apart), "arith" computes CacheProducer's page from the key
     # instead of loading it from the block table (right only in order).
-    local_linear='bench/row_setup.h:s/int64_t i = n - 1; i > 0/int64_t i = 0; i > 0/'
-    local_cap='bench/serving_bench.cpp:s/kServingCapacity = 20480;/kServingCapacity = 16384;/'
+    local_linear="bench/row_setup.h:$linear_sed"
+    local_cap="bench/serving_bench.cpp:$cap_sed"
     AB_CALL_TIMEOUT=${AB_CALL_TIMEOUT:-400} ab "${HEAD_DIMS_19:-64;256}" \
       "--serving --serving_head_dims=${SERVING_HDS_19:-64,256} --no-standard --benchmark_filter=serving/prefill/bf16/" \
       '| head_dim | cache' "linear:$local_linear" "cap:$local_linear;;$local_cap" \
@@ -220,14 +226,14 @@ case "${1:-}" in
     # the three rows read the same layout; then ncu of hd256's seqused_k and 256-key-page rows
     # (bf16 cache), and pages of 64 (also one box a block at hd256), stall
     # samples per SASS line by role.
-    sed -i 's/int64_t i = n - 1; i > 0/int64_t i = 0; i > 0/' bench/row_setup.h
-    sed -i 's/kServingCapacity = 20480;/kServingCapacity = 16384;/' bench/serving_bench.cpp
+    sed -i "$linear_sed" bench/row_setup.h
+    sed -i "$cap_sed" bench/serving_bench.cpp
     OUT=$out HD=${HD_19:-256} CACHES="seqused paged64 paged256" KVS=bf16 scripts/ncu-serving-prefill.sh
     ;;
   ab12)
     AB_CALL_TIMEOUT=${AB_CALL_TIMEOUT:-420} ab "64;256" \
       "--serving --serving_head_dims=64,256 --no-standard --benchmark_filter=serving/prefill/bf16/" '| head_dim | cache' \
-      'base:' 'linear:bench/row_setup.h:s/int64_t i = n - 1; i > 0/int64_t i = 0; i > 0/' \
+      'base:' "linear:bench/row_setup.h:$linear_sed" \
       "prefetch:@$dir/2026-12-05-paged-boxes-prefetch.patch" \
       "ahead4:@$dir/2026-12-05-paged-boxes-prefetch.patch;;kernels/sm90/producer.cuh:s/kPrefetchAhead = 2;/kPrefetchAhead = 4;/"
     ;;
