@@ -16,6 +16,7 @@
 #   scripts/queued-patches.sh ab10        # serving prefill rows at hd64 / 128 / 256: base, all, all with two pairs a batch (two rounds); then ncu of all's hd256 e4m3 row (run at 19a766f, before the sector pairs landed)
 #   scripts/queued-patches.sh ab11        # serving prefill rows at hd64 / 128 / 256: base, all (two rounds); then the LDGSTS source-counter probe, the TMA box probe and ncu of all's hd256 e4m3 row (run at 715f289 with the line copies)
 #   scripts/queued-patches.sh ab19        # bf16 serving prefill hd64 / 256, pages in order: seqused_k's room at 20480 and at 16384 keys, the page computed (two rounds; measured: docs/perf/sm90-kv-cache.md)
+#   scripts/queued-patches.sh ab20        # bf16 serving prefill hd64 / 128 / 256: the box producer's page divisions (parent) against shifts (base) (two rounds)
 #   scripts/queued-patches.sh ncu19       # pages in order; ncu of hd256's seqused_k, paged64 and paged256 bf16 rows (ab19's question by the counters)
 #   scripts/queued-patches.sh ab12        # bf16 serving prefill rows at hd64 / 256: base, the bench's pages in order, the prefetch patch, it four blocks ahead (two rounds; measured, not kept: docs/perf)
 #   scripts/queued-patches.sh ab13        # hd64 serving prefill rows (bf16 and e4m3 caches): base, the fp8 cache on 192 x 96 (two rounds; measured, not kept: docs/perf)
@@ -205,6 +206,13 @@ case "${1:-}" in
       "--serving --serving_head_dims=${SERVING_HDS_18:-128,256} --no-standard --benchmark_filter=serving/prefill/bf16-e4m3kv/" \
       '| head_dim | cache' 'old:' \
       "b128:@$dir/2026-12-05-fp8-cache-k-boxes.patch;;kernels/sm90/tensor_map.cpp:s/CU_TENSOR_MAP_L2_PROMOTION_L2_256B/CU_TENSOR_MAP_L2_PROMOTION_L2_128B/"
+    ;;
+  ab20)
+    # Issue 25: CacheProducer's page index and row by division (the parent)
+    # against page_of_key's shift for power-of-two pages (the tree).
+    AB_CALL_TIMEOUT=${AB_CALL_TIMEOUT:-420} ab "${HEAD_DIMS_20:-64;128;256}" \
+      "--serving --serving_head_dims=${SERVING_HDS_20:-64,128,256} --no-standard --benchmark_filter=serving/prefill/bf16/" \
+      '| head_dim | cache' "parent:-@$dir/2026-12-06-paged-box-shifts.patch" 'base:'
     ;;
   ab19)
     # Issue 25: the paged rows' gap to seqused_k at pages of 64 and 256, the
