@@ -17,6 +17,7 @@
 #   scripts/queued-patches.sh ab11        # serving prefill rows at hd64 / 128 / 256: base, all (two rounds); then the LDGSTS source-counter probe, the TMA box probe and ncu of all's hd256 e4m3 row (run at 715f289 with the line copies)
 #   scripts/queued-patches.sh ab19        # bf16 serving prefill hd64 / 256, pages in order: seqused_k's room at 20480 and at 16384 keys, the page computed (two rounds; measured: docs/perf/sm90-kv-cache.md)
 #   scripts/queued-patches.sh ab20        # bf16 serving prefill hd64 / 128 / 256: the box producer's page divisions (parent) against shifts (base) (two rounds)
+#   scripts/queued-patches.sh ab21        # bf16 serving prefill hd256: the box producer dividing (parent), the code (16-key pages gathered), 16-key pages as 16-row TMA boxes (two rounds)
 #   scripts/queued-patches.sh ncu19       # pages in order; ncu of hd256's seqused_k, paged64 and paged256 bf16 rows (ab19's question by the counters)
 #   scripts/queued-patches.sh ab12        # bf16 serving prefill rows at hd64 / 256: base, the bench's pages in order, the prefetch patch, it four blocks ahead (two rounds; measured, not kept: docs/perf)
 #   scripts/queued-patches.sh ab13        # hd64 serving prefill rows (bf16 and e4m3 caches): base, the fp8 cache on 192 x 96 (two rounds; measured, not kept: docs/perf)
@@ -213,6 +214,16 @@ case "${1:-}" in
     AB_CALL_TIMEOUT=${AB_CALL_TIMEOUT:-420} ab "${HEAD_DIMS_20:-64;128;256}" \
       "--serving --serving_head_dims=${SERVING_HDS_20:-64,128,256} --no-standard --benchmark_filter=serving/prefill/bf16/" \
       '| head_dim | cache' "parent:-@$dir/2026-12-06-paged-box-shifts.patch" 'base:'
+    ;;
+  ab21)
+    # Issue 25: at head dim 256 the code gathers pages that box into
+    # 16-row boxes (16-, 48-key pages); measured against boxes when the
+    # box producer still divided by the page size. "box16" boxes them;
+    # "parent" is ab20's (the producer dividing).
+    AB_CALL_TIMEOUT=${AB_CALL_TIMEOUT:-300} ab "256" \
+      "--serving --serving_head_dims=256 --no-standard --benchmark_filter=serving/prefill/bf16/" \
+      '| head_dim | cache' "parent:-@$dir/2026-12-06-paged-box-shifts.patch" 'base:' \
+      'box16:kernels/sm90/tma_limits.h:s/paged_box_rows(page_size, block_n) < 32;/paged_box_rows(page_size, block_n) < 16;/'
     ;;
   ab19)
     # Issue 25: the paged rows' gap to seqused_k at pages of 64 and 256, the
