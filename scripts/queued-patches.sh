@@ -16,8 +16,8 @@
 #   scripts/queued-patches.sh ab10        # serving prefill rows at hd64 / 128 / 256: base, all, all with two pairs a batch (two rounds); then ncu of all's hd256 e4m3 row (run at 19a766f, before the sector pairs landed)
 #   scripts/queued-patches.sh ab11        # serving prefill rows at hd64 / 128 / 256: base, all (two rounds); then the LDGSTS source-counter probe, the TMA box probe and ncu of all's hd256 e4m3 row (run at 715f289 with the line copies)
 #   scripts/queued-patches.sh ab19        # bf16 serving prefill hd64 / 256, pages in order: seqused_k's room at 20480 and at 16384 keys, the page computed (two rounds; measured: docs/perf/sm90-kv-cache.md)
-#   scripts/queued-patches.sh ab20        # bf16 serving prefill hd64 / 128 / 256: the box producer's page divisions (parent) against shifts (base) (two rounds)
-#   scripts/queued-patches.sh ab21        # bf16 serving prefill hd256: the box producer dividing (parent), the code (16-key pages gathered), 16-key pages as 16-row TMA boxes (two rounds)
+#   scripts/queued-patches.sh ab20        # bf16 serving prefill hd64 / 128 / 256: the box producer's page divisions (the code) against the queued shifts (two rounds)
+#   scripts/queued-patches.sh ab21        # bf16 serving prefill hd256: the code, the queued shifts (16-key pages gathered), the shifts with 16-key pages as 16-row TMA boxes (two rounds)
 #   scripts/queued-patches.sh ncu19       # pages in order; ncu of hd256's seqused_k, paged64 and paged256 bf16 rows (ab19's question by the counters)
 #   scripts/queued-patches.sh ab12        # bf16 serving prefill rows at hd64 / 256: base, the bench's pages in order, the prefetch patch, it four blocks ahead (two rounds; measured, not kept: docs/perf)
 #   scripts/queued-patches.sh ab13        # hd64 serving prefill rows (bf16 and e4m3 caches): base, the fp8 cache on 192 x 96 (two rounds; measured, not kept: docs/perf)
@@ -37,10 +37,11 @@
 # `test` and `sanitize` change the working tree (git apply); the A/Bs build copies
 # (scripts/tile-sweep.sh) and leave it alone.
 set -uo pipefail
-# Nothing is queued: the last three (paged-boxes-prefetch, fp8-cache-hd64-192x96,
-# tma-l2-hints) were measured on 2026-12-05 (ab12, ab13, ab15) and not kept.
-# ab12-ab16 name their patch files themselves; "all" is now the base.
-PATCHES=()
+# Queued: paged-box-shifts (CacheProducer's page index and row by shift
+# for power-of-two pages), compiled and host-tested, not yet run on a GPU;
+# `test`, `sanitize`, ab20 and ab21 take it. ab12-ab19 name their patch
+# files themselves.
+PATCHES=(2026-12-06-paged-box-shifts)
 # Landed, newest first: the code's parent is
 # the tree with these taken out in this order (`parent` in ab1-ab4).
 LANDED=(
@@ -209,21 +210,21 @@ case "${1:-}" in
       "b128:@$dir/2026-12-05-fp8-cache-k-boxes.patch;;kernels/sm90/tensor_map.cpp:s/CU_TENSOR_MAP_L2_PROMOTION_L2_256B/CU_TENSOR_MAP_L2_PROMOTION_L2_128B/"
     ;;
   ab20)
-    # Issue 25: CacheProducer's page index and row by division (the parent)
-    # against page_of_key's shift for power-of-two pages (the tree).
+    # Issue 25: CacheProducer's page index and row by division (the code)
+    # against page_of_key's shift for power-of-two pages (the patch).
     AB_CALL_TIMEOUT=${AB_CALL_TIMEOUT:-420} ab "${HEAD_DIMS_20:-64;128;256}" \
       "--serving --serving_head_dims=${SERVING_HDS_20:-64,128,256} --no-standard --benchmark_filter=serving/prefill/bf16/" \
-      '| head_dim | cache' "parent:-@$dir/2026-12-06-paged-box-shifts.patch" 'base:'
+      '| head_dim | cache' 'base:' "shifts:@$dir/2026-12-06-paged-box-shifts.patch"
     ;;
   ab21)
     # Issue 25: at head dim 256 the code gathers pages that box into
-    # 16-row boxes (16-, 48-key pages); measured against boxes when the
-    # box producer still divided by the page size. "box16" boxes them;
-    # "parent" is ab20's (the producer dividing).
+    # 16-row boxes (16-, 48-key pages), measured against boxes while the
+    # box producer divides by the page size. "shifts" is ab20's patch;
+    # "box16" boxes those pages on top of it.
     AB_CALL_TIMEOUT=${AB_CALL_TIMEOUT:-300} ab "256" \
       "--serving --serving_head_dims=256 --no-standard --benchmark_filter=serving/prefill/bf16/" \
-      '| head_dim | cache' "parent:-@$dir/2026-12-06-paged-box-shifts.patch" 'base:' \
-      'box16:kernels/sm90/tma_limits.h:s/paged_box_rows(page_size, block_n) < 32;/paged_box_rows(page_size, block_n) < 16;/'
+      '| head_dim | cache' 'base:' "shifts:@$dir/2026-12-06-paged-box-shifts.patch" \
+      "box16:@$dir/2026-12-06-paged-box-shifts.patch;;kernels/sm90/tma_limits.h:s/paged_box_rows(page_size, block_n) < 32;/paged_box_rows(page_size, block_n) < 16;/"
     ;;
   ab19)
     # Issue 25: the paged rows' gap to seqused_k at pages of 64 and 256, the
