@@ -28,6 +28,7 @@
 #   scripts/queued-patches.sh kboxes      # kboxes-test's suites, then the code against the boxes on the e4m3 serving prefill rows (two rounds), one call
 #   scripts/queued-patches.sh ab17        # e4m3-cache serving prefill hd128 / 256: the code, plain-order copies, boxes (two rounds)
 #   scripts/queued-patches.sh ab18        # the same rows: the code against boxes with 128-byte L2 promotion (two rounds)
+#   scripts/queued-patches.sh ab21+test   # ab21, then the queued patches' GPU suite and paged sanitizer cases, one call (~450 s)
 #   scripts/queued-patches.sh ab12+13     # ab12, then ab13, in one call (~550 s at most), logs under $OUT/ab12 and $OUT/ab13
 #   scripts/queued-patches.sh ab14+15     # ab14, then ab15, in one call (~550 s at most), logs under $OUT/ab14 and $OUT/ab15
 #   scripts/queued-patches.sh list        # the patch files, one a line
@@ -282,6 +283,15 @@ case "${1:-}" in
     # Both in one device call, each in a folder of its own under $OUT.
     OUT=$out/ab12 AB_CALL_TIMEOUT=330 "$0" ab12
     OUT=$out/ab13 AB_CALL_TIMEOUT=220 "$0" ab13
+    ;;
+  ab21+test)
+    # ab21 first (it copies the tree as it is), then the queued patches'
+    # whole GPU suite and the paged sanitizer cases on the tree with them
+    # applied, in one device call (about 450 s on an H100).
+    OUT=$out/ab21 AB_CALL_TIMEOUT=200 "$0" ab21
+    apply_all
+    OUT=$out/test SANITIZE_FILTER=${SANITIZE_FILTER:-'*PagedKv*chunked_pages16*:*PagedKv*chunked_pages48*:*PagedKv*chunked_tiles_pages128*:*Sanitizer*'} \
+      timeout "${TEST_CALL_TIMEOUT:-380}" scripts/gpu-check.sh build test sanitize
     ;;
   ab14+15)
     OUT=$out/ab14 AB_CALL_TIMEOUT=230 "$0" ab14
