@@ -288,7 +288,7 @@ case "${1:-}" in
     # ab21 first (it copies the tree as it is), then the queued patches'
     # whole GPU suite and the paged sanitizer cases on the tree with them
     # applied, in one device call (about 450 s on an H100).
-    OUT=$out/ab21 AB_CALL_TIMEOUT=200 "$0" ab21
+    OUT=$out/ab21 AB_CALL_TIMEOUT=180 "$0" ab21
     apply_all
     OUT=$out/test SANITIZE_FILTER=${SANITIZE_FILTER:-'*PagedKv*chunked_pages16*:*PagedKv*chunked_pages48*:*PagedKv*chunked_tiles_pages128*:*Sanitizer*'} \
       timeout "${TEST_CALL_TIMEOUT:-380}" scripts/gpu-check.sh build test sanitize
