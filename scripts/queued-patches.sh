@@ -78,11 +78,9 @@ ab() {
   changes
 }
 
-# The bench's pages in order (a paged cache then has the dense row's
-# layout), and the seqused_k cache's room at exactly 16384 keys: sed
-# expressions, for tile-sweep.sh variants ("FILE:EXPR") and sed -i alike.
-linear_sed='s/int64_t i = n - 1; i > 0/int64_t i = 0; i > 0/'
-cap_sed='s/kServingCapacity = 20480;/kServingCapacity = 16384;/'
+# linear_sed and cap_sed: the serving rows on the same bytes.
+# shellcheck source=scripts/serving-seds.sh
+source "$(dirname "$0")/serving-seds.sh"
 
 # Where tile-sweep.sh writes (its own default when OUT is unset).
 out=${OUT:-tile-sweep-out}

@@ -29,8 +29,10 @@ restore() {
   (cd "$OUT" && tar czf row-order-logs.tgz --remove-files -- *.log *.txt *.csv 2>/dev/null)
 }
 trap restore EXIT
-sed -i 's/int64_t i = n - 1; i > 0/int64_t i = 0; i > 0/' bench/row_setup.h
-sed -i 's/kServingCapacity = 20480;/kServingCapacity = 16384;/' bench/serving_bench.cpp
+# shellcheck source=scripts/serving-seds.sh
+source "$(dirname "$0")/serving-seds.sh"
+sed -i "$linear_sed" bench/row_setup.h
+sed -i "$cap_sed" bench/serving_bench.cpp
 git diff --stat >"$OUT/seds.txt"
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a \
   -DFLASH_HEAD_DIMS="$HD" >"$OUT/configure.log" 2>&1 || { echo "configure FAILED"; exit 1; }
