@@ -16,19 +16,19 @@
 #   scripts/queued-patches.sh ab10        # serving prefill rows at hd64 / 128 / 256: base, all, all with two pairs a batch (two rounds); then ncu of all's hd256 e4m3 row (run at 19a766f, before the sector pairs landed)
 #   scripts/queued-patches.sh ab11        # serving prefill rows at hd64 / 128 / 256: base, all (two rounds); then the LDGSTS source-counter probe, the TMA box probe and ncu of all's hd256 e4m3 row (run at 715f289 with the line copies)
 #   scripts/queued-patches.sh ab19        # bf16 serving prefill hd64 / 256, pages in order: seqused_k's room at 20480 and at 16384 keys, the page computed (two rounds; measured: docs/perf/sm90-kv-cache.md)
-#   scripts/queued-patches.sh ab20        # bf16 serving prefill hd64 / 128 / 256: the box producer's page divisions (the code) against the queued shifts (two rounds)
-#   scripts/queued-patches.sh ab21        # bf16 serving prefill hd256: the code, the queued shifts (16-key pages gathered), the shifts with 16-key pages as 16-row TMA boxes (two rounds)
+#   scripts/queued-patches.sh ab20        # bf16 serving prefill hd64 / 128 / 256: the box producer's page divisions against the shifts (two rounds; run at 2acbd3d, before the shifts landed; measured: docs/perf/sm90-kv-cache.md)
+#   scripts/queued-patches.sh ab21        # bf16 serving prefill hd256: divisions, the shifts (16-key pages gathered), the shifts with 16-key pages as 16-row TMA boxes (two rounds; run at 2acbd3d; measured: docs/perf/sm90-kv-cache.md)
 #   scripts/queued-patches.sh ncu19       # pages in order; ncu of hd256's seqused_k, paged64 and paged256 bf16 rows (ab19's question by the counters)
 #   scripts/queued-patches.sh ab12        # bf16 serving prefill rows at hd64 / 256: base, the bench's pages in order, the prefetch patch, it four blocks ahead (two rounds; measured, not kept: docs/perf)
 #   scripts/queued-patches.sh ab13        # hd64 serving prefill rows (bf16 and e4m3 caches): base, the fp8 cache on 192 x 96 (two rounds; measured, not kept: docs/perf)
 #   scripts/queued-patches.sh ab14        # bf16 e4m3-cache serving prefill at hd128 / 256: base, K never copied (timing only, wrong output) (two rounds; measured: docs/perf/fp8-prefill.md)
 #   scripts/queued-patches.sh ab15        # standard sweep hd64/128 at 2k and 16k, and bf16 serving prefill hd64/128: base, L2 hints on TMA loads (two rounds; measured, not kept: docs/perf)
-#   scripts/queued-patches.sh ab16        # hd64 standard sweep at 512 / 1k / 2k: base, 128 x 128 x 3 as candidate 0 (192 x 128 as 1) (two rounds)
+#   scripts/queued-patches.sh ab16        # hd64 standard sweep at 512 / 1k / 2k: base, 128 x 128 x 3 as candidate 0 (192 x 128 as 1) (two rounds; measured, not kept: docs/perf/sm90-tiles.md)
 #   scripts/queued-patches.sh kboxes-test # the e4m3 cache's K as TMA boxes (2026-12-05-fp8-cache-k-boxes): fp8-cache, paged and sanitizer suites at hd128 / 256
 #   scripts/queued-patches.sh kboxes      # kboxes-test's suites, then the code against the boxes on the e4m3 serving prefill rows (two rounds), one call
 #   scripts/queued-patches.sh ab17        # e4m3-cache serving prefill hd128 / 256: the code, plain-order copies, boxes (two rounds)
 #   scripts/queued-patches.sh ab18        # the same rows: the code against boxes with 128-byte L2 promotion (two rounds)
-#   scripts/queued-patches.sh ab21+test   # ab21, then the queued patches' GPU suite and paged sanitizer cases, one call (~450 s)
+#   scripts/queued-patches.sh ab21+test   # ab21, then the queued patches' GPU suite and paged sanitizer cases, one call (~450 s; run at 2acbd3d)
 #   scripts/queued-patches.sh ab12+13     # ab12, then ab13, in one call (~550 s at most), logs under $OUT/ab12 and $OUT/ab13
 #   scripts/queued-patches.sh ab14+15     # ab14, then ab15, in one call (~550 s at most), logs under $OUT/ab14 and $OUT/ab15
 #   scripts/queued-patches.sh list        # the patch files, one a line
@@ -38,14 +38,12 @@
 # `test` and `sanitize` change the working tree (git apply); the A/Bs build copies
 # (scripts/tile-sweep.sh) and leave it alone.
 set -uo pipefail
-# Queued: paged-box-shifts (CacheProducer's page index and row by shift
-# for power-of-two pages), compiled and host-tested, not yet run on a GPU;
-# `test`, `sanitize`, ab20 and ab21 take it. ab12-ab19 name their patch
-# files themselves.
-PATCHES=(2026-12-06-paged-box-shifts)
+# Nothing is queued now; ab12-ab21 name their patch files themselves.
+PATCHES=()
 # Landed, newest first: the code's parent is
 # the tree with these taken out in this order (`parent` in ab1-ab4).
 LANDED=(
+  2026-12-06-paged-box-shifts
   2026-12-05-fp8-cache-sector-pairs
   2026-12-05-fp8-cache-compact-k-three-stages
   2026-12-05-sm80-paged-copy-addresses

@@ -221,14 +221,18 @@ struct CacheProducer {
         }
         ++q_count;
         // Paged: lane i's box of block i of the walk (last block first);
-        // its page is looked up a block ahead, under the waits of the one before.
+        // its page is looked up a block ahead, under the waits of the one
+        // before. Little but the TMA issues may sit between one block's V
+        // and the next block's K (two stages at head dim 256 leave the
+        // consumers waiting on K for any delay there): power-of-two pages
+        // take shifts, not divisions (page_of_key).
         const bool paged = p.block_table != nullptr;
         const bool box_lane = lane * params.kv_box_rows < kBlockN;
         auto key_of = [&](int i) { return (tile.n_first + tile.n_blocks - 1 - i) * kBlockN + lane * params.kv_box_rows; };
         auto page_of = [&](int i) {
           const int known = min(key_of(i), tile.len_k - 1);
           return __ldg(p.block_table + static_cast<int64_t>(tile.batch) * p.block_table_batch_stride +
-                       known / p.page_size);
+                       page_of_key(known, p.page_size, p.page_shift));
         };
         int next_page = paged && box_lane ? page_of(0) : 0;
         for (int i = 0; i < tile.n_blocks; ++i, ++kv_count) {
@@ -241,7 +245,7 @@ struct CacheProducer {
             if (box_lane && i + 1 < tile.n_blocks) next_page = page_of(i + 1);
             const int key = key_of(i);
             issue = box_lane;
-            row = key < tile.len_k ? key % p.page_size : 0;
+            row = key < tile.len_k ? key - page_of_key(key, p.page_size, p.page_shift) * p.page_size : 0;
           }
           const int stage = Smem::stage_of(kv_count);
           const uint32_t empty_parity = Smem::parity_of(kv_count) ^ 1;
