@@ -18,6 +18,7 @@
 #   scripts/queued-patches.sh ab19        # bf16 serving prefill hd64 / 256, pages in order: seqused_k's room at 20480 and at 16384 keys, the page computed (two rounds; measured: docs/perf/sm90-kv-cache.md)
 #   scripts/queued-patches.sh ab20        # bf16 serving prefill hd64 / 128 / 256: the box producer's page divisions against the shifts (two rounds; run at 2acbd3d, before the shifts landed; measured: docs/perf/sm90-kv-cache.md)
 #   scripts/queued-patches.sh ab21        # bf16 serving prefill hd256: divisions, the shifts (16-key pages gathered), the shifts with 16-key pages as 16-row TMA boxes (two rounds; run at 2acbd3d; measured: docs/perf/sm90-kv-cache.md)
+#   scripts/queued-patches.sh ab22        # bf16 serving prefill hd64 / 128 / 256 with the shifts: the bench's shuffled pages against pages in order (two rounds)
 #   scripts/queued-patches.sh ncu19       # pages in order; ncu of hd256's seqused_k, paged64 and paged256 bf16 rows (ab19's question by the counters)
 #   scripts/queued-patches.sh ab12        # bf16 serving prefill rows at hd64 / 256: base, the bench's pages in order, the prefetch patch, it four blocks ahead (two rounds; measured, not kept: docs/perf)
 #   scripts/queued-patches.sh ab13        # hd64 serving prefill rows (bf16 and e4m3 caches): base, the fp8 cache on 192 x 96 (two rounds; measured, not kept: docs/perf)
@@ -222,6 +223,17 @@ case "${1:-}" in
       "--serving --serving_head_dims=256 --no-standard --benchmark_filter=serving/prefill/bf16/" \
       '| head_dim | cache' 'base:' "shifts:@$dir/2026-12-06-paged-box-shifts.patch" \
       "box16:@$dir/2026-12-06-paged-box-shifts.patch;;kernels/sm90/tma_limits.h:s/paged_box_rows(page_size, block_n) < 32;/paged_box_rows(page_size, block_n) < 16;/"
+    ;;
+  ab22)
+    # Issue 25: with the shifts, hd256's pages of 256 read 0.98 of
+    # seqused_k and pages of 64 0.91 (sm90-kv-cache.md, "The shifts
+    # measured"). Both load one 64-row box a block; they differ in how
+    # many consecutive blocks share a page of the shuffled table. "linear"
+    # puts the pages in order (the dense row's layout): if the order is
+    # the cost, pages of 64 rise to pages of 256's rate there.
+    AB_CALL_TIMEOUT=${AB_CALL_TIMEOUT:-420} ab "${HEAD_DIMS_22:-64;128;256}" \
+      "--serving --serving_head_dims=${SERVING_HDS_22:-64,128,256} --no-standard --benchmark_filter=serving/prefill/bf16/" \
+      '| head_dim | cache' 'base:' "linear:bench/row_setup.h:$linear_sed"
     ;;
   ab19)
     # Issue 25: the paged rows' gap to seqused_k at pages of 64 and 256, the
