@@ -174,15 +174,19 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) mla_kernel(const __grid_c
                                   static_cast<uint32_t>(((ld_col + 4) ^ (ld_row % 8)) * 16)};
   static_assert(kBlockM * 4 == kThreads && kBlockN * 4 == kThreads, "four threads a tile row");
   static_assert(kCPR % 8 == 0, "whole column blocks");
-  // The element offset of this thread's key row of block n (from the
-  // head's key 0, or from page 0), -1 past the keys.
-  auto row_offset = [&](int n_block) -> int64_t {
+  // This thread's key row of block n: its page (page -1 past the keys;
+  // page 0 without a block table) and its row in that page (the key, without
+  // one). The table read is made a block ahead of the copy, and the offset is
+  // formed only at the copy, so that no arithmetic waits for the read.
+  struct RowRef {
+    int page, row;
+  };
+  auto lookup = [&](int n_block) -> RowRef {
     const int key = n_block * kBlockN + ld_row;
-    if (key >= seq.len_k) return -1;
-    if (table == nullptr) return static_cast<int64_t>(key) * p.k_seq_stride;
+    if (key >= seq.len_k) return RowRef{-1, 0};
+    if (table == nullptr) return RowRef{0, key};
     const int index = page_of_key(key, p.page_size, p.page_shift);
-    return static_cast<int64_t>(__ldg(table + index)) * p.k_batch_stride +
-           static_cast<int64_t>(key - index * p.page_size) * p.k_seq_stride;
+    return RowRef{__ldg(table + index), key - index * p.page_size};
   };
   // Copies one tile row's chunks (zero past the call's head_dim, or all
   // zero for row_valid false) to `dst_row`, the row's byte address.
@@ -193,9 +197,11 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) mla_kernel(const __grid_c
       ptx::cp_async_16(dst_row + (i / 2) * tile_rows * 128 + ld_swizzle[i % 2], src_row + 32 * i, valid);
     }
   };
-  auto load_k = [&](int64_t offset, int stage) {
-    copy_row(smem_k + stage * Traits::kKBytes + ld_row * 128, k + (offset >= 0 ? offset : 0) + ld_col * 8,
-             offset >= 0, kBlockN);
+  auto load_k = [&](RowRef r, int stage) {
+    const int64_t offset = r.page < 0 ? 0
+                                      : static_cast<int64_t>(r.page) * p.k_batch_stride +
+                                            static_cast<int64_t>(r.row) * p.k_seq_stride;
+    copy_row(smem_k + stage * Traits::kKBytes + ld_row * 128, k + offset + ld_col * 8, r.page >= 0, kBlockN);
   };
 
   // Q: 64 packed rows, each its own (token, head) address; columns past
@@ -210,11 +216,11 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) mla_kernel(const __grid_c
     }
     copy_row(smem_q + ld_row * 128, src, valid, kBlockM);
   }
-  // The next block's row offset is looked up a block ahead of its copy.
-  int64_t next_offset = s_begin < s_end ? row_offset(s_begin) : -1;
-  if (s_begin < s_end) load_k(next_offset, 0);
+  // The next block's row is looked up a block ahead of its copy.
+  RowRef next_row = s_begin < s_end ? lookup(s_begin) : RowRef{-1, 0};
+  if (s_begin < s_end) load_k(next_row, 0);
   ptx::cp_async_commit();
-  if (s_begin + 1 < s_end) next_offset = row_offset(s_begin + 1);
+  if (s_begin + 1 < s_end) next_row = lookup(s_begin + 1);
 
   float o[Traits::kOCols / 2];
 #pragma unroll
@@ -234,11 +240,10 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) mla_kernel(const __grid_c
     ptx::cp_async_wait<0>();
     fence_proxy_async_smem();
     __syncthreads();
-    if (n_block + 1 < s_end) load_k(next_offset, (iter + 1) % Traits::kStages);
-    ptx::cp_async_commit();
-    if (n_block + 2 < s_end) next_offset = row_offset(n_block + 2);
 
-    // S = Q K^T over this warpgroup's 32 keys.
+    // S = Q K^T over this warpgroup's 32 keys. The next block's copies are
+    // issued while these GEMMs run: the copies' issue (18 a thread, held up
+    // by the load/store queue) costs as long as the GEMMs.
     const uint32_t sk = smem_k + stage * Traits::kKBytes;
     const uint64_t desc_k = smem_descriptor(sk + wg * Traits::kKeysPerWg * 128, 0);
     float s[Traits::kKeysPerWg / 2];
@@ -250,6 +255,9 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) mla_kernel(const __grid_c
                                                kk > 0 ? 1 : 0);
     }
     wgmma_commit();
+    if (n_block + 1 < s_end) load_k(next_row, (iter + 1) % Traits::kStages);
+    ptx::cp_async_commit();
+    if (n_block + 2 < s_end) next_row = lookup(n_block + 2);
     wgmma_wait<0>();
     fence_registers(s);
 
