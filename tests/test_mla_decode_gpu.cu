@@ -6,13 +6,14 @@
 // head for many query heads. Dense and paged caches (pages of 1, 3, 16 and
 // 64 keys), ragged lengths through seqused_k, one and several splits,
 // causal query tokens, sinks, left windows, a large softmax scale, fp16
-// and bf16.
+// and bf16; the cache rows past each sequence's keys hold NaN.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -187,6 +188,20 @@ class MlaDecode : public GpuTest {
       return static_cast<int64_t>(table[static_cast<size_t>(b * pages_per_seq + j / c.page_size)]) * c.page_size +
              j % c.page_size;
     };
+    // The rows a sequence owns past its keys (its cache's room, its last
+    // page's tail) hold NaN: a kernel that lets one into O, even times a
+    // zero weight, fails.
+    const uint16_t nan_bits = ref::from_float(std::numeric_limits<float>::quiet_NaN(), c.dtype);
+    for (int b = 0; b < batch; ++b) {
+      for (int j = c.lens[static_cast<size_t>(b)]; j < capacity; ++j) {
+        for (int h = 0; h < H; ++h) {
+          for (int col = 0; col < W; ++col) k[(static_cast<size_t>(key_row(b, j)) * H + h) * W + col] = nan_bits;
+          for (int col = 0; col < VS && c.separate_v; ++col) {
+            v_sep[(static_cast<size_t>(key_row(b, j)) * H + h) * VS + col] = nan_bits;
+          }
+        }
+      }
+    }
 
     Buf q_dev, k_dev, v_dev, o_dev, lse_dev, used_dev, table_dev, o_part, lse_part, sinks_dev, slopes_dev;
     ASSERT_EQ(q_dev.allocate(q_count * 2), cudaSuccess);
