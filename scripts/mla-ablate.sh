@@ -3,8 +3,9 @@
 # with mla_bench, interleaved: one build of the library at head dim 32
 # (no sm90 prefill kernels, so a variant recompiles only the MLA
 # instantiations), each variant a sed expression on the kernel's header
-# (several separated by ";;") or "=path", a file copied over the header;
-# its mla_bench copied aside, the header put back. Variants that take work out of the kernel compute wrong results:
+# (several separated by ";;"), "=path" (a file copied over the header) or
+# "@file.patch" (its changes to the header applied); its mla_bench copied
+# aside, the header put back. Variants that take work out of the kernel compute wrong results:
 # they only time what is left.
 #
 #   OUT=out ROWS="64 8192 128 1;;64 8192 16 1" scripts/mla-ablate.sh 'base:' \
@@ -40,6 +41,10 @@ for spec in "$@"; do
     [[ -z "$edit" ]] && continue
     if [[ "$edit" == =* ]]; then
       cp "${edit#=}" "$header" || echo "[$name] WARNING: no ${edit#=}"
+      continue
+    fi
+    if [[ "$edit" == @* ]]; then
+      git apply --include="$header" "${edit#@}" || echo "[$name] WARNING: ${edit#@} did not apply"
       continue
     fi
     cp "$header" /tmp/mla_kernel.cuh.before
