@@ -5,8 +5,8 @@
 # instantiations), each variant a sed expression on the kernel's header
 # (several separated by ";;"), "=path" (a file copied over the header) or
 # "@file.patch" (its changes to the header applied); its mla_bench copied
-# aside, the header put back. Variants that take work out of the kernel compute wrong results:
-# they only time what is left.
+# aside, the header put back. Variants that take work out of the kernel
+# compute wrong results: they only time what is left.
 #
 #   OUT=out ROWS="64 8192 128 1;;64 8192 16 1" scripts/mla-ablate.sh 'base:' \
 #     'nocopy:s/if (n_block + 1 < s_end) load_k/if (false) load_k/'
