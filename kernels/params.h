@@ -58,8 +58,17 @@ struct FwdParams {
   // memory as the append kernel rotates Q (common/rotary.cuh: the same
   // bits), and waits for the append grid (griddepcontrol.wait) only before
   // it copies a K/V block holding an appended row, and before it exits.
+  // With `writes` (no append kernel ran: the host decided the decode kernel
+  // does the whole append) the kernel also writes the new rows into the
+  // cache, and puts each block's new rows in its tiles from k_new / v_new
+  // (keys rotated as the append kernel rotates them), never from the cache.
   struct AppendFusion {
     bool fused;
+    bool writes;
+    const void* k_new;  // [batch, seqlen_new, heads_kv, d], or packed with cu_seqlens_new
+    const void* v_new;
+    int64_t k_new_batch_stride, k_new_seq_stride, k_new_head_stride;
+    int64_t v_new_batch_stride, v_new_seq_stride, v_new_head_stride;
     const void* q;  // Q as the caller passed it, and its strides
     int64_t q_batch_stride, q_seq_stride, q_head_stride;
     const int* seqused_k;       // the lengths before the append

@@ -99,7 +99,11 @@ Status attention_forward(const AttentionParams& params, CUstream_st* stream) noe
   Plan plan;
   status = plan_call(call, &plan);
   if (!status.ok()) return status;
-  if (appends) {
+  // A tuned call's trial launches read the cache, so its append would have
+  // to run first; otherwise the candidate is known before anything runs,
+  // and where it is the decode kernel, that kernel does the append itself
+  // (one launch fewer).
+  if (appends && plan.tunable) {
     status = launch_status(detail::launch_append(params, stream), plan.caps);
     if (!status.ok()) return status;
   }
@@ -111,8 +115,15 @@ Status attention_forward(const AttentionParams& params, CUstream_st* stream) noe
     // the device unusable.
     return make_status(StatusCode::kCudaError, "autotuning failed: %s", cudaGetErrorString(tune_error));
   }
-  return launch_status(detail::launch(plan, selection.candidate, call, stream, appends ? &params : nullptr), plan.caps,
-                       plan.fp8_prefill);
+  const bool decode_appends =
+      appends && !plan.tunable && detail::decode_does_append(plan, selection.candidate, params);
+  if (appends && !plan.tunable && !decode_appends) {
+    status = launch_status(detail::launch_append(params, stream), plan.caps);
+    if (!status.ok()) return status;
+  }
+  return launch_status(detail::launch(plan, selection.candidate, call, stream, appends ? &params : nullptr,
+                                      decode_appends),
+                       plan.caps, plan.fp8_prefill);
 }
 
 Status query_kernel_choice(const AttentionParams& params, KernelChoice* choice) noexcept {

@@ -162,13 +162,28 @@ bool describe(const Plan& plan, const Candidate& c, const AttentionParams& p, Ke
 
 LaunchRecord last_launch() noexcept { return t_last_launch; }
 
+bool decode_does_append(const Plan& plan, const Candidate& c, const AttentionParams& appended) noexcept {
+  return c.backend == Backend::kDecode && !plan.fp8_prefill && plan.caps.major >= 9 &&
+         appended.kv_dtype == KvDType::kSame && !wide_shape(appended.head_dim, appended.head_dim_v) &&
+         !mla_shape(appended.head_dim, appended.head_dim_v);
+}
+
 cudaError_t launch(const Plan& plan, const Candidate& c, const AttentionParams& p, cudaStream_t stream,
-                   const AttentionParams* appended) {
+                   const AttentionParams* appended, bool decode_appends) {
   t_last_launch = LaunchRecord{c, plan.num_splits};
   FwdParams f = make_fwd_params(p, plan.caps);
   if (appended != nullptr) {
-    f.follows_append = true;
+    f.follows_append = !decode_appends;
     FwdParams::AppendFusion& a = f.append;
+    a.writes = decode_appends;
+    a.k_new = appended->k_new;
+    a.v_new = appended->v_new;
+    a.k_new_batch_stride = appended->k_new_batch_stride;
+    a.k_new_seq_stride = appended->k_new_seq_stride;
+    a.k_new_head_stride = appended->k_new_head_stride;
+    a.v_new_batch_stride = appended->v_new_batch_stride;
+    a.v_new_seq_stride = appended->v_new_seq_stride;
+    a.v_new_head_stride = appended->v_new_head_stride;
     a.q = appended->q;
     a.q_batch_stride = appended->q_batch_stride;
     a.q_seq_stride = appended->q_seq_stride;

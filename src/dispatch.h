@@ -32,11 +32,18 @@ bool describe(const Plan& plan, const Candidate& c, const AttentionParams& p, Ke
 // cudaErrorNotSupported when the driver's tensor-map encoder refused
 // tensors the plan accepted (nothing launched).
 // `appended`: the call as the caller made it when `p` is its attention
-// after an append (attention_call, src/append.h) and the append kernel was
-// launched on `stream` just before: the decode kernel may then overlap the
-// append, taking the new rows' count and Q's rotation from it.
+// after an append (attention_call, src/append.h). Either the append kernel
+// was launched on `stream` just before, and the decode kernel may overlap
+// it, taking the new rows' count and Q's rotation from it; or, with
+// `decode_appends` (only where decode_does_append() said so), no append
+// kernel ran and the decode kernel does the whole append itself.
 cudaError_t launch(const Plan& plan, const Candidate& c, const AttentionParams& p, cudaStream_t stream,
-                   const AttentionParams* appended = nullptr);
+                   const AttentionParams* appended = nullptr, bool decode_appends = false);
+
+// Whether the decode kernel can do the whole append of `appended` (a call
+// with k_new, accepted) itself when candidate `c` of `plan` runs its
+// attention: the decode kernel on a bf16/fp16 cache, on sm_90 or newer.
+bool decode_does_append(const Plan& plan, const Candidate& c, const AttentionParams& appended) noexcept;
 
 // The candidate and split count of the last launch() on this thread, so
 // tests can check that query_kernel_choice names what attention_forward runs.

@@ -57,18 +57,7 @@ __device__ void rotate_row(const AppendArgs& a, const T* src, C* dst, int width,
       }
       continue;
     }
-    // The pair (x0, x1) turns to (x0 cos - x1 sin, x0 sin + x1 cos); e is
-    // its first or second element.
-    int j, other;
-    bool first;
-    if (a.rotary_interleaved) {
-      j = e / 2, first = e % 2 == 0, other = first ? e + 1 : e - 1;
-    } else {
-      first = e < half, j = first ? e : e - half, other = first ? e + half : e - half;
-    }
-    const float c = __ldg(cos_row + j), s = __ldg(sin_row + j);
-    const float x = rotary::to_f32(src[e]), y = rotary::to_f32(src[other]);
-    const float out = first ? rotary::first(x, y, c, s) : rotary::second(y, x, c, s);
+    const float out = rotary::rotated_element(src, e, half, a.rotary_interleaved, cos_row, sin_row);
     dst[e] = to_cache<T, C>(out, descale);
   }
 }

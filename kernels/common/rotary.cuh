@@ -1,6 +1,7 @@
 // The rotary embedding's arithmetic, shared by the append kernel (which
 // rotates the new keys and a copy of Q) and the decode kernel (which, fused
-// with an append, rotates its Q tile in place), so both give the same bits.
+// with an append, rotates its Q tile in place, and, where it does the
+// append itself, the new keys), so both give the same bits.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -28,5 +29,24 @@ template <>
 __device__ __forceinline__ float to_f32(__half x) { return __half2float(x); }
 template <>
 __device__ __forceinline__ float to_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
+
+// Element e (< 2 * half, the rotated columns) of `row` turned by its pair's
+// angle: NeoX pairs (j, j + half), or interleaved pairs (2j, 2j + 1). The
+// append kernel writes this value, rounded to the element type, into the
+// cache; the decode kernel puts the same bits in its K tile.
+template <typename T>
+__device__ __forceinline__ float rotated_element(const T* row, int e, int half, bool interleaved,
+                                                 const float* cos_row, const float* sin_row) {
+  int j, other;
+  bool is_first;
+  if (interleaved) {
+    j = e / 2, is_first = e % 2 == 0, other = is_first ? e + 1 : e - 1;
+  } else {
+    is_first = e < half, j = is_first ? e : e - half, other = is_first ? e + half : e - half;
+  }
+  const float c = __ldg(cos_row + j), s = __ldg(sin_row + j);
+  const float x = to_f32(row[e]), y = to_f32(row[other]);
+  return is_first ? first(x, y, c, s) : second(y, x, c, s);
+}
 
 }  // namespace flash::rotary

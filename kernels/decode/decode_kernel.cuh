@@ -79,9 +79,189 @@ struct DecodeTraits {
   static_assert(kSmemBytes <= 160 * 1024, "must fit an A100's shared memory");
 };
 
+// The decode kernel's share of an append it does itself (FwdParams::
+// AppendFusion::writes; bf16/fp16 caches): the new rows of one (batch, K/V
+// head) written into the cache, and put in the K/V tiles of the blocks
+// that hold them, with the append kernel's arithmetic (append.cu,
+// common/rotary.cuh), so the cache and the tiles get the bits the append
+// kernel would write. Out of line: only the last block or two of a
+// sequence, and one CTA's writes, take these paths, and the main loop
+// keeps its registers.
+template <typename Traits>
+struct KernelAppend {
+  using Element = typename Traits::Element;
+  static constexpr int kBlockN = Traits::kBlockN;
+  using Tile = typename Traits::KvTile;
+  static_assert(!Traits::kFp8KV, "bf16/fp16 caches only");
+  static constexpr int kChunkElems = 8;  // 16-byte chunks of 2-byte elements
+  static constexpr int kCPR = Tile::kChunksPerRow;
+  const detail::FwdParams& p;
+  int batch, head_kv;
+  int cached_keys;  // keys before the append: the cache's rows
+  int len_k;        // keys after it
+
+  __device__ __forceinline__ int rot_dim() const { return p.append.rotary_cos != nullptr ? p.append.rotary_dim : 0; }
+  // New row t as the caller passed it.
+  __device__ __forceinline__ const Element* new_row(const void* base, int64_t batch_stride, int64_t seq_stride,
+                                                    int64_t head_stride, int t) const {
+    const int* cu_new = p.append.cu_seqlens_new;
+    const int64_t row = cu_new != nullptr ? static_cast<int64_t>(cu_new[batch]) + t : t;
+    return static_cast<const Element*>(base) + (cu_new != nullptr ? 0 : batch * batch_stride) + row * seq_stride +
+           head_kv * head_stride;
+  }
+  __device__ __forceinline__ const Element* new_k(int t) const {
+    return new_row(p.append.k_new, p.append.k_new_batch_stride, p.append.k_new_seq_stride,
+                   p.append.k_new_head_stride, t);
+  }
+  __device__ __forceinline__ const Element* new_v(int t) const {
+    return new_row(p.append.v_new, p.append.v_new_batch_stride, p.append.v_new_seq_stride,
+                   p.append.v_new_head_stride, t);
+  }
+  // Offset of new row t's angles in the rotary tables (position cached_keys + t).
+  __device__ __forceinline__ int64_t angles(int t) const {
+    return static_cast<int64_t>(rotary::table_row(cached_keys + t, p.append.rotary_positions)) * (rot_dim() / 2);
+  }
+  // Element offsets of key `key`'s row in K and V (head 0).
+  __device__ __forceinline__ void cache_row(int key, int64_t* k_at, int64_t* v_at) const {
+    if (p.block_table != nullptr) {
+      const int index = page_of_key(key, p.page_size, p.page_shift);
+      const int64_t page = __ldg(p.block_table + batch * p.block_table_batch_stride + index);
+      const int64_t in_page = key - index * p.page_size;
+      *k_at = page * p.k_batch_stride + in_page * p.k_seq_stride;
+      *v_at = page * p.v_batch_stride + in_page * p.v_seq_stride;
+    } else {
+      *k_at = batch * p.k_batch_stride + static_cast<int64_t>(key) * p.k_seq_stride;
+      *v_at = batch * p.v_batch_stride + static_cast<int64_t>(key) * p.v_seq_stride;
+    }
+  }
+
+  // The cache writes, spread over the CTAs of this (batch, K/V head) from
+  // the last (the last split holds the fewest blocks): new row t by CTA
+  // gridDim.x - 1 - t % gridDim.x, a warp a row. No CTA of the grid reads
+  // these rows from the cache.
+  __device__ __forceinline__ void write() const {
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int added = len_k - cached_keys;
+    const int rd = rot_dim();
+    for (int64_t t = (gridDim.x - 1 - blockIdx.x) + static_cast<int64_t>(warp) * gridDim.x; t < added;
+         t += static_cast<int64_t>(Traits::kNWarps) * gridDim.x) {
+      int64_t k_at, v_at;
+      cache_row(cached_keys + static_cast<int>(t), &k_at, &v_at);
+      Element* k_dst = static_cast<Element*>(const_cast<void*>(p.k)) + k_at + head_kv * p.k_head_stride;
+      Element* v_dst = static_cast<Element*>(const_cast<void*>(p.v)) + v_at + head_kv * p.v_head_stride;
+      const Element* k_src = new_k(static_cast<int>(t));
+      const Element* v_src = new_v(static_cast<int>(t));
+      const int64_t at = angles(static_cast<int>(t));
+      // Every load before the first store (the stores may alias the
+      // sources as far as the compiler knows): one round trip a row.
+      constexpr int kPerLane = Traits::kHeadDim / 32;
+      Element k_vals[kPerLane], v_vals[kPerLane];
+#pragma unroll
+      for (int i = 0; i < kPerLane; ++i) {
+        const int e = lane + 32 * i;
+        k_vals[i] = v_vals[i] = ptx::from_float<Element>(0.f);
+        if (e < p.head_dim) {
+          k_vals[i] = e < rd ? ptx::from_float<Element>(rotary::rotated_element(k_src, e, rd / 2,
+                                                                               p.append.rotary_interleaved,
+                                                                               p.append.rotary_cos + at,
+                                                                               p.append.rotary_sin + at))
+                             : k_src[e];
+        }
+        if (e < p.head_dim_v) v_vals[i] = v_src[e];
+      }
+#pragma unroll
+      for (int i = 0; i < kPerLane; ++i) {
+        const int e = lane + 32 * i;
+        if (e < p.head_dim) k_dst[e] = k_vals[i];
+        if (e < p.head_dim_v) v_dst[e] = v_vals[i];
+      }
+    }
+  }
+
+  // Rows of block n_block: [0, cached) from the cache, [cached, filled) new.
+  __device__ __forceinline__ void block_rows(int n_block, int* cached, int* filled) const {
+    *cached = min(max(cached_keys - n_block * kBlockN, 0), kBlockN);
+    *filled = min(max(len_k - n_block * kBlockN, 0), kBlockN);
+  }
+
+  // The copies of block n_block into the stage's K and V tiles (shared
+  // addresses sk, sv), in load_tile's layout: cache rows from the cache,
+  // new rows from k_new / v_new as they are (rotate() turns the keys once
+  // they have landed), rows past the keys and columns past the call's
+  // widths zero. Pages are looked up directly (a block or two a sequence).
+  __device__ __forceinline__ void load(int n_block, uint32_t sk, uint32_t sv) const {
+    const int tid = threadIdx.x;
+    const int first = n_block * kBlockN;
+    int cached, filled;
+    block_rows(n_block, &cached, &filled);
+    const Element* k = static_cast<const Element*>(p.k) + head_kv * p.k_head_stride;
+    const Element* v = static_cast<const Element*>(p.v) + head_kv * p.v_head_stride;
+    const int chunks = p.head_dim / kChunkElems, v_chunks = p.head_dim_v / kChunkElems;
+#pragma unroll 1
+    for (int idx = tid; idx < kBlockN * kCPR; idx += Traits::kNThreads) {
+      const int row = idx / kCPR;
+      const int c = idx % kCPR;
+      const Element* k_src = k;
+      const Element* v_src = v;
+      if (row < cached) {
+        int64_t k_at, v_at;
+        cache_row(first + row, &k_at, &v_at);
+        k_src = k + k_at;
+        v_src = v + v_at;
+      } else if (row < filled) {
+        k_src = new_k(first + row - cached_keys);
+        v_src = new_v(first + row - cached_keys);
+      }
+      const bool k_valid = row < filled && c < chunks;
+      const bool v_valid = row < filled && c < v_chunks;
+      const uint32_t at = sm80::chunk_offset<Tile, kBlockN>(row, c);
+      ptx::cp_async_16(sk + at, k_valid ? k_src + c * kChunkElems : k, k_valid);
+      ptx::cp_async_16(sv + at, v_valid ? v_src + c * kChunkElems : v, v_valid);
+    }
+    // The new keys' angles into L2 for rotate() (a 128-byte line each).
+    const int rd = rot_dim();
+    const int lines = (rd / 2 * static_cast<int>(sizeof(float)) + 127) / 128;
+#pragma unroll 1
+    for (int idx = tid; idx < (filled - cached) * lines * 2; idx += Traits::kNThreads) {
+      const int t = first + cached + idx / (2 * lines) - cached_keys;
+      const float* row = (idx % 2 == 0 ? p.append.rotary_cos : p.append.rotary_sin) + angles(t);
+      asm volatile("prefetch.global.L2 [%0];\n" ::"l"(row + (idx / 2 % lines) * 32));
+    }
+  }
+
+  // The new keys of block n_block turned in its landed K tile (`tile`, a
+  // generic pointer to it): the append kernel's arithmetic on the same
+  // inputs. Called by every thread between the barriers around it.
+  __device__ __forceinline__ void rotate(int n_block, unsigned char* tile) const {
+    int cached, filled;
+    block_rows(n_block, &cached, &filled);
+    const int half = rot_dim() / 2;
+    const bool inter = p.append.rotary_interleaved;
+    auto at = [&](int row, int col) {
+      return reinterpret_cast<Element*>(tile + sm80::chunk_offset<Tile, kBlockN>(row, col / kChunkElems)) +
+             col % kChunkElems;
+    };
+#pragma unroll 1
+    for (int idx = threadIdx.x; idx < (filled - cached) * half; idx += Traits::kNThreads) {
+      const int row = cached + idx / half;
+      const int j = idx % half;
+      const int64_t a_at = angles(n_block * kBlockN + row - cached_keys) + j;
+      const float c = __ldg(p.append.rotary_cos + a_at), s = __ldg(p.append.rotary_sin + a_at);
+      Element* a = at(row, inter ? 2 * j : j);
+      Element* b = at(row, inter ? 2 * j + 1 : j + half);
+      const float x0 = rotary::to_f32(*a), x1 = rotary::to_f32(*b);
+      *a = ptx::from_float<Element>(rotary::first(x0, x1, c, s));
+      *b = ptx::from_float<Element>(rotary::second(x0, x1, c, s));
+    }
+  }
+};
+
 // kMinBlocks CTAs per SM, as many as the shared memory holds (2 up to
 // head_dim 128: registers capped at 256; 1 at 256, which needs more).
-template <typename Traits, bool kMasked, bool kScoreMod>
+// kWrites: the kernel does the whole append itself (KernelAppend; set
+// where FwdParams::AppendFusion::writes is), a kernel of its own so that
+// every other call runs code without it.
+template <typename Traits, bool kMasked, bool kScoreMod, bool kWrites = false>
 __global__ void __launch_bounds__(Traits::kNThreads, Traits::kMinBlocks)
     decode_kernel(const __grid_constant__ detail::FwdParams p) {
   using Element = typename Traits::Element;
@@ -99,7 +279,10 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kMinBlocks)
   // rows it writes; with it (never for an fp8 cache), wait only before
   // copying an appended row, and at the very end, so that this grid ends
   // after the append's and what follows it on the stream sees its writes.
+  // With `writes` no append kernel runs and these waits return at once.
   const bool fused = !kFp8 && p.append.fused;
+  constexpr bool writes = kWrites && !kFp8;
+  static_assert(!kWrites || !kFp8, "the kernel's own append takes bf16/fp16 caches");
   auto wait_for_append = [] {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
@@ -118,8 +301,11 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kMinBlocks)
   const int g = p.q_per_kv;
 
   SeqInfo seq(p, batch);
-  // The first K/V block holding an appended row (fused with the append).
+  // The first K/V block holding an appended row (fused with the append),
+  // and the keys before the append (the cache's rows; with `writes` the
+  // rest come from k_new / v_new).
   int first_appended_block = INT_MAX;
+  const int cached_keys = seq.len_k;
   if (fused) {
     // seq.len_k is seqused_k[b] clamped to [0, alloc], the append's start;
     // the rows that fit the allocation follow it (append.cu's arithmetic).
@@ -134,7 +320,10 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kMinBlocks)
   // so these int row indices never wrap.
   const int rows = min(seq.len_q, p.seqlen_q) * g;
   const int row_begin = m_block * kBlockM;
+
+  const int rot_dim = fused && p.append.rotary_cos != nullptr ? p.append.rotary_dim : 0;
   if (row_begin >= rows) {
+    if constexpr (writes) KernelAppend<Traits>{p, batch, head_kv, cached_keys, seq.len_k}.write();
     if (fused) wait_for_append();
     return;
   }
@@ -187,6 +376,13 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kMinBlocks)
   const int chunks = p.head_dim / kKvChunkElems;     // 16-byte chunks of a K row the call has
   const int v_chunks = p.head_dim_v / kKvChunkElems;  // and of a V row
   auto load_kv = [&](int n_block, int stage) {
+    if constexpr (writes) {
+      if (n_block >= first_appended_block) {  // CTA-uniform
+        const uint32_t sk = smem_kv + stage * Traits::kStageBytes;
+        KernelAppend<Traits>{p, batch, head_kv, cached_keys, seq.len_k}.load(n_block, sk, sk + Traits::kKVBytes);
+        return;
+      }
+    }
     if (n_block >= first_appended_block) wait_for_append();  // CTA-uniform; a no-op after the first time
     const uint32_t sk = smem_kv + stage * Traits::kStageBytes;
     const int first = n_block * kBlockN;
@@ -257,6 +453,9 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kMinBlocks)
       }
     }
   }
+  // The cache writes wait on their loads while the first blocks' copies
+  // and Q's angles are in flight.
+  if constexpr (writes) KernelAppend<Traits>{p, batch, head_kv, cached_keys, seq.len_k}.write();
   auto rotate_q = [&] {
     Element* tile = reinterpret_cast<Element*>(smem);
     auto at = [&](int row, int col) {
@@ -336,6 +535,12 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kMinBlocks)
     fetch_pages(n_block + kStages);
 
     const uint32_t sk = smem_kv + (iter % kStages) * Traits::kStageBytes;
+    if constexpr (writes) {
+      if (rot_dim > 0 && n_block >= first_appended_block) {  // CTA-uniform
+        KernelAppend<Traits>{p, batch, head_kv, cached_keys, seq.len_k}.rotate(n_block, smem + (sk - smem_q));
+        __syncthreads();
+      }
+    }
     // fp8: lane rows as for V (matrix l / 8: keys +8 for odd l / 8, the
     // next chunk for l >= 16), for K and V alike.
     const sm80::LdsmAddress<KvTile, kBlockN> k_addr(sk, kFp8 ? v_lane_row : k_lane_row,

@@ -33,9 +33,9 @@ inline bool decode_grid_fits(const detail::FwdParams& params) {
 
 // `programmatic`: launch as a programmatic dependent of the kernel before
 // it on the stream (the decode kernel waits for it before reading anything).
-template <typename Traits, bool kMasked, bool kScoreMod>
+template <typename Traits, bool kMasked, bool kScoreMod, bool kWrites = false>
 cudaError_t launch_decode(const detail::FwdParams& params, cudaStream_t stream, bool programmatic) {
-  auto* kernel = &decode_kernel<Traits, kMasked, kScoreMod>;
+  auto* kernel = &decode_kernel<Traits, kMasked, kScoreMod, kWrites>;
   constexpr int kSmemBytes = Traits::kSmemBytes;
   if constexpr (kSmemBytes > 48 * 1024) {
     const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
@@ -91,9 +91,11 @@ cudaError_t run_decode_kernels(const detail::FwdParams& params, cudaStream_t str
   // them; it waits for the append only where it reads appended rows. (With
   // an fp8 cache the kernel waits for the whole append: the fp8
   // instantiations do not compile the fusion.)
+  // Where the host ran no append kernel (AppendFusion::writes), the kernel
+  // does the whole append; it launches as an ordinary kernel.
   detail::FwdParams fused;
   const detail::FwdParams* call = &params;
-  if (!kFp8KV && after) {
+  if (!kFp8KV && (after || params.append.writes)) {
     fused = params;
     fused.append.fused = true;
     fused.q = params.append.q;
@@ -104,6 +106,19 @@ cudaError_t run_decode_kernels(const detail::FwdParams& params, cudaStream_t str
     call = &fused;
   }
   cudaError_t err;
+  if constexpr (!kFp8KV) {
+    if (params.append.writes) {
+      if (window) {
+        err = softcap ? launch_decode<Traits, true, true, true>(*call, stream, false)
+                      : launch_decode<Traits, true, false, true>(*call, stream, false);
+      } else {
+        err = softcap ? launch_decode<Traits, false, true, true>(*call, stream, false)
+                      : launch_decode<Traits, false, false, true>(*call, stream, false);
+      }
+      if (err != cudaSuccess || params.num_splits <= 1) return err;
+      return launch_combine<kHeadDim, Element>(*call, stream, programmatic);
+    }
+  }
   if (window) {
     err = softcap ? launch_decode<Traits, true, true>(*call, stream, after)
                   : launch_decode<Traits, true, false>(*call, stream, after);
