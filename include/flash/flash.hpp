@@ -319,13 +319,14 @@ struct AttentionParams {
   // batch strides are ignored. New rows that would land past the cache's
   // allocation (seqlen_k dense, max_pages_per_seq * page_size paged) are not
   // written, and the lengths clamp to it. Needs a workspace (see
-  // attention_workspace_size): the lengths after the append live there, and
-  // with rotary the rotated Q. All on the device: the call can be captured
-  // in a graph. Since the call writes K and V, their rows must not share
-  // memory, within one cache or between the two (K and V may interleave in
-  // one allocation, with the same strides, without meeting); and O, the
-  // LSE, K, V and the workspace must not overlap k_new, v_new,
-  // cu_seqlens_k_new or the rotary tables.
+  // attention_workspace_size), sized for the lengths after the append and,
+  // with rotary, the rotated Q (an append kernel writes them there; where
+  // the decode kernel does the append itself it may not). All on the
+  // device: the call can be captured in a graph. Since the call writes K
+  // and V, their rows must not share memory, within one cache or between
+  // the two (K and V may interleave in one allocation, with the same
+  // strides, without meeting); and O, the LSE, K, V and the workspace must
+  // not overlap k_new, v_new, cu_seqlens_k_new or the rotary tables.
   const void* k_new = nullptr;  // [batch, seqlen_new, heads_kv, head_dim]
   const void* v_new = nullptr;  // [batch, seqlen_new, heads_kv, Dv]
   int64_t seqlen_new = 0;       // new rows per sequence (the longest with cu_seqlens_k_new)
