@@ -438,6 +438,36 @@ std::vector<AppendConfig> configs() {
     v.push_back(c);
   }
   {
+    // Head dim 80 on the 96-wide kernels (4-chunk swizzle, columns past 80
+    // zero in the tiles), three new rows per sequence, the first
+    // sequence's crossing a 64-key block.
+    AppendConfig c;
+    c.name = "decode_paged16_hd80_neox_three_rows";
+    c.head_dim = 80;
+    c.old_lens = {62, 0, 200};
+    c.new_lens = {3, 3, 3};
+    c.seqlen_q = 3;
+    c.causal = true;
+    c.page_size = 16;
+    c.rotary = Rotary::kNeox;
+    c.rotary_dim = 64;
+    v.push_back(c);
+  }
+  {
+    // Head dim 256 (its decode kernel's registers at their limit), split.
+    AppendConfig c;
+    c.name = "decode_dense_hd256_interleaved_split";
+    c.head_dim = 256;
+    c.heads_q = 4;
+    c.old_lens = {100, 255};
+    c.new_lens = {1, 1};
+    c.capacity = 300;
+    c.rotary = Rotary::kInterleaved;
+    c.rotary_dim = 256;
+    c.num_splits = 2;
+    v.push_back(c);
+  }
+  {
     AppendConfig c;
     c.name = "decode_dense_value_dim_interleaved";
     c.head_dim = 64;

@@ -1256,5 +1256,27 @@ TEST(Plan, Sm90KernelNameSaysWhenItGathers) {
   }
 }
 
+// Where the decode kernel does an append itself (no append kernel runs):
+// the decode kernel, on sm_90 or newer, on a bf16/fp16 cache; an fp8
+// cache, the prefill kernels and sm_80 keep the append kernel.
+TEST(Plan, DecodeDoesTheAppendOnlyOnItsOwnPaths) {
+  AttentionParams p = dense(128, 1, 4096);
+  p.seqused_k = static_cast<const int32_t*>(fake(5));
+  p.k_new = fake(7);
+  p.v_new = fake(8);
+  p.seqlen_new = 1;
+  Plan plan;
+  plan.caps = kH200;
+  const detail::Candidate decode{Backend::kDecode, 0};
+  EXPECT_TRUE(detail::decode_does_append(plan, decode, p));
+  EXPECT_FALSE(detail::decode_does_append(plan, detail::Candidate{Backend::kSm80, 0}, p));
+  EXPECT_FALSE(detail::decode_does_append(plan, detail::Candidate{Backend::kSm90, 0}, p));
+  AttentionParams fp8 = p;
+  fp8.kv_dtype = KvDType::kFloat8E4M3;
+  EXPECT_FALSE(detail::decode_does_append(plan, decode, fp8));
+  plan.caps = kA100;
+  EXPECT_FALSE(detail::decode_does_append(plan, decode, p));
+}
+
 }  // namespace
 }  // namespace flash
