@@ -44,6 +44,8 @@ struct AppendConfig {
   int64_t capacity = 256;         // keys per sequence the cache holds
   int64_t page_size = 0;          // 0: dense cache
   bool causal = false;
+  int64_t window_left = -1;  // with causal: a sliding window
+  float softcap = 0.f;
   Rotary rotary = Rotary::kNone;
   int64_t rotary_dim = 0;
   int32_t num_splits = 0;
@@ -284,6 +286,8 @@ void Append::check(const AppendConfig& c, Backend backend) {
   p.o = o_dev.ptr;
   p.lse = static_cast<float*>(lse_dev.ptr);
   p.causal = c.causal;
+  p.window_left = c.window_left;
+  p.softcap = c.softcap;
   p.backend = backend;
   p.num_splits = c.num_splits;
   p.seqused_k = static_cast<const int32_t*>(used_dev.ptr);
@@ -465,6 +469,27 @@ std::vector<AppendConfig> configs() {
     c.rotary = Rotary::kInterleaved;
     c.rotary_dim = 256;
     c.num_splits = 2;
+    v.push_back(c);
+  }
+  {
+    // The score-modifier and windowed kernels, two row blocks of 16 (16
+    // query heads a K/V head, two tokens) times four splits: many more
+    // CTAs per (batch, K/V head) than new rows.
+    AppendConfig c;
+    c.name = "decode_paged16_window_softcap_split";
+    c.heads_q = 32;
+    c.heads_kv = 2;
+    c.old_lens = {300, 40, 510};
+    c.new_lens = {2, 2, 2};
+    c.seqlen_q = 2;
+    c.capacity = 512;
+    c.page_size = 16;
+    c.causal = true;
+    c.window_left = 100;
+    c.softcap = 30.f;
+    c.rotary = Rotary::kNeox;
+    c.rotary_dim = 128;
+    c.num_splits = 4;
     v.push_back(c);
   }
   {

@@ -345,8 +345,9 @@ struct AttentionParams {
   // with rotary_interleaved (GPT-J), else (j, j + rotary_dim / 2) (GPT-NeoX,
   // Llama). rotary_dim is even, 2 .. head_dim. Positions must be below
   // rotary_positions; a larger one reads the table's last row. Flash
-  // computes in float32 and rounds once to the dtype; the rotated Q goes to
-  // the workspace, the caller's Q is not written.
+  // computes in float32 and rounds once to the dtype; the caller's Q is not
+  // written (an append kernel puts the rotated Q in the workspace; the
+  // decode kernel, where it does the append itself, rotates its own tile).
   const float* rotary_cos = nullptr;
   const float* rotary_sin = nullptr;
   int64_t rotary_dim = 0;
