@@ -84,9 +84,10 @@ struct DecodeTraits {
 // head) written into the cache, and put in the K/V tiles of the blocks
 // that hold them, with the append kernel's arithmetic (append.cu,
 // common/rotary.cuh), so the cache and the tiles get the bits the append
-// kernel would write. Out of line: only the last block or two of a
-// sequence, and one CTA's writes, take these paths, and the main loop
-// keeps its registers.
+// kernel would write. Compiled only into the decode kernel's kWrites
+// variant, so the other decode kernels' code is as it is without it; there
+// only the last block or two of a sequence, and one CTA's writes, take
+// these paths.
 template <typename Traits>
 struct KernelAppend {
   using Element = typename Traits::Element;
