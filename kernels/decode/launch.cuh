@@ -5,6 +5,8 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <type_traits>
+
 #include "../common/element.cuh"
 #include "../common/launch.cuh"
 #include "api.h"
@@ -105,26 +107,23 @@ cudaError_t run_decode_kernels(const detail::FwdParams& params, cudaStream_t str
     fused.seqused_k = params.append.seqused_k;
     call = &fused;
   }
+  // The mask and score-modifier variant of the call; kWrites where the
+  // kernel does the append itself (`after` is then false: no append
+  // kernel ran).
+  auto launch_variant = [&](auto writes) {
+    constexpr bool kWrites = decltype(writes)::value;
+    if (window) {
+      return softcap ? launch_decode<Traits, true, true, kWrites>(*call, stream, after)
+                     : launch_decode<Traits, true, false, kWrites>(*call, stream, after);
+    }
+    return softcap ? launch_decode<Traits, false, true, kWrites>(*call, stream, after)
+                   : launch_decode<Traits, false, false, kWrites>(*call, stream, after);
+  };
   cudaError_t err;
   if constexpr (!kFp8KV) {
-    if (params.append.writes) {
-      if (window) {
-        err = softcap ? launch_decode<Traits, true, true, true>(*call, stream, false)
-                      : launch_decode<Traits, true, false, true>(*call, stream, false);
-      } else {
-        err = softcap ? launch_decode<Traits, false, true, true>(*call, stream, false)
-                      : launch_decode<Traits, false, false, true>(*call, stream, false);
-      }
-      if (err != cudaSuccess || params.num_splits <= 1) return err;
-      return launch_combine<kHeadDim, Element>(*call, stream, programmatic);
-    }
-  }
-  if (window) {
-    err = softcap ? launch_decode<Traits, true, true>(*call, stream, after)
-                  : launch_decode<Traits, true, false>(*call, stream, after);
+    err = params.append.writes ? launch_variant(std::true_type{}) : launch_variant(std::false_type{});
   } else {
-    err = softcap ? launch_decode<Traits, false, true>(*call, stream, after)
-                  : launch_decode<Traits, false, false>(*call, stream, after);
+    err = launch_variant(std::false_type{});
   }
   if (err != cudaSuccess || params.num_splits <= 1) return err;
   // One CTA per row. On sm_90 and newer the combine launches as a
