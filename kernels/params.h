@@ -49,21 +49,16 @@ struct FwdParams {
   // The launch follows the append kernel (kernels/append) on the stream: the
   // decode kernel may then start as its programmatic dependent (sm_90+).
   bool follows_append;
-  // The append's inputs, for the decode kernel to do the append's share of
-  // the attention itself (decode_kernel.cuh): with `fused` (set by the
-  // decode launcher when it launches as the append's programmatic
-  // dependent) q, its strides and seqused_k are the call's own (Q not
-  // rotated, the lengths before the append); the kernel adds each
-  // sequence's new rows to its key count, rotates its Q tile in shared
-  // memory as the append kernel rotates Q (common/rotary.cuh: the same
-  // bits), and waits for the append grid (griddepcontrol.wait) only before
-  // it copies a K/V block holding an appended row, and before it exits.
-  // With `writes` (no append kernel ran: the host decided the decode kernel
-  // does the whole append) the kernel also writes the new rows into the
-  // cache, and puts each block's new rows in its tiles from k_new / v_new
-  // (keys rotated as the append kernel rotates them), never from the cache.
+  // The append's inputs, for the decode kernel to do the whole append
+  // itself (decode_kernel.cuh, KernelAppend) where `writes` is set (the
+  // host ran no append kernel): q, its strides and seqused_k are the
+  // call's own (Q not rotated, the lengths before the append); the kernel
+  // adds each sequence's new rows to its key count, rotates its Q tile in
+  // shared memory as the append kernel rotates Q (common/rotary.cuh: the
+  // same bits), writes the new rows into the cache, and puts each block's
+  // new rows in its tiles from k_new / v_new (keys rotated alike), never
+  // from the cache.
   struct AppendFusion {
-    bool fused;
     bool writes;
     const void* k_new;  // [batch, seqlen_new, heads_kv, d], or packed with cu_seqlens_new
     const void* v_new;

@@ -275,21 +275,19 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kMinBlocks)
   using KvTile = typename Traits::KvTile;
   using KvElement = typename KvTile::Element;
 
-  // Launched as a programmatic dependent of the append kernel (a no-op
-  // otherwise): without `fused`, wait for the lengths, rotated Q and cache
-  // rows it writes; with it (never for an fp8 cache), wait only before
-  // copying an appended row, and at the very end, so that this grid ends
-  // after the append's and what follows it on the stream sees its writes.
-  // With `writes` no append kernel runs and these waits return at once.
-  const bool fused = !kFp8 && p.append.fused;
-  constexpr bool writes = kWrites && !kFp8;
+  // kWrites: the kernel does the whole append itself (KernelAppend): it
+  // counts each sequence's new rows, rotates its Q tile and the new keys as
+  // the append kernel would, and writes the new rows into the cache. Else,
+  // launched as a programmatic dependent of the append kernel (an fp8
+  // cache; a no-op otherwise), it waits for the lengths, rotated Q and
+  // cache rows that kernel writes before it reads anything.
+  constexpr bool fused = kWrites;
   static_assert(!kWrites || !kFp8, "the kernel's own append takes bf16/fp16 caches");
-  auto wait_for_append = [] {
+  if constexpr (!fused) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+    if (p.follows_append) asm volatile("griddepcontrol.wait;\n" ::: "memory");
 #endif
-  };
-  if (p.follows_append && !fused) wait_for_append();
+  }
   extern __shared__ __align__(128) unsigned char smem[];
   const int tid = threadIdx.x;
   const int warp = tid / 32;
@@ -302,12 +300,11 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kMinBlocks)
   const int g = p.q_per_kv;
 
   SeqInfo seq(p, batch);
-  // The first K/V block holding an appended row (fused with the append),
-  // and the keys before the append (the cache's rows; with `writes` the
-  // rest come from k_new / v_new).
+  // The first K/V block holding an appended row, and the keys before the
+  // append (the cache's rows; the rest come from k_new / v_new).
   int first_appended_block = INT_MAX;
   const int cached_keys = seq.len_k;
-  if (fused) {
+  if constexpr (fused) {
     // seq.len_k is seqused_k[b] clamped to [0, alloc], the append's start;
     // the rows that fit the allocation follow it (append.cu's arithmetic).
     const int* cu_new = p.append.cu_seqlens_new;
@@ -324,8 +321,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kMinBlocks)
 
   const int rot_dim = fused && p.append.rotary_cos != nullptr ? p.append.rotary_dim : 0;
   if (row_begin >= rows) {
-    if constexpr (writes) KernelAppend<Traits>{p, batch, head_kv, cached_keys, seq.len_k}.write();
-    if (fused) wait_for_append();
+    if constexpr (fused) KernelAppend<Traits>{p, batch, head_kv, cached_keys, seq.len_k}.write();
     return;
   }
   const int row_end = min(row_begin + kBlockM, rows);
@@ -377,15 +373,13 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kMinBlocks)
   const int chunks = p.head_dim / kKvChunkElems;     // 16-byte chunks of a K row the call has
   const int v_chunks = p.head_dim_v / kKvChunkElems;  // and of a V row
   auto load_kv = [&](int n_block, int stage) {
-    if constexpr (writes) {
+    const uint32_t sk = smem_kv + stage * Traits::kStageBytes;
+    if constexpr (fused) {
       if (n_block >= first_appended_block) {  // CTA-uniform
-        const uint32_t sk = smem_kv + stage * Traits::kStageBytes;
         KernelAppend<Traits>{p, batch, head_kv, cached_keys, seq.len_k}.load(n_block, sk, sk + Traits::kKVBytes);
         return;
       }
     }
-    if (n_block >= first_appended_block) wait_for_append();  // CTA-uniform; a no-op after the first time
-    const uint32_t sk = smem_kv + stage * Traits::kStageBytes;
     const int first = n_block * kBlockN;
     if (table == nullptr) {
       sm80::load_tile<KvTile, kBlockN>(sk, k + first * p.k_seq_stride, p.k_seq_stride, seq.len_k - first, chunks,
@@ -428,59 +422,62 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kMinBlocks)
     ptx::cp_async_commit();
   }
   fetch_pages(s_begin + kStages - 1);
-  // Fused with an append that rotates: Q's first rotary_dim columns turn as
+  // Doing an append that rotates: Q's first rotary_dim columns turn as
   // the append kernel turns them, in the tile, once it has landed with the
   // first block's copies (the wait the first iteration below would make).
-  // Pair idx = tid + i * kNThreads of the tile is column pair j = idx % half
-  // of tile row idx / half; its angle is loaded here, while the copies are
-  // in flight.
-  constexpr int kRotIters = kBlockM * kHeadDim / 2 / Traits::kNThreads;
+  // Warp w takes tile rows w, w + kNWarps, ..., lane l column pairs l,
+  // l + 32, ...; the angles are loaded here, while the copies are in
+  // flight.
+  constexpr int kRotRows = kBlockM / Traits::kNWarps;
+  constexpr int kRotPairs = (kHeadDim / 2 + 31) / 32;
   const int rot_half = fused && p.append.rotary_cos != nullptr ? p.append.rotary_dim / 2 : 0;
-  float rot_cos[kRotIters], rot_sin[kRotIters];
-  if constexpr (!kFp8) {
+  float rot_cos[kRotRows][kRotPairs], rot_sin[kRotRows][kRotPairs];
+  if constexpr (fused) {
     if (rot_half > 0) {
 #pragma unroll
-      for (int i = 0; i < kRotIters; ++i) {
-        const int idx = tid + i * Traits::kNThreads;
-        const int row = idx / rot_half;
-        const int r = row_begin + row;
-        rot_cos[i] = rot_sin[i] = 0.f;
-        if (row < kBlockM && r < row_end) {
-          const int pos = rotary::table_row(seq.len_k - seq.len_q + r / g, p.append.rotary_positions);
-          const int64_t at = static_cast<int64_t>(pos) * rot_half + idx % rot_half;
-          rot_cos[i] = __ldg(p.append.rotary_cos + at);
-          rot_sin[i] = __ldg(p.append.rotary_sin + at);
+      for (int i = 0; i < kRotRows; ++i) {
+        const int r = row_begin + warp + i * Traits::kNWarps;
+        const int64_t pos =
+            r < row_end ? rotary::table_row(seq.len_k - seq.len_q + r / g, p.append.rotary_positions) : 0;
+#pragma unroll
+        for (int jj = 0; jj < kRotPairs; ++jj) {
+          const int j = lane + 32 * jj;
+          rot_cos[i][jj] = rot_sin[i][jj] = 0.f;
+          if (r < row_end && j < rot_half) {
+            rot_cos[i][jj] = __ldg(p.append.rotary_cos + pos * rot_half + j);
+            rot_sin[i][jj] = __ldg(p.append.rotary_sin + pos * rot_half + j);
+          }
         }
       }
     }
   }
-  // The cache writes wait on their loads while the first blocks' copies
-  // and Q's angles are in flight.
-  if constexpr (writes) KernelAppend<Traits>{p, batch, head_kv, cached_keys, seq.len_k}.write();
-  auto rotate_q = [&] {
-    Element* tile = reinterpret_cast<Element*>(smem);
-    auto at = [&](int row, int col) {
-      return tile + sm80::chunk_offset<Traits, kBlockM>(row, col / 8) / sizeof(Element) + col % 8;
-    };
-#pragma unroll
-    for (int i = 0; i < kRotIters; ++i) {
-      const int idx = tid + i * Traits::kNThreads;
-      const int row = idx / rot_half, j = idx % rot_half;
-      if (row < kBlockM && row_begin + row < row_end) {
-        const bool inter = p.append.rotary_interleaved;
-        Element* a = at(row, inter ? 2 * j : j);
-        Element* b = at(row, inter ? 2 * j + 1 : j + rot_half);
-        const float x0 = rotary::to_f32(*a), x1 = rotary::to_f32(*b);
-        *a = ptx::from_float<Element>(rotary::first(x0, x1, rot_cos[i], rot_sin[i]));
-        *b = ptx::from_float<Element>(rotary::second(x0, x1, rot_cos[i], rot_sin[i]));
-      }
-    }
-  };
-  if constexpr (!kFp8) {
+  if constexpr (fused) {
+    // The cache writes wait on their loads while the first blocks' copies
+    // and Q's angles are in flight.
+    KernelAppend<Traits>{p, batch, head_kv, cached_keys, seq.len_k}.write();
     if (rot_half > 0) {
       ptx::cp_async_wait<kStages - 2>();
       __syncthreads();
-      rotate_q();
+      Element* tile = reinterpret_cast<Element*>(smem);
+      auto at = [&](int row, int col) {
+        return tile + sm80::chunk_offset<Traits, kBlockM>(row, col / 8) / sizeof(Element) + col % 8;
+      };
+      const bool inter = p.append.rotary_interleaved;
+#pragma unroll
+      for (int i = 0; i < kRotRows; ++i) {
+        const int row = warp + i * Traits::kNWarps;
+#pragma unroll
+        for (int jj = 0; jj < kRotPairs; ++jj) {
+          const int j = lane + 32 * jj;
+          if (row_begin + row < row_end && j < rot_half) {
+            Element* a = at(row, inter ? 2 * j : j);
+            Element* b = at(row, inter ? 2 * j + 1 : j + rot_half);
+            const float x0 = rotary::to_f32(*a), x1 = rotary::to_f32(*b);
+            *a = ptx::from_float<Element>(rotary::first(x0, x1, rot_cos[i][jj], rot_sin[i][jj]));
+            *b = ptx::from_float<Element>(rotary::second(x0, x1, rot_cos[i][jj], rot_sin[i][jj]));
+          }
+        }
+      }
       __syncthreads();
     }
   }
@@ -536,7 +533,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kMinBlocks)
     fetch_pages(n_block + kStages);
 
     const uint32_t sk = smem_kv + (iter % kStages) * Traits::kStageBytes;
-    if constexpr (writes) {
+    if constexpr (fused) {
       if (rot_dim > 0 && n_block >= first_appended_block) {  // CTA-uniform
         KernelAppend<Traits>{p, batch, head_kv, cached_keys, seq.len_k}.rotate(n_block, smem + (sk - smem_q));
         __syncthreads();
@@ -766,7 +763,6 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kMinBlocks)
       }
     }
   }
-  if (fused) wait_for_append();  // the append has long finished by now
 }
 
 }  // namespace flash::decode

@@ -83,23 +83,20 @@ cudaError_t run_decode_kernels(const detail::FwdParams& params, cudaStream_t str
   if (!decode_grid_fits(params)) return cudaErrorInvalidConfiguration;
   const bool window = params.window_left >= 0 || params.window_right >= 0;
   const bool softcap = params.softcap > 0.f || params.alibi_slopes != nullptr;  // the score-modifier variant
-  // After an append (kernels/append, compiled for the same architectures)
-  // the decode kernel launches as its programmatic dependent on sm_90+, so
-  // its launch overlaps the append's run.
+  // After an append kernel (kernels/append, compiled for the same
+  // architectures: an fp8 cache, or an sm_80 GPU) the decode kernel
+  // launches as its programmatic dependent on sm_90+, so its launch
+  // overlaps the append's run; it waits for the append before it reads
+  // anything.
   const bool programmatic = params.cc_major >= 9 && programmatic_launch_compiled<Traits, Element, kHeadDim>();
   const bool after = programmatic && params.follows_append;
-  // Launched that way, the kernel does the append's share of the attention
-  // itself (FwdParams::AppendFusion): Q and the lengths as the caller gave
-  // them; it waits for the append only where it reads appended rows. (With
-  // an fp8 cache the kernel waits for the whole append: the fp8
-  // instantiations do not compile the fusion.)
-  // Where the host ran no append kernel (AppendFusion::writes), the kernel
-  // does the whole append; it launches as an ordinary kernel.
+  // Where the host ran no append kernel (AppendFusion::writes), the
+  // kWrites kernel does the whole append: Q and the lengths as the caller
+  // gave them.
   detail::FwdParams fused;
   const detail::FwdParams* call = &params;
-  if (!kFp8KV && (after || params.append.writes)) {
+  if (!kFp8KV && params.append.writes) {
     fused = params;
-    fused.append.fused = true;
     fused.q = params.append.q;
     fused.q_batch_stride = params.append.q_batch_stride;
     fused.q_seq_stride = params.append.q_seq_stride;
