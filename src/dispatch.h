@@ -33,8 +33,9 @@ bool describe(const Plan& plan, const Candidate& c, const AttentionParams& p, Ke
 // tensors the plan accepted (nothing launched).
 // `appended`: the call as the caller made it when `p` is its attention
 // after an append (attention_call, src/append.h). Either the append kernel
-// was launched on `stream` just before, and the decode kernel may overlap
-// it, taking the new rows' count and Q's rotation from it; or, with
+// was launched on `stream` just before (the decode kernel's launch may
+// overlap its run; the kernel waits for it, then reads the lengths and
+// rotated Q it wrote); or, with
 // `decode_appends` (only where decode_does_append() said so), no append
 // kernel ran and the decode kernel does the whole append itself.
 cudaError_t launch(const Plan& plan, const Candidate& c, const AttentionParams& p, cudaStream_t stream,

@@ -1,7 +1,7 @@
 // The rotary embedding's arithmetic, shared by the append kernel (which
-// rotates the new keys and a copy of Q) and the decode kernel (which, fused
-// with an append, rotates its Q tile in place, and, where it does the
-// append itself, the new keys), so both give the same bits.
+// rotates the new keys and a copy of Q) and the decode kernel's kWrites
+// variant (which does the append itself: it rotates its Q tile in place
+// and the new keys), so both give the same bits.
 #pragma once
 
 #include <cuda_bf16.h>

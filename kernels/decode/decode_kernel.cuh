@@ -428,6 +428,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kMinBlocks)
   // Warp w takes tile rows w, w + kNWarps, ..., lane l column pairs l,
   // l + 32, ...; the angles are loaded here, while the copies are in
   // flight.
+  static_assert(kBlockM % Traits::kNWarps == 0, "Q's rotation gives each warp whole rows");
   constexpr int kRotRows = kBlockM / Traits::kNWarps;
   constexpr int kRotPairs = (kHeadDim / 2 + 31) / 32;
   const int rot_half = fused && p.append.rotary_cos != nullptr ? p.append.rotary_dim / 2 : 0;

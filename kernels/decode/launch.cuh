@@ -84,8 +84,8 @@ cudaError_t run_decode_kernels(const detail::FwdParams& params, cudaStream_t str
   const bool window = params.window_left >= 0 || params.window_right >= 0;
   const bool softcap = params.softcap > 0.f || params.alibi_slopes != nullptr;  // the score-modifier variant
   // After an append kernel (kernels/append, compiled for the same
-  // architectures: an fp8 cache, or an sm_80 GPU) the decode kernel
-  // launches as its programmatic dependent on sm_90+, so its launch
+  // architectures; it runs first for an fp8 cache and on sm_80) the decode
+  // kernel launches as its programmatic dependent on sm_90+, so its launch
   // overlaps the append's run; it waits for the append before it reads
   // anything.
   const bool programmatic = params.cc_major >= 9 && programmatic_launch_compiled<Traits, Element, kHeadDim>();
