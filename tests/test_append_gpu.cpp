@@ -472,6 +472,46 @@ std::vector<AppendConfig> configs() {
     v.push_back(c);
   }
   {
+    // Head dim 192: three column pairs a lane in Q's rotation (NeoX over
+    // all 192 columns), paged, split.
+    AppendConfig c;
+    c.name = "decode_paged16_hd192_neox_split";
+    c.head_dim = 192;
+    c.old_lens = {130, 9};
+    c.new_lens = {1, 1};
+    c.page_size = 16;
+    c.rotary = Rotary::kNeox;
+    c.rotary_dim = 192;
+    c.num_splits = 3;
+    v.push_back(c);
+  }
+  {
+    // Head dim 96, fp16: rotary half 48, so lanes 0-15 take a second
+    // column pair; two tokens (rows of two warps' sets).
+    AppendConfig c;
+    c.name = "decode_dense_hd96_fp16_interleaved_two_rows";
+    c.dtype = DType::kFloat16;
+    c.head_dim = 96;
+    c.old_lens = {77, 0, 190};
+    c.new_lens = {2, 2, 2};
+    c.seqlen_q = 2;
+    c.causal = true;
+    c.rotary = Rotary::kInterleaved;
+    c.rotary_dim = 96;
+    v.push_back(c);
+  }
+  {
+    // Head dim 32: rotary half 16, lanes 16-31 idle in Q's rotation.
+    AppendConfig c;
+    c.name = "decode_dense_hd32_neox";
+    c.head_dim = 32;
+    c.old_lens = {1, 64, 255};
+    c.new_lens = {1, 1, 1};
+    c.rotary = Rotary::kNeox;
+    c.rotary_dim = 32;
+    v.push_back(c);
+  }
+  {
     // The score-modifier and windowed kernels, two row blocks of 16 (16
     // query heads a K/V head, two tokens) times four splits: many more
     // CTAs per (batch, K/V head) than new rows.
