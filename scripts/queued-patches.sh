@@ -19,6 +19,7 @@
 #   scripts/queued-patches.sh ab20        # bf16 serving prefill hd64 / 128 / 256: the box producer's page divisions against the shifts (two rounds; run at 2acbd3d, before the shifts landed; measured: docs/perf/sm90-kv-cache.md)
 #   scripts/queued-patches.sh ab21        # bf16 serving prefill hd256: divisions, the shifts (16-key pages gathered), the shifts with 16-key pages as 16-row TMA boxes (two rounds; run at 2acbd3d; measured: docs/perf/sm90-kv-cache.md)
 #   scripts/queued-patches.sh ab22        # bf16 serving prefill hd64 / 128 / 256 with the shifts: the bench's shuffled pages against pages in order (two rounds; run: docs/perf/sm90-kv-cache.md "Open")
+#   scripts/queued-patches.sh ab23        # decode hd128 (append rows, --decode at 4k) and hd256 (--decode): base, Q rotated in the first iteration, the prologue loop, both (two rounds)
 #   scripts/queued-patches.sh ncu19       # pages in order; ncu of hd256's seqused_k, paged64 and paged256 bf16 rows (ab19's question by the counters)
 #   scripts/queued-patches.sh ab12        # bf16 serving prefill rows at hd64 / 256: base, the bench's pages in order, the prefetch patch, it four blocks ahead (two rounds; measured, not kept: docs/perf)
 #   scripts/queued-patches.sh ab13        # hd64 serving prefill rows (bf16 and e4m3 caches): base, the fp8 cache on 192 x 96 (two rounds; measured, not kept: docs/perf)
@@ -223,6 +224,20 @@ case "${1:-}" in
       "--serving --serving_head_dims=256 --no-standard --benchmark_filter=serving/prefill/bf16/" \
       '| head_dim | cache' 'base:' "shifts:@$dir/2026-12-06-paged-box-shifts.patch" \
       "box16:@$dir/2026-12-06-paged-box-shifts.patch;;kernels/sm90/tma_limits.h:s/paged_box_rows(page_size, block_n) < 32;/paged_box_rows(page_size, block_n) < 16;/"
+    ;;
+  ab23)
+    # Issue 25: decode with append + rotary at batch 1 x 4k is 1.07x the
+    # plain call (docs/perf/append.md, "Code size"). rotq: Q's rotation in
+    # the first iteration, after the next block's copies are issued; loop:
+    # the prologue's stage loop not unrolled (less code fetched cold).
+    # hd256's rows: its plain kernel's spills grew at 0ddb4eb, and rotq
+    # spills its kWrites kernels.
+    AB_CALL_TIMEOUT=${AB_CALL_TIMEOUT:-560} ab "128;256" \
+      "--features --benchmark_filter=features/append --l2_flush=read;;--decode --decode_head_dims=128,256 --l2_flush=read --benchmark_filter=/L4096/|/B32/L32768/" \
+      '| shape | kernel | plain us;;| head_dim | L | batch' 'base:' \
+      "rotq:@$dir/2026-12-06-decode-rotate-q-in-loop.patch" \
+      "loop:@$dir/2026-12-06-decode-prologue-loop.patch" \
+      "both:@$dir/2026-12-06-decode-rotate-q-in-loop.patch;;@$dir/2026-12-06-decode-prologue-loop.patch"
     ;;
   ab22)
     # Issue 25: with the shifts, hd256's pages of 256 read 0.98 of
