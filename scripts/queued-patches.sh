@@ -19,7 +19,8 @@
 #   scripts/queued-patches.sh ab20        # bf16 serving prefill hd64 / 128 / 256: the box producer's page divisions against the shifts (two rounds; run at 2acbd3d, before the shifts landed; measured: docs/perf/sm90-kv-cache.md)
 #   scripts/queued-patches.sh ab21        # bf16 serving prefill hd256: divisions, the shifts (16-key pages gathered), the shifts with 16-key pages as 16-row TMA boxes (two rounds; run at 2acbd3d; measured: docs/perf/sm90-kv-cache.md)
 #   scripts/queued-patches.sh ab22        # bf16 serving prefill hd64 / 128 / 256 with the shifts: the bench's shuffled pages against pages in order (two rounds; run: docs/perf/sm90-kv-cache.md "Open")
-#   scripts/queued-patches.sh ab23        # decode hd128 (append rows, --decode at 4k) and hd256 (--decode): base, Q rotated in the first iteration, the prologue loop, both (two rounds)
+#   scripts/queued-patches.sh ab23        # decode hd128 (append rows, --decode at 4k and b32 x 32k): base, whole-block copies, the prologue loop, Q rotated in the first iteration, all three (two rounds)
+#   scripts/queued-patches.sh ab24        # decode hd256 (--decode): base against the code before 0ddb4eb (its plain kernel's spills grew), then all three queued decode patches (two rounds)
 #   scripts/queued-patches.sh ncu19       # pages in order; ncu of hd256's seqused_k, paged64 and paged256 bf16 rows (ab19's question by the counters)
 #   scripts/queued-patches.sh ab12        # bf16 serving prefill rows at hd64 / 256: base, the bench's pages in order, the prefetch patch, it four blocks ahead (two rounds; measured, not kept: docs/perf)
 #   scripts/queued-patches.sh ab13        # hd64 serving prefill rows (bf16 and e4m3 caches): base, the fp8 cache on 192 x 96 (two rounds; measured, not kept: docs/perf)
@@ -226,18 +227,30 @@ case "${1:-}" in
       "box16:@$dir/2026-12-06-paged-box-shifts.patch;;kernels/sm90/tma_limits.h:s/paged_box_rows(page_size, block_n) < 32;/paged_box_rows(page_size, block_n) < 16;/"
     ;;
   ab23)
-    # Issue 25: decode with append + rotary at batch 1 x 4k is 1.07x the
-    # plain call (docs/perf/append.md, "Code size"). rotq: Q's rotation in
-    # the first iteration, after the next block's copies are issued; loop:
-    # the prologue's stage loop not unrolled (less code fetched cold).
-    # hd256's rows: its plain kernel's spills grew at 0ddb4eb, and rotq
-    # spills its kWrites kernels.
-    AB_CALL_TIMEOUT=${AB_CALL_TIMEOUT:-560} ab "128;256" \
-      "--features --benchmark_filter=features/append --l2_flush=read;;--decode --decode_head_dims=128,256 --l2_flush=read --benchmark_filter=/L4096/|/B32/L32768/" \
+    # Issue 25: at batch 1 the decode kernel is latency bound, one warp a
+    # scheduler (docs/perf/append.md, "Code size"). whole: a block whose
+    # rows all hold keys copied without load_tile's per-row checks and
+    # selects (the hd128 loop's dense copies 146 -> ~70 instructions);
+    # loop: the prologue's stage loop not unrolled (less code fetched
+    # cold); rotq: Q's rotation in the first iteration, after the next
+    # block's copies are issued (append + rotary is 1.07x plain at 1 x 4k).
+    AB_CALL_TIMEOUT=${AB_CALL_TIMEOUT:-560} ab "128" \
+      "--features --benchmark_filter=features/append --l2_flush=read;;--decode --l2_flush=read --benchmark_filter=/L4096/|/B32/L32768/" \
       '| shape | kernel | plain us;;| head_dim | L | batch' 'base:' \
-      "rotq:@$dir/2026-12-06-decode-rotate-q-in-loop.patch" \
+      "whole:@$dir/2026-12-06-decode-whole-block-copies.patch" \
       "loop:@$dir/2026-12-06-decode-prologue-loop.patch" \
-      "both:@$dir/2026-12-06-decode-rotate-q-in-loop.patch;;@$dir/2026-12-06-decode-prologue-loop.patch"
+      "rotq:@$dir/2026-12-06-decode-rotate-q-in-loop.patch" \
+      "all3:@$dir/2026-12-06-decode-whole-block-copies.patch;;@$dir/2026-12-06-decode-prologue-loop.patch;;@$dir/2026-12-06-decode-rotate-q-in-loop.patch"
+    ;;
+  ab24)
+    # hd256 decode: 0ddb4eb grew the plain kernel's spills (16 -> 36
+    # bytes); "before" is the decode code of 5d53392. The queued patches
+    # leave hd256's plain kernels as they are (two stages; its tile takes
+    # load_tile), so "all3" checks only that.
+    AB_CALL_TIMEOUT=${AB_CALL_TIMEOUT:-560} ab "256" \
+      "--decode --decode_head_dims=256 --l2_flush=read" '| head_dim | L | batch' 'base:' \
+      "before:-@$dir/2026-12-06-decode-append-code-size.patch" \
+      "all3:@$dir/2026-12-06-decode-whole-block-copies.patch;;@$dir/2026-12-06-decode-prologue-loop.patch;;@$dir/2026-12-06-decode-rotate-q-in-loop.patch"
     ;;
   ab22)
     # Issue 25: with the shifts, hd256's pages of 256 read 0.98 of
