@@ -19,8 +19,8 @@
 #   scripts/queued-patches.sh ab20        # bf16 serving prefill hd64 / 128 / 256: the box producer's page divisions against the shifts (two rounds; run at 2acbd3d, before the shifts landed; measured: docs/perf/sm90-kv-cache.md)
 #   scripts/queued-patches.sh ab21        # bf16 serving prefill hd256: divisions, the shifts (16-key pages gathered), the shifts with 16-key pages as 16-row TMA boxes (two rounds; run at 2acbd3d; measured: docs/perf/sm90-kv-cache.md)
 #   scripts/queued-patches.sh ab22        # bf16 serving prefill hd64 / 128 / 256 with the shifts: the bench's shuffled pages against pages in order (two rounds; run: docs/perf/sm90-kv-cache.md "Open")
-#   scripts/queued-patches.sh ab23        # decode hd128 (append rows, --decode at 4k and b32 x 32k): base, whole-block copies, the prologue loop, Q rotated in the first iteration, all three (two rounds)
-#   scripts/queued-patches.sh ab24        # decode hd256 (--decode): base against the code before 0ddb4eb (its plain kernel's spills grew), then all three queued decode patches (two rounds)
+#   scripts/queued-patches.sh ab23        # decode hd128 (append rows, --decode at 4k and b32 x 32k): base, whole-block copies, the prologue loop, Q rotated in the first iteration, the lazy max, all four (two rounds)
+#   scripts/queued-patches.sh ab24        # decode hd256 (--decode): base against the code before 0ddb4eb (its plain kernel's spills grew), then all four queued decode patches (two rounds)
 #   scripts/queued-patches.sh ncu19       # pages in order; ncu of hd256's seqused_k, paged64 and paged256 bf16 rows (ab19's question by the counters)
 #   scripts/queued-patches.sh ab12        # bf16 serving prefill rows at hd64 / 256: base, the bench's pages in order, the prefetch patch, it four blocks ahead (two rounds; measured, not kept: docs/perf)
 #   scripts/queued-patches.sh ab13        # hd64 serving prefill rows (bf16 and e4m3 caches): base, the fp8 cache on 192 x 96 (two rounds; measured, not kept: docs/perf)
@@ -57,6 +57,9 @@ LANDED=(
   2026-12-05-pass-hidden-blocks
 )
 dir=docs/history/patches
+# The queued decode patches of 2026-12-06, together (ab23, ab24).
+all4="@$dir/2026-12-06-decode-whole-block-copies.patch;;@$dir/2026-12-06-decode-prologue-loop.patch"
+all4+=";;@$dir/2026-12-06-decode-rotate-q-in-loop.patch;;@$dir/2026-12-06-decode-lazy-max.patch"
 files=()
 for p in "${PATCHES[@]}"; do files+=("$dir/$p.patch"); done
 spec="all:"
@@ -233,24 +236,26 @@ case "${1:-}" in
     # selects (the hd128 loop's dense copies 146 -> ~70 instructions);
     # loop: the prologue's stage loop not unrolled (less code fetched
     # cold); rotq: Q's rotation in the first iteration, after the next
-    # block's copies are issued (append + rotary is 1.07x plain at 1 x 4k).
+    # block's copies are issued (append + rotary is 1.07x plain at 1 x 4k);
+    # lazy: OnlineSoftmax's lazy max, O rescaled only when a row's max
+    # grows by more than 2^8 (64 FMULs a block a thread at hd128 skipped).
     AB_CALL_TIMEOUT=${AB_CALL_TIMEOUT:-560} ab "128" \
       "--features --benchmark_filter=features/append --l2_flush=read;;--decode --l2_flush=read --benchmark_filter=/L4096/|/B32/L32768/" \
       '| shape | kernel | plain us;;| head_dim | L | batch' 'base:' \
       "whole:@$dir/2026-12-06-decode-whole-block-copies.patch" \
       "loop:@$dir/2026-12-06-decode-prologue-loop.patch" \
       "rotq:@$dir/2026-12-06-decode-rotate-q-in-loop.patch" \
-      "all3:@$dir/2026-12-06-decode-whole-block-copies.patch;;@$dir/2026-12-06-decode-prologue-loop.patch;;@$dir/2026-12-06-decode-rotate-q-in-loop.patch"
+      "lazy:@$dir/2026-12-06-decode-lazy-max.patch" \
+      "all4:$all4"
     ;;
   ab24)
     # hd256 decode: 0ddb4eb grew the plain kernel's spills (16 -> 36
-    # bytes); "before" is the decode code of 5d53392. The queued patches
-    # leave hd256's plain kernels as they are (two stages; its tile takes
-    # load_tile), so "all3" checks only that.
+    # bytes); "before" is the decode code of 5d53392. Of the queued
+    # patches only the lazy max changes hd256's plain kernels (two stages;
+    # its tile takes load_tile).
     AB_CALL_TIMEOUT=${AB_CALL_TIMEOUT:-560} ab "256" \
       "--decode --decode_head_dims=256 --l2_flush=read" '| head_dim | L | batch' 'base:' \
-      "before:-@$dir/2026-12-06-decode-append-code-size.patch" \
-      "all3:@$dir/2026-12-06-decode-whole-block-copies.patch;;@$dir/2026-12-06-decode-prologue-loop.patch;;@$dir/2026-12-06-decode-rotate-q-in-loop.patch"
+      "before:-@$dir/2026-12-06-decode-append-code-size.patch" "all4:$all4"
     ;;
   ab22)
     # Issue 25: with the shifts, hd256's pages of 256 read 0.98 of
