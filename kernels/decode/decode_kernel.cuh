@@ -88,6 +88,15 @@ struct DecodeTraits {
 // variant, so the other decode kernels' code is as it is without it; there
 // only the last block or two of a sequence, and one CTA's writes, take
 // these paths.
+// The pair (*a, *b) of a tile in shared memory turned in place by the
+// angle whose cosine is c and sine s (rotary::first / second).
+template <typename T>
+__device__ __forceinline__ void turn_pair(T* a, T* b, float c, float s) {
+  const float x0 = rotary::to_f32(*a), x1 = rotary::to_f32(*b);
+  *a = ptx::from_float<T>(rotary::first(x0, x1, c, s));
+  *b = ptx::from_float<T>(rotary::second(x0, x1, c, s));
+}
+
 template <typename Traits>
 struct KernelAppend {
   using Element = typename Traits::Element;
@@ -248,11 +257,7 @@ struct KernelAppend {
       const int j = idx % half;
       const int64_t a_at = angles(n_block * kBlockN + row - cached_keys) + j;
       const float c = __ldg(p.append.rotary_cos + a_at), s = __ldg(p.append.rotary_sin + a_at);
-      Element* a = at(row, inter ? 2 * j : j);
-      Element* b = at(row, inter ? 2 * j + 1 : j + half);
-      const float x0 = rotary::to_f32(*a), x1 = rotary::to_f32(*b);
-      *a = ptx::from_float<Element>(rotary::first(x0, x1, c, s));
-      *b = ptx::from_float<Element>(rotary::second(x0, x1, c, s));
+      turn_pair(at(row, inter ? 2 * j : j), at(row, inter ? 2 * j + 1 : j + half), c, s);
     }
   }
 };
@@ -471,11 +476,8 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kMinBlocks)
         for (int jj = 0; jj < kRotPairs; ++jj) {
           const int j = lane + 32 * jj;
           if (row_begin + row < row_end && j < rot_half) {
-            Element* a = at(row, inter ? 2 * j : j);
-            Element* b = at(row, inter ? 2 * j + 1 : j + rot_half);
-            const float x0 = rotary::to_f32(*a), x1 = rotary::to_f32(*b);
-            *a = ptx::from_float<Element>(rotary::first(x0, x1, rot_cos[i][jj], rot_sin[i][jj]));
-            *b = ptx::from_float<Element>(rotary::second(x0, x1, rot_cos[i][jj], rot_sin[i][jj]));
+            turn_pair(at(row, inter ? 2 * j : j), at(row, inter ? 2 * j + 1 : j + rot_half), rot_cos[i][jj],
+                      rot_sin[i][jj]);
           }
         }
       }
