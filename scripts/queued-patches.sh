@@ -19,9 +19,9 @@
 #   scripts/queued-patches.sh ab20        # bf16 serving prefill hd64 / 128 / 256: the box producer's page divisions against the shifts (two rounds; run at 2acbd3d, before the shifts landed; measured: docs/perf/sm90-kv-cache.md)
 #   scripts/queued-patches.sh ab21        # bf16 serving prefill hd256: divisions, the shifts (16-key pages gathered), the shifts with 16-key pages as 16-row TMA boxes (two rounds; run at 2acbd3d; measured: docs/perf/sm90-kv-cache.md)
 #   scripts/queued-patches.sh ab22        # bf16 serving prefill hd64 / 128 / 256 with the shifts: the bench's shuffled pages against pages in order (two rounds; run: docs/perf/sm90-kv-cache.md "Open")
-#   scripts/queued-patches.sh ab23        # decode hd128 (append rows, --decode at 4k and b32 x 32k): base, whole-block copies, the prologue loop, Q rotated in the first iteration, the lazy max, all four (two rounds)
-#   scripts/queued-patches.sh ab24        # decode hd256 (--decode): base against the code before 0ddb4eb (its plain kernel's spills grew), then all four queued decode patches (two rounds)
-#   scripts/queued-patches.sh ab25        # decode hd64 (--decode): base, whole-block copies, the prologue loop, all four (their registers pass 128: a CTA an SM fewer?) (two rounds)
+#   scripts/queued-patches.sh ab23        # decode hd128 (append rows, --decode at 4k and b32 x 32k): base, whole-block copies, the prologue loop, Q rotated in the first iteration, the lazy max, all four (two rounds; measured, not kept: docs/perf/append.md)
+#   scripts/queued-patches.sh ab24        # decode hd256 (--decode): base against the code before 0ddb4eb (its plain kernel's spills grew) (two rounds; measured: docs/perf/append.md)
+#   scripts/queued-patches.sh ab25        # decode hd64 (--decode): base, whole-block copies, the prologue loop, all four (their registers pass 128: a CTA an SM fewer?) (two rounds; not run: ab23 kept none of them)
 #   scripts/queued-patches.sh ncu19       # pages in order; ncu of hd256's seqused_k, paged64 and paged256 bf16 rows (ab19's question by the counters)
 #   scripts/queued-patches.sh ab12        # bf16 serving prefill rows at hd64 / 256: base, the bench's pages in order, the prefetch patch, it four blocks ahead (two rounds; measured, not kept: docs/perf)
 #   scripts/queued-patches.sh ab13        # hd64 serving prefill rows (bf16 and e4m3 caches): base, the fp8 cache on 192 x 96 (two rounds; measured, not kept: docs/perf)
@@ -256,7 +256,7 @@ case "${1:-}" in
     # its tile takes load_tile).
     AB_CALL_TIMEOUT=${AB_CALL_TIMEOUT:-560} ab "256" \
       "--decode --decode_head_dims=256 --l2_flush=read" '| head_dim | L | batch' 'base:' \
-      "before:-@$dir/2026-12-06-decode-append-code-size.patch" "all4:$all4"
+      "before:-@$dir/2026-12-06-decode-append-code-size.patch"
     ;;
   ab25)
     # hd64 decode: the whole-block copies and the prologue loop take some
