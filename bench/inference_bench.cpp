@@ -80,12 +80,14 @@ struct DecodeRun {
     p.set_contiguous_bnhd();  // Q, O [B, 1, Hq, D]; a dense cache [B, L, Hkv, D]
     p.backend = env.options.backend;
     p.num_splits = env.options.num_splits;  // 0, the default: flash splits the keys when the workspace allows it
-    // A paged cache: one pool of B * L / page_size pages in a random order.
+    // A paged cache: one pool of B * ceil(L / page_size) pages in a random
+    // order.
     std::vector<int32_t> table;
     if (key.page_size > 0) table = make_paged_cache(&p, key.seqlen_k, key.page_size);
     const std::vector<int32_t> used(static_cast<size_t>(key.batch), static_cast<int32_t>(key.seqlen_k));
     const size_t q_elems = static_cast<size_t>(p.batch * p.heads_q * p.head_dim);
-    const size_t kv_elems = static_cast<size_t>(key.batch * key.seqlen_k * p.heads_kv * p.head_dim);
+    const int64_t kv_rows = key.page_size > 0 ? p.num_pages * key.page_size : key.batch * key.seqlen_k;
+    const size_t kv_elems = static_cast<size_t>(kv_rows * p.heads_kv * p.head_dim);
     std::string err = alloc_filled(env, &q, q_elems, 1, "Q");
     if (err.empty()) err = alloc_kv_filled(env, &k, &v, kv_elems, key.fp8);
     if (err.empty()) err = o.allocate(q_elems * kElemBytes, "cudaMalloc(O)");
@@ -316,8 +318,8 @@ void bench_window(benchmark::State& state, BenchEnv* env, WindowKey key) {
 std::vector<DecodeKey> decode_keys(const Options& options) {
   std::vector<DecodeKey> keys;
   for (int64_t head_dim : options.decode_head_dims) {
-    for (int64_t seqlen_k : kDecodeSeqlens) {
-      for (int64_t batch : kDecodeBatches) {
+    for (int64_t seqlen_k : options.decode_seqlens) {
+      for (int64_t batch : options.decode_batches) {
         for (int64_t page_size : kDecodePageSizes) keys.push_back(DecodeKey{batch, seqlen_k, page_size, head_dim});
       }
     }
@@ -433,8 +435,8 @@ void print_decode_summary(std::FILE* out, const BenchEnv& env) {
 std::vector<DecodeKey> fp8_decode_keys(const Options& options) {
   std::vector<DecodeKey> keys;
   for (int64_t head_dim : options.decode_head_dims) {
-    for (int64_t seqlen_k : kDecodeSeqlens) {
-      for (int64_t batch : kDecodeBatches) {
+    for (int64_t seqlen_k : options.decode_seqlens) {
+      for (int64_t batch : options.decode_batches) {
         for (int64_t page_size : {0, 16}) {
           for (bool fp8 : {false, true}) keys.push_back(DecodeKey{batch, seqlen_k, page_size, head_dim, fp8});
         }

@@ -3,8 +3,10 @@
 //
 //   Decode (--decode): one new token per sequence against a KV cache, the
 //   call an inference engine makes every step. bf16, heads_q 32, heads_kv 8,
-//   head_dim 128 (--decode_head_dims), seqlen_q 1, batch in {1, 8, 32}, KV length L in {4096,
-//   32768}, seqused_k = L for every sequence, num_splits 0 (auto) with a
+//   head_dim 128 (--decode_head_dims), seqlen_q 1, batch in {1, 8, 32}
+//   (--decode_batches), KV length L in {4096, 32768} (--decode_seqlens; a
+//   paged cache's last page partly filled where L is not a multiple of its
+//   size), seqused_k = L for every sequence, num_splits 0 (auto) with a
 //   workspace of attention_workspace_size() bytes. Three caches per shape:
 //   dense [B, L, H, D], and paged with page_size 16 and 256 (pages of all
 //   sequences in one pool, handed out in a fixed random permutation through
@@ -30,8 +32,6 @@ namespace flash_bench {
 // The decode rows' shapes (bf16, seqlen_q 1).
 constexpr int64_t kDecodeHeadsQ = 32;
 constexpr int64_t kDecodeHeadsKv = 8;
-constexpr int64_t kDecodeBatches[] = {1, 8, 32};
-constexpr int64_t kDecodeSeqlens[] = {4096, 32768};
 
 // One decode row: `batch` sequences of `seqlen_k` keys each at `head_dim`,
 // on a dense cache (page_size 0) or a paged one.

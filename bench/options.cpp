@@ -161,6 +161,9 @@ const char* usage() {
          "                              also causal, and N 2048 (batch 8) causal and not\n"
          "  --num_splits=N              the decode rows' split count (default 0: flash picks; 1: no split)\n"
          "  --decode_head_dims=LIST     the decode rows' head dims (default 128; compiled ones, or 512)\n"
+         "  --decode_seqlens=LIST       the decode rows' cached keys a sequence, any length >= 1 (default\n"
+         "                              4096,32768; --decode, --fp8 and --serving's decode rows)\n"
+         "  --decode_batches=LIST       the decode rows' batch sizes (default 1,8,32; the same rows)\n"
          "  --softcap=X                 the sweep's rows with logit softcap X (default 0: none; the\n"
          "                              standard-attention rows apply it too; 0 or at least 1e-6)\n"
          "  --lse                       the sweep's flash rows also write the log-sum-exp (float32; default: none,\n"
@@ -239,6 +242,10 @@ std::string parse_options(int* argc, char** argv, Options* options, bool* help) 
     } else if (const char* v = flag_value(arg, "--decode_head_dims")) {
       err = parse_int_list("--decode_head_dims", v, 1, &options->decode_head_dims);
       if (err.empty()) err = check_row_head_dims("--decode_head_dims", options->decode_head_dims, /*allow_512=*/true);
+    } else if (const char* v = flag_value(arg, "--decode_seqlens")) {
+      err = parse_int_list("--decode_seqlens", v, 1, &options->decode_seqlens);
+    } else if (const char* v = flag_value(arg, "--decode_batches")) {
+      err = parse_int_list("--decode_batches", v, 1, &options->decode_batches);
     } else if (std::strcmp(arg, "--serving") == 0) {
       options->serving = true;
     } else if (std::strcmp(arg, "--mla") == 0) {

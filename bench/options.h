@@ -48,6 +48,8 @@ struct Options {
   float softcap = 0.f;       // --softcap: the sweep's flash rows with this logit softcap (0: none)
   bool lse = false;          // --lse: the sweep's flash rows also write the log-sum-exp
   std::vector<int64_t> decode_head_dims = {128};  // --decode_head_dims: the decode rows' head dims
+  std::vector<int64_t> decode_seqlens = {4096, 32768};  // --decode_seqlens: the decode rows' cached keys L
+  std::vector<int64_t> decode_batches = {1, 8, 32};     // --decode_batches: the decode rows' batch sizes
   std::vector<int64_t> serving_head_dims = default_serving_head_dims();  // --serving_head_dims
 };
 

@@ -144,15 +144,15 @@ inline std::vector<int32_t> shuffled_pages(int64_t n, uint32_t seed) {
   return pages;
 }
 
-// Makes K and V of *p a paged cache of `keys` keys per sequence (a multiple
-// of page_size): one pool of p->batch * keys / page_size pages [page_size,
-// heads_kv, head_dim], handed out in a fixed random order, sequence b's i-th
-// page being table[b * keys / page_size + i]. Sets the paged fields and the
+// Makes K and V of *p a paged cache of `keys` keys per sequence: one pool of
+// p->num_pages = p->batch * n pages [page_size, heads_kv, head_dim], n =
+// ceil(keys / page_size), handed out in a fixed random order, sequence b's
+// i-th page being table[b * n + i]. Sets the paged fields and the
 // strides between pages; p's batch, heads, head_dim and K/V sequence strides
 // must already be set. Returns the block table (host), to upload and point
 // p->block_table at.
 inline std::vector<int32_t> make_paged_cache(flash::AttentionParams* p, int64_t keys, int64_t page_size) {
-  const int64_t pages_per_seq = keys / page_size;
+  const int64_t pages_per_seq = (keys + page_size - 1) / page_size;  // the last one partly filled
   p->page_size = page_size;
   p->max_pages_per_seq = pages_per_seq;
   p->block_table_batch_stride = pages_per_seq;

@@ -188,8 +188,8 @@ void print_prefill_table(std::FILE* out, const BenchEnv& env) {
 std::vector<DecodeKey> serving_decode_keys(const Options& options) {
   std::vector<DecodeKey> keys;
   for (int64_t head_dim : options.serving_head_dims) {
-    for (int64_t seqlen_k : kDecodeSeqlens) {
-      for (int64_t batch : kDecodeBatches) {
+    for (int64_t seqlen_k : options.decode_seqlens) {
+      for (int64_t batch : options.decode_batches) {
         for (int64_t page_size : kServingDecodePageSizes) keys.push_back(DecodeKey{batch, seqlen_k, page_size, head_dim});
       }
     }

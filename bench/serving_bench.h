@@ -23,7 +23,8 @@
 //   head dim) is the dense row's time over this row's.
 //
 //   Decode: the --decode rows (inference_bench.h) at --serving_head_dims,
-//   batch 1, 8, 32, L 4096 and 32768, on a dense cache and a paged one of
+//   batch 1, 8, 32, L 4096 and 32768 (--decode_batches, --decode_seqlens),
+//   on a dense cache and a paged one of
 //   16-key pages; registered through register_decode_benchmarks, so a shape
 //   --decode also asks for is one row. The summary puts the dense row's time
 //   over the paged row's beside each paged row.
