@@ -22,6 +22,7 @@
 #   scripts/queued-patches.sh ab23        # decode hd128 (append rows, --decode at 4k and b32 x 32k): base, whole-block copies, the prologue loop, Q rotated in the first iteration, the lazy max, all four (two rounds; measured, not kept: docs/perf/append.md)
 #   scripts/queued-patches.sh ab24        # decode hd256 (--decode): base against the code before 0ddb4eb (its plain kernel's spills grew) (two rounds; measured: docs/perf/append.md)
 #   scripts/queued-patches.sh ab25        # decode hd64 (--decode): base, whole-block copies, the prologue loop, all four (their registers pass 128: a CTA an SM fewer?) (two rounds; not run: ab23 kept none of them)
+#   scripts/queued-patches.sh ab26        # decode at short caches (256-4096 keys, batch 1 and 8, dense) at hd64 / 128 / 256: no split unless it saves five blocks a CTA, against the rule before (two rounds)
 #   scripts/queued-patches.sh ncu19       # pages in order; ncu of hd256's seqused_k, paged64 and paged256 bf16 rows (ab19's question by the counters)
 #   scripts/queued-patches.sh ab12        # bf16 serving prefill rows at hd64 / 256: base, the bench's pages in order, the prefetch patch, it four blocks ahead (two rounds; measured, not kept: docs/perf)
 #   scripts/queued-patches.sh ab13        # hd64 serving prefill rows (bf16 and e4m3 caches): base, the fp8 cache on 192 x 96 (two rounds; measured, not kept: docs/perf)
@@ -267,6 +268,15 @@ case "${1:-}" in
       "--decode --decode_head_dims=64 --l2_flush=read" '| head_dim | L | batch' 'base:' \
       "whole:@$dir/2026-12-06-decode-whole-block-copies.patch" \
       "loop:@$dir/2026-12-06-decode-prologue-loop.patch" "all4:$all4"
+    ;;
+  ab26)
+    # Issue 25: at batch 1 the combine kernel a split adds costs about as
+    # much as five 64-key blocks of one decode CTA (H100: 7.4 us for 128
+    # keys unsplit, 10.5 split in two; 0.6-0.7 us a block a CTA), so 256
+    # keys split in two ran 10.5 us against 8.7-9.1 unsplit.
+    AB_CALL_TIMEOUT=${AB_CALL_TIMEOUT:-560} ab "64;128;256" \
+      "--decode --decode_head_dims=64,128,256 --decode_seqlens=256,384,512,1024,4096 --decode_batches=1,8 --l2_flush=read --benchmark_filter=(read_bandwidth|dense)" \
+      '| head_dim | L | batch' "before:-@$dir/2026-12-06-decode-short-cache-splits.patch" 'rule:'
     ;;
   ab22)
     # Issue 25: with the shifts, hd256's pages of 256 read 0.98 of

@@ -101,6 +101,8 @@ int prefill_splits_wanted(const AttentionParams& p, const DeviceCaps& caps) {
 //   head_dim 64 is faster with the dense rule).
 //   Either way at least two K/V blocks per split, at most kMaxSplits, and
 //   none when the (batch, K/V head, row block) CTAs alone fill the GPU.
+//   Dense bf16/fp16 caches: none unless the splits take kMinBlocksSavedBySplit
+//   blocks or more off each CTA.
 //   Paged bf16/fp16 caches: at least four K/V blocks per split, and none
 //   once the CTAs number the SMs (the paged split sweep in decode-splits.md).
 int decode_splits_wanted(const AttentionParams& p, const DeviceCaps& caps) {
@@ -120,7 +122,10 @@ int decode_splits_wanted(const AttentionParams& p, const DeviceCaps& caps) {
   if (p.block_table == nullptr && !fp8_slots) {
     const int64_t target = ceil_div(9 * num_sms, 10);
     if (units >= target || max_splits <= 1) return static_cast<int>(std::max<int64_t>(accurate, 1));
-    return static_cast<int>(std::max(accurate, std::min(ceil_div(target, units), max_splits)));
+    const int64_t splits = std::max(accurate, std::min(ceil_div(target, units), max_splits));
+    const int64_t blocks = ceil_div(keys, block_n);
+    if (!fp8_cache(p) && accurate <= 1 && blocks - ceil_div(blocks, splits) < kMinBlocksSavedBySplit) return 1;
+    return static_cast<int>(splits);
   }
   const int smem = decode_smem(p) + 1024;  // + the per-block reservation
   const int per_sm = caps.smem_per_sm > 0 ? std::max(1, caps.smem_per_sm / smem) : 1;

@@ -41,6 +41,11 @@ inline constexpr int64_t kKeysPerAccumulation = int64_t{1} << 18;
 // workspace.
 inline constexpr int64_t kMinBlocksPerSplit = 4;
 inline constexpr size_t kMaxSplitWorkspace = size_t{1} << 30;
+// The decode kernel on a dense 16-bit cache splits the keys only where that
+// takes at least this many of its 64-key blocks off each CTA: the combine
+// kernel a split adds costs about as much as five blocks of one CTA's time
+// (docs/perf/decode-splits.md, "Short caches").
+inline constexpr int64_t kMinBlocksSavedBySplit = 5;
 
 struct Plan {
   DeviceCaps caps;

@@ -1014,7 +1014,17 @@ TEST(Plan, DecodeSplitsAboutOneCtaPerSm) {
     EXPECT_EQ(wanted(p), 2) << hd;  // 64 x 2 = 128
     p.batch = 15;
     EXPECT_EQ(wanted(p), 1) << hd;  // 120 CTAs
-    p = decode_call(hd, 1, 256);    // 4 K/V blocks of 64: at most 2 splits
+    // Short caches: a split must take at least five 64-key blocks off each
+    // CTA to pay for the combine kernel.
+    p = decode_call(hd, 1, 256);  // 4 blocks: 2 splits would save 2
+    EXPECT_EQ(wanted(p), 1) << hd;
+    p = decode_call(hd, 1, 448);  // 7 blocks: 3 splits would save 4
+    EXPECT_EQ(wanted(p), 1) << hd;
+    p = decode_call(hd, 1, 512);  // 8 blocks: 4 splits save 6
+    EXPECT_EQ(wanted(p), 4) << hd;
+    p = decode_call(hd, 8, 512);  // 64 CTAs: 2 splits would save 4
+    EXPECT_EQ(wanted(p), 1) << hd;
+    p = decode_call(hd, 8, 1024);  // 2 splits save 8
     EXPECT_EQ(wanted(p), 2) << hd;
     p = decode_call(hd, 1, 100);
     EXPECT_EQ(wanted(p), 1) << hd;
