@@ -101,8 +101,8 @@ int prefill_splits_wanted(const AttentionParams& p, const DeviceCaps& caps) {
 //   head_dim 64 is faster with the dense rule).
 //   Either way at least two K/V blocks per split, at most kMaxSplits, and
 //   none when the (batch, K/V head, row block) CTAs alone fill the GPU.
-//   Dense bf16/fp16 caches: none unless the splits take kMinBlocksSavedBySplit
-//   blocks or more off each CTA.
+//   Dense bf16/fp16 caches: none unless the splits take
+//   min_blocks_saved_by_split blocks or more off each CTA.
 //   Paged bf16/fp16 caches: at least four K/V blocks per split, and none
 //   once the CTAs number the SMs (the paged split sweep in decode-splits.md).
 int decode_splits_wanted(const AttentionParams& p, const DeviceCaps& caps) {
@@ -124,7 +124,8 @@ int decode_splits_wanted(const AttentionParams& p, const DeviceCaps& caps) {
     if (units >= target || max_splits <= 1) return static_cast<int>(std::max<int64_t>(accurate, 1));
     const int64_t splits = std::max(accurate, std::min(ceil_div(target, units), max_splits));
     const int64_t blocks = ceil_div(keys, block_n);
-    if (!fp8_cache(p) && accurate <= 1 && blocks - ceil_div(blocks, splits) < kMinBlocksSavedBySplit) return 1;
+    const int64_t min_saved = min_blocks_saved_by_split(decode::stages(decode_head_dim(p)));
+    if (!fp8_cache(p) && accurate <= 1 && blocks - ceil_div(blocks, splits) < min_saved) return 1;
     return static_cast<int>(splits);
   }
   const int smem = decode_smem(p) + 1024;  // + the per-block reservation
