@@ -90,6 +90,20 @@ int prefill_splits_wanted(const AttentionParams& p, const DeviceCaps& caps) {
   return static_cast<int>(splits);
 }
 
+// Whether `splits` splits of a decode call on a dense bf16/fp16 cache take
+// at least min_blocks_saved_by_split K/V blocks off each CTA, enough to pay
+// for the combine kernel; true for other caches, and where the accuracy
+// floor asks for splits. The keys counted are the cache's (seqlen_k): the
+// host does not know seqused_k.
+bool decode_split_pays(const AttentionParams& p, int64_t splits) {
+  if (splits <= 1 || p.block_table != nullptr || fp8_cache(p)) return true;
+  const int64_t block_n = decode::block_n(decode_head_dim(p), false);
+  const int64_t keys = longest_keys(p, block_n);
+  if (accuracy_splits(keys) > 1) return true;
+  const int64_t blocks = ceil_div(keys, block_n);
+  return blocks - ceil_div(blocks, splits) >= min_blocks_saved_by_split(decode::stages(decode_head_dim(p)));
+}
+
 // The split count flash wants for the decode kernel (or p.num_splits,
 // clamped), before the workspace rule. The rules and the measurements
 // behind them: docs/perf/decode-splits.md.
@@ -123,10 +137,7 @@ int decode_splits_wanted(const AttentionParams& p, const DeviceCaps& caps) {
     const int64_t target = ceil_div(9 * num_sms, 10);
     if (units >= target || max_splits <= 1) return static_cast<int>(std::max<int64_t>(accurate, 1));
     const int64_t splits = std::max(accurate, std::min(ceil_div(target, units), max_splits));
-    const int64_t blocks = ceil_div(keys, block_n);
-    const int64_t min_saved = min_blocks_saved_by_split(decode::stages(decode_head_dim(p)));
-    if (!fp8_cache(p) && accurate <= 1 && blocks - ceil_div(blocks, splits) < min_saved) return 1;
-    return static_cast<int>(splits);
+    return decode_split_pays(p, splits) ? static_cast<int>(splits) : 1;
   }
   const int smem = decode_smem(p) + 1024;  // + the per-block reservation
   const int per_sm = caps.smem_per_sm > 0 ? std::max(1, caps.smem_per_sm / smem) : 1;
@@ -148,8 +159,10 @@ int decode_splits_wanted(const AttentionParams& p, const DeviceCaps& caps) {
 // Splits for the decode or the sm90 kernel, `wanted` being the kernel's
 // rule. The combine kernel's grid has one CTA per (batch, head, query) row,
 // so flash splits only below 2^31 rows (a split the caller asks for past
-// that, validate() refuses).
-void plan_splits(const AttentionParams& p, int wanted, Plan* plan) {
+// that, validate() refuses). `decode`: the decode kernel's, whose dense
+// 16-bit caches drop to one split where the workspace holds fewer splits
+// than wanted and those would not pay (decode_split_pays).
+void plan_splits(const AttentionParams& p, int wanted, Plan* plan, bool decode = false) {
   const bool combinable = p.batch * p.heads_q * p.seqlen_q <= INT32_MAX;
   plan->splits_wanted = combinable ? wanted : 1;
   plan->workspace_wanted = decode_workspace_bytes(p, plan->splits_wanted);
@@ -162,6 +175,7 @@ void plan_splits(const AttentionParams& p, int wanted, Plan* plan) {
     // per_split is 0 only for an empty call (query_kernel_choice plans those too).
     const size_t fit = p.workspace == nullptr ? 1 : per_split == 0 ? SIZE_MAX : p.workspace_bytes / per_split;
     plan->num_splits = static_cast<int>(std::min<size_t>(plan->num_splits, std::max<size_t>(fit, 1)));
+    if (decode && !decode_split_pays(p, plan->num_splits)) plan->num_splits = 1;
   }
   plan->workspace_bytes = decode_workspace_bytes(p, plan->num_splits);
 }
@@ -454,7 +468,7 @@ bool fp8_splits_on_decode(const AttentionParams& p, const DeviceCaps& caps, Plan
   Plan prefill;
   plan_splits(p, prefill_splits_wanted(p, caps), &prefill);
   if (prefill.splits_wanted <= 1 || !decode_fits(p, caps)) return false;
-  plan_splits(p, decode_splits_wanted(p, caps), split);
+  plan_splits(p, decode_splits_wanted(p, caps), split, /*decode=*/true);
   return split->num_splits > 1;
 }
 
@@ -560,7 +574,7 @@ Status make_plan(const AttentionParams& p, const DeviceCaps& caps, Plan* plan) n
                          static_cast<long long>(width(p)), decode_smem(p) / 1024, caps.device, caps.max_smem / 1024);
     }
     add(plan, Backend::kDecode, 0);
-    plan_splits(p, decode_splits_wanted(p, caps), plan);
+    plan_splits(p, decode_splits_wanted(p, caps), plan, /*decode=*/true);
     return check_decode_grid_as_planned(p, *plan);
   }
   // Whether the Hopper kernel could run the call (only asked when requested).
@@ -573,7 +587,7 @@ Status make_plan(const AttentionParams& p, const DeviceCaps& caps, Plan* plan) n
   if (want_decode) {
     if (decode_fits(p, caps)) {
       add(plan, Backend::kDecode, 0);
-      plan_splits(p, decode_splits_wanted(p, caps), plan);
+      plan_splits(p, decode_splits_wanted(p, caps), plan, /*decode=*/true);
       return check_decode_grid_as_planned(p, *plan);
     }
     if (b == Backend::kDecode) {

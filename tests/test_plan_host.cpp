@@ -1000,6 +1000,7 @@ AttentionParams decode_call(int64_t head_dim, int64_t batch, int64_t seqlen_k) {
 // flash's split count: about one CTA per SM on a dense cache (0.9 x 132 =
 // 119 CTAs, counted as (batch, K/V head) x splits), at most half the K/V
 // blocks, none once the batch fills the GPU; a paged cache takes more.
+// (Short caches: DecodeSplitsOnlyWhereTheCombinePays.)
 TEST(Plan, DecodeSplitsAboutOneCtaPerSm) {
   for (int64_t hd : {64, 128, 256}) {
     if (!head_dim_compiled(hd)) continue;
@@ -1014,22 +1015,6 @@ TEST(Plan, DecodeSplitsAboutOneCtaPerSm) {
     EXPECT_EQ(wanted(p), 2) << hd;  // 64 x 2 = 128
     p.batch = 15;
     EXPECT_EQ(wanted(p), 1) << hd;  // 120 CTAs
-    // Short caches: a split must take at least five 64-key blocks off each
-    // CTA (four at head dim 256, one block in flight) to pay for the
-    // combine kernel.
-    const bool one_ahead = hd > 128;
-    p = decode_call(hd, 1, 256);  // 4 blocks: 2 splits would save 2
-    EXPECT_EQ(wanted(p), 1) << hd;
-    p = decode_call(hd, 1, 448);  // 7 blocks: 3 splits save 4
-    EXPECT_EQ(wanted(p), one_ahead ? 3 : 1) << hd;
-    p = decode_call(hd, 1, 512);  // 8 blocks: 4 splits save 6
-    EXPECT_EQ(wanted(p), 4) << hd;
-    p = decode_call(hd, 8, 448);  // 64 CTAs: 2 splits would save 3
-    EXPECT_EQ(wanted(p), 1) << hd;
-    p = decode_call(hd, 8, 512);  // 2 splits save 4
-    EXPECT_EQ(wanted(p), one_ahead ? 2 : 1) << hd;
-    p = decode_call(hd, 8, 1024);  // 2 splits save 8
-    EXPECT_EQ(wanted(p), 2) << hd;
     p = decode_call(hd, 1, 100);
     EXPECT_EQ(wanted(p), 1) << hd;
     p.num_splits = 7;  // asked for: taken as is
@@ -1059,6 +1044,49 @@ TEST(Plan, DecodeSplitsAboutOneCtaPerSm) {
     full_paged.num_pages = 32 * 128;
     ASSERT_TRUE(validate(full_paged).ok()) << validate(full_paged).message;
     EXPECT_EQ(wanted(full_paged), 1) << hd;
+  }
+}
+
+// A short dense cache: a split must take at least five 64-key blocks off
+// each CTA (four above head dim 128, where one block is in flight) to pay
+// for the combine kernel, counted over seqlen_k (the cache's length); also
+// where the workspace holds fewer splits than flash wants.
+TEST(Plan, DecodeSplitsOnlyWhereTheCombinePays) {
+  for (int64_t hd : {32, 64, 96, 128, 192, 256}) {
+    if (!head_dim_compiled(hd)) continue;
+    auto plan_of = [](const AttentionParams& p) {
+      Plan plan;
+      EXPECT_TRUE(detail::make_plan(p, kH200, &plan).ok());
+      return plan;
+    };
+    auto wanted = [&](const AttentionParams& p) { return plan_of(p).splits_wanted; };
+    const bool one_ahead = hd > 128;
+    AttentionParams p = decode_call(hd, 1, 256);  // 4 blocks: 2 splits would save 2
+    EXPECT_EQ(wanted(p), 1) << hd;
+    p = decode_call(hd, 1, 448);  // 7 blocks: 3 splits save 4
+    EXPECT_EQ(wanted(p), one_ahead ? 3 : 1) << hd;
+    p = decode_call(hd, 1, 512);  // 8 blocks: 4 splits save 6
+    EXPECT_EQ(wanted(p), 4) << hd;
+    p = decode_call(hd, 8, 448);  // 64 CTAs: 2 splits would save 3
+    EXPECT_EQ(wanted(p), 1) << hd;
+    p = decode_call(hd, 8, 512);  // 2 splits save 4
+    EXPECT_EQ(wanted(p), one_ahead ? 2 : 1) << hd;
+    p = decode_call(hd, 8, 1024);  // 2 splits save 8
+    EXPECT_EQ(wanted(p), 2) << hd;
+
+    // 512 keys want 4 splits; a workspace of 3 (saving 5) runs 3, one of 2
+    // (saving 4) none below head dim 192 and 2 above.
+    p = decode_call(hd, 1, 512);
+    const size_t per_split = detail::decode_workspace_bytes(p, 2) / 2;
+    p.workspace = const_cast<void*>(fake(4));
+    p.workspace_bytes = 3 * per_split;
+    Plan plan = plan_of(p);
+    EXPECT_EQ(plan.splits_wanted, 4) << hd;
+    EXPECT_EQ(plan.num_splits, 3) << hd;
+    p.workspace_bytes = 2 * per_split;
+    EXPECT_EQ(plan_of(p).num_splits, one_ahead ? 2 : 1) << hd;
+    p.num_splits = 2;  // asked for: taken as is
+    EXPECT_EQ(plan_of(p).num_splits, 2) << hd;
   }
 }
 
