@@ -546,6 +546,11 @@ std::vector<AppendConfig> configs() {
     c.rotary = Rotary::kInterleaved;
     c.rotary_dim = 64;
     v.push_back(c);
+    // The same with the keys split: flash's choice no longer splits a
+    // 256-key cache (the combine would cost more than the split saves).
+    c.name = "decode_dense_value_dim_interleaved_2splits";
+    c.num_splits = 2;
+    v.push_back(c);
   }
   return v;
 }
@@ -663,7 +668,8 @@ TEST_F(Append, CapturedDecodeStepReplaysWithNewLengths) {
     int64_t page_size;   // 0: dense
     int32_t num_splits;  // 0: flash's choice
   };
-  for (const GraphConfig& gc : {GraphConfig{"dense", 0, 0}, GraphConfig{"paged16_4splits", 16, 4}}) {
+  for (const GraphConfig& gc :
+       {GraphConfig{"dense", 0, 0}, GraphConfig{"dense_2splits", 0, 2}, GraphConfig{"paged16_4splits", 16, 4}}) {
     SCOPED_TRACE(gc.name);
     if (!head_dim_runs(128)) return;
     constexpr int64_t B = 3, d = 128, hq = 8, hkv = 2, capacity = 320, rd = 128;
