@@ -34,6 +34,22 @@ std::string parse_dtypes(const char* value, std::vector<flash::DType>* out) {
   return {};
 }
 
+// A list of integers in [1, max_value], each once (a row is registered once
+// and printed once).
+std::string parse_distinct_list(const char* flag, const char* value, int64_t max_value, std::vector<int64_t>* out) {
+  std::string err = parse_int_list(flag, value, 1, out);
+  if (!err.empty()) return err;
+  for (size_t i = 0; i < out->size(); ++i) {
+    if ((*out)[i] > max_value) {
+      return std::string(flag) + ": " + std::to_string((*out)[i]) + " is past " + std::to_string(max_value);
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if ((*out)[j] == (*out)[i]) return std::string(flag) + ": " + std::to_string((*out)[i]) + " is listed twice";
+    }
+  }
+  return {};
+}
+
 std::string parse_backend(const char* value, flash::Backend* out) {
   const std::string v = value;
   if (v == "auto") {
@@ -141,7 +157,8 @@ const char* usage() {
          "  --backend=auto|sm80|sm90|decode\n"
          "                              kernel family of the flash, decode and varlen rows (default auto)\n"
          "  --decode                    run the decode rows: bf16, heads 32/8, hd128, one query, batch 1, 8, 32,\n"
-         "                              KV length 4096 and 32768, dense and paged (16, 256) cache, split-KV auto;\n"
+         "                              KV length 4096 and 32768 (--decode_batches, --decode_seqlens), dense and\n"
+         "                              paged (16, 256) cache, split-KV auto;\n"
          "                              GB/s of K+V against a measured 4 GiB read (read_bandwidth_4GiB)\n"
          "  --varlen                    run the varlen prefill rows: 64 sequences of 100..8192 tokens packed\n"
          "                              (cu_seqlens) against a dense batch of 64 at the mean length\n"
@@ -161,9 +178,9 @@ const char* usage() {
          "                              also causal, and N 2048 (batch 8) causal and not\n"
          "  --num_splits=N              the decode rows' split count (default 0: flash picks; 1: no split)\n"
          "  --decode_head_dims=LIST     the decode rows' head dims (default 128; compiled ones, or 512)\n"
-         "  --decode_seqlens=LIST       the decode rows' cached keys a sequence, any length >= 1 (default\n"
-         "                              4096,32768; --decode, --fp8 and --serving's decode rows)\n"
-         "  --decode_batches=LIST       the decode rows' batch sizes (default 1,8,32; the same rows)\n"
+         "  --decode_seqlens=LIST       the decode rows' cached keys a sequence, 1 to 2^30 (default 4096,32768;\n"
+         "                              --decode, --fp8 and --serving's decode rows)\n"
+         "  --decode_batches=LIST       the decode rows' batch sizes, 1 to 2^20 (default 1,8,32; the same rows)\n"
          "  --softcap=X                 the sweep's rows with logit softcap X (default 0: none; the\n"
          "                              standard-attention rows apply it too; 0 or at least 1e-6)\n"
          "  --lse                       the sweep's flash rows also write the log-sum-exp (float32; default: none,\n"
@@ -243,9 +260,9 @@ std::string parse_options(int* argc, char** argv, Options* options, bool* help) 
       err = parse_int_list("--decode_head_dims", v, 1, &options->decode_head_dims);
       if (err.empty()) err = check_row_head_dims("--decode_head_dims", options->decode_head_dims, /*allow_512=*/true);
     } else if (const char* v = flag_value(arg, "--decode_seqlens")) {
-      err = parse_int_list("--decode_seqlens", v, 1, &options->decode_seqlens);
+      err = parse_distinct_list("--decode_seqlens", v, int64_t{1} << 30, &options->decode_seqlens);
     } else if (const char* v = flag_value(arg, "--decode_batches")) {
-      err = parse_int_list("--decode_batches", v, 1, &options->decode_batches);
+      err = parse_distinct_list("--decode_batches", v, int64_t{1} << 20, &options->decode_batches);
     } else if (std::strcmp(arg, "--serving") == 0) {
       options->serving = true;
     } else if (std::strcmp(arg, "--mla") == 0) {

@@ -29,7 +29,7 @@ for r in $(seq "$ROUNDS"); do
   for hd in $HEAD_DIMS; do
     for s in $SPLITS; do
       "$BUILD_DIR/bench/flash_bench" --decode --no-standard --decode_head_dims="$hd" --num_splits="$s" \
-        --benchmark_filter="decode/.*/$CACHE/" "${extra[@]}" >"$OUT/hd$hd-s$s-r$r.log" 2>&1
+        --benchmark_filter="decode/.*/$CACHE/" ${extra[@]+"${extra[@]}"} >"$OUT/hd$hd-s$s-r$r.log" 2>&1
     done
   done
 done
