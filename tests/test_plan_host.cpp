@@ -1047,6 +1047,44 @@ TEST(Plan, DecodeSplitsAboutOneCtaPerSm) {
   }
 }
 
+// Devices with 99 KiB of shared memory a block (sm_86, sm_89): the decode
+// kernel needs 100 KiB at head dims 97-128 (three stages of 64 keys, or of
+// 128 fp8 keys), so decode-length bf16/fp16 calls there run on the sm80
+// kernel, Backend::kDecode is refused, and so is an fp8 cache (no other
+// kernel takes it there); at head dim 64 and for fp8 at 192 (78 KiB) the
+// decode kernel runs.
+TEST(Plan, DecodeOnNinetyNineKibDevices) {
+  if (head_dim_compiled(128)) {
+    AttentionParams p = decode_call(128, 1, 4096);
+    Plan plan;
+    ASSERT_TRUE(detail::make_plan(p, kL40, &plan).ok());
+    EXPECT_EQ(plan.candidates[0].backend, Backend::kSm80);
+    p.backend = Backend::kDecode;
+    Status s = detail::make_plan(p, kL40, &plan);
+    EXPECT_EQ(s.code, StatusCode::kUnsupported);
+    EXPECT_NE(std::strstr(s.message, "shared memory"), nullptr) << s.message;
+    p = decode_call(128, 1, 4096);
+    p.kv_dtype = KvDType::kFloat8E4M3;
+    s = detail::make_plan(p, kL40, &plan);
+    EXPECT_EQ(s.code, StatusCode::kUnsupported);
+    EXPECT_NE(std::strstr(s.message, "shared memory"), nullptr) << s.message;
+  }
+  for (int64_t hd : {64, 192}) {
+    if (!head_dim_compiled(hd)) continue;
+    AttentionParams p = decode_call(hd, 1, 4096);
+    p.kv_dtype = KvDType::kFloat8E4M3;
+    Plan plan;
+    const Status s = detail::make_plan(p, kL40, &plan);
+    ASSERT_TRUE(s.ok()) << hd << ": " << s.message;
+    EXPECT_EQ(plan.candidates[0].backend, Backend::kDecode) << hd;
+  }
+  if (head_dim_compiled(64)) {
+    Plan plan;
+    ASSERT_TRUE(detail::make_plan(decode_call(64, 1, 4096), kL40, &plan).ok());
+    EXPECT_EQ(plan.candidates[0].backend, Backend::kDecode);
+  }
+}
+
 // A short dense cache: a split must take at least five 64-key blocks off
 // each CTA (four above head dim 128, where one block is in flight) to pay
 // for the combine kernel, counted over seqlen_k (the cache's length); also
