@@ -297,7 +297,8 @@ struct AttentionParams {
   // smallest compiled multiple of 64 at least max(head_dim, Dv); 576 for
   // MLA's shape, 512 for head_dim 512). With num_splits = 0 the workspace never makes a call fail:
   // flash takes the most splits, up to its choice, that the workspace holds
-  // (none without one). One exception: the Hopper kernel does not split
+  // (none without one; on a dense bf16/fp16 cache the decode kernel runs
+  // unsplit where that smaller count would not pay for the combine). One exception: the Hopper kernel does not split
   // calls with seqused_k or a paged cache. Under kAuto flash runs the ones
   // it would split on the sm80 kernel; forced onto it (Backend::kSm90)
   // they run unsplit with num_splits 0 or 1, and n > 1 is kUnsupported.
