@@ -1112,7 +1112,7 @@ TEST(Plan, DecodeSplitsOnlyWhereTheCombinePays) {
     p = decode_call(hd, 8, 1024);  // 2 splits save 8
     EXPECT_EQ(wanted(p), 2) << hd;
 
-    // 512 keys want 4 splits; a workspace of 3 (saving 5) runs 3, one of 2
+    // 512 keys want 4 splits; a workspace of 3 (saving 5) gives 3, one of 2
     // (saving 4) none below head dim 192 and 2 above.
     p = decode_call(hd, 1, 512);
     const size_t per_split = detail::decode_workspace_bytes(p, 2) / 2;
