@@ -9,7 +9,8 @@
 //   window   the same with window_left 128
 //   prefill  batch 1, N 8192, causal, hd128 heads 32/8
 //   decode   batch 32, 8192 keys, one query, hd64 heads 64/8, a workspace
-//            of attention_workspace_size() bytes (flash splits the keys)
+//            of attention_workspace_size() bytes (its 256 CTAs fill the
+//            GPU, so flash runs it unsplit)
 // Sinks are one float per query head, all 2.0; ALiBi slopes 2^(-8h/H).
 // Then append and attend (AttentionParams::k_new): decode, heads 32/8,
 // head_dim 128, dense cache with seqused_k, at batch 32 x 32k, 1 x 32k and

@@ -22,7 +22,7 @@ struct Options {
   std::vector<flash::DType> dtypes = {flash::DType::kBFloat16, flash::DType::kFloat16};
   std::vector<int64_t> head_dims = {64, 128, 256};
   std::vector<int64_t> seqlens = {512, 1024, 2048, 4096, 8192, 16384};
-  bool run_sweep = true;     // the seed's sweep; off when --decode, --varlen, --window, --serving, --features or --mla is given without --sweep
+  bool run_sweep = true;     // the seed's sweep; off when --decode, --varlen, --window, --serving, --features, --head_dim_rows, --fp8, --fp8_prefill or --mla is given without --sweep
   bool decode = false;       // --decode: the decode rows (split-KV, dense and paged KV cache)
   bool serving = false;      // --serving: chunked prefill on dense, seqused_k and paged caches, and decode
   bool varlen = false;       // --varlen: varlen prefill against an equal-length dense batch
