@@ -34,20 +34,26 @@ std::string parse_dtypes(const char* value, std::vector<flash::DType>* out) {
   return {};
 }
 
-// A list of integers in [1, max_value], each once (a row is registered once
-// and printed once).
-std::string parse_distinct_list(const char* flag, const char* value, int64_t max_value, std::vector<int64_t>* out) {
-  std::string err = parse_int_list(flag, value, 1, out);
-  if (!err.empty()) return err;
-  for (size_t i = 0; i < out->size(); ++i) {
-    if ((*out)[i] > max_value) {
-      return std::string(flag) + ": " + std::to_string((*out)[i]) + " is past " + std::to_string(max_value);
-    }
-    for (size_t j = 0; j < i; ++j) {
-      if ((*out)[j] == (*out)[i]) return std::string(flag) + ": " + std::to_string((*out)[i]) + " is listed twice";
+// "" or a message naming `flag` and the first value `list` holds twice
+// (a row is registered once and printed once).
+std::string check_distinct(const char* flag, const std::vector<int64_t>& list) {
+  for (size_t i = 0; i < list.size(); ++i) {
+    if (std::find(list.begin(), list.begin() + static_cast<std::ptrdiff_t>(i), list[i]) !=
+        list.begin() + static_cast<std::ptrdiff_t>(i)) {
+      return std::string(flag) + ": " + std::to_string(list[i]) + " is listed twice";
     }
   }
   return {};
+}
+
+// A list of integers in [1, max_value], each once.
+std::string parse_distinct_list(const char* flag, const char* value, int64_t max_value, std::vector<int64_t>* out) {
+  std::string err = parse_int_list(flag, value, 1, out);
+  if (!err.empty()) return err;
+  for (int64_t v : *out) {
+    if (v > max_value) return std::string(flag) + ": " + std::to_string(v) + " is past " + std::to_string(max_value);
+  }
+  return check_distinct(flag, *out);
 }
 
 std::string parse_backend(const char* value, flash::Backend* out) {
@@ -87,11 +93,8 @@ std::string check_row_head_dims(const char* flag, const std::vector<int64_t>& he
       return std::string(flag) + ": " + std::to_string(hd) + " is not a head dim flash takes (a multiple of 8 from 8 to 256" +
              (allow_512 ? ", or 512)" : ")");
     }
-    if (std::find(head_dims.begin(), head_dims.begin() + static_cast<std::ptrdiff_t>(i), hd) != head_dims.begin() + static_cast<std::ptrdiff_t>(i)) {
-      return std::string(flag) + ": " + std::to_string(hd) + " is listed twice";
-    }
   }
-  return {};
+  return check_distinct(flag, head_dims);
 }
 
 // --serving_head_dims: also compiled in this build, so that every row it
