@@ -36,16 +36,18 @@ cudaError_t launch_sm80(DType dtype, const FwdParams& f, int index, cudaStream_t
                                   : sm80::run_fwd<DType::kBFloat16, kHeadDim>(f, index, stream);
 }
 
+// `index`: the decode kernel's candidate (1: an fp8 cache's two-stage variant).
 template <int kHeadDim>
-cudaError_t launch_decode(DType dtype, bool fp8, const FwdParams& f, cudaStream_t stream) {
+cudaError_t launch_decode(DType dtype, bool fp8, const FwdParams& f, int index, cudaStream_t stream) {
   if (fp8) {
     // fp8 K/V tiles exist for the multiples of 64 (the plan picks one).
     if constexpr (fp8_head_dim(kHeadDim)) {
-      return dtype == DType::kFloat16 ? decode::run_decode_fp8<DType::kFloat16, kHeadDim>(f, stream)
-                                      : decode::run_decode_fp8<DType::kBFloat16, kHeadDim>(f, stream);
+      return dtype == DType::kFloat16 ? decode::run_decode_fp8<DType::kFloat16, kHeadDim>(f, index, stream)
+                                      : decode::run_decode_fp8<DType::kBFloat16, kHeadDim>(f, index, stream);
     }
     return cudaErrorInvalidValue;
   }
+  if (index != 0) return cudaErrorInvalidValue;
   return dtype == DType::kFloat16 ? decode::run_decode<DType::kFloat16, kHeadDim>(f, stream)
                                   : decode::run_decode<DType::kBFloat16, kHeadDim>(f, stream);
 }
@@ -111,7 +113,7 @@ bool describe(const Plan& plan, const Candidate& c, const AttentionParams& p, Ke
     choice->block_n = decode::block_n(kernel, p.kv_dtype != KvDType::kSame);
     choice->warps = 4;
     const bool fp8 = p.kv_dtype != KvDType::kSame;
-    choice->stages = decode::stages(kernel, fp8);
+    choice->stages = c.index == 1 ? 2 : decode::stages(kernel, fp8);
     std::snprintf(choice->name, sizeof(choice->name), "decode%s %dx%d 4w %dst %d split%s", fp8 ? " fp8" : "",
                   decode::kBlockM, choice->block_n, choice->stages, plan.num_splits, plan.num_splits == 1 ? "" : "s");
     return true;
@@ -244,7 +246,7 @@ cudaError_t launch(const Plan& plan, const Candidate& c, const AttentionParams& 
   return with_head_dim(d, cudaErrorInvalidValue, [&](auto head_dim) -> cudaError_t {
     constexpr int kHeadDim = decltype(head_dim)::value;
     if (c.backend == Backend::kSm80) return launch_sm80<kHeadDim>(p.dtype, f, c.index, stream);
-    if (c.backend == Backend::kDecode) return launch_decode<kHeadDim>(p.dtype, fp8, f, stream);
+    if (c.backend == Backend::kDecode) return launch_decode<kHeadDim>(p.dtype, fp8, f, c.index, stream);
 #if FLASH_HAS_SM90
     if constexpr (sm90_head_dim(kHeadDim)) {
       if (c.backend == Backend::kSm90) return launch_sm90<kHeadDim>(p.dtype, fp8, f, plan.mask, c.index, stream);

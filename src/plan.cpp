@@ -43,11 +43,24 @@ int sm90_head_dim(const AttentionParams& p) {
 int decode_head_dim(const AttentionParams& p) {
   return fp8_cache(p) ? kernel_head_dim(width(p), KernelSet::kFp8) : sm80_head_dim(p);
 }
-int decode_smem(const AttentionParams& p) { return decode::smem_bytes(decode_head_dim(p), fp8_cache(p)); }
-
-bool decode_fits(const AttentionParams& p, const DeviceCaps& caps) {
-  return caps.max_smem == 0 || decode_smem(p) <= caps.max_smem;
+// The decode kernel's configuration for the call on the device (its
+// candidate index): 0, the default; 1, the two-stage variant of an fp8
+// cache at head dims 128 and 256, where the default needs more shared
+// memory than the device has (sm_86/89: decode::has_two_stage_variant);
+// -1 where neither fits.
+int decode_variant(const AttentionParams& p, const DeviceCaps& caps) {
+  const int hd = decode_head_dim(p);
+  const bool fp8 = fp8_cache(p);
+  if (caps.max_smem == 0 || decode::smem_bytes(hd, fp8) <= caps.max_smem) return 0;
+  if (decode::has_two_stage_variant(hd, fp8) && decode::smem_bytes(hd, fp8, 2) <= caps.max_smem) return 1;
+  return -1;
 }
+// Shared memory of that configuration (of the default where none fits).
+int decode_smem(const AttentionParams& p, const DeviceCaps& caps) {
+  return decode::smem_bytes(decode_head_dim(p), fp8_cache(p), decode_variant(p, caps) == 1 ? 2 : 0);
+}
+
+bool decode_fits(const AttentionParams& p, const DeviceCaps& caps) { return decode_variant(p, caps) >= 0; }
 
 // The longest run of keys one query row may accumulate (before the split
 // rule): seqlen_k, or what a paged cache with seqused_k holds, bounded by a
@@ -139,7 +152,7 @@ int decode_splits_wanted(const AttentionParams& p, const DeviceCaps& caps) {
     const int64_t splits = std::max(accurate, std::min(ceil_div(target, units), max_splits));
     return decode_split_pays(p, splits) ? static_cast<int>(splits) : 1;
   }
-  const int smem = decode_smem(p) + 1024;  // + the per-block reservation
+  const int smem = decode_smem(p, caps) + 1024;  // + the per-block reservation
   const int per_sm = caps.smem_per_sm > 0 ? std::max(1, caps.smem_per_sm / smem) : 1;
   const int64_t slots = num_sms * per_sm;
   const bool filled = units * 5 >= slots * 4 || (paged_16bit && units >= num_sms);
@@ -571,9 +584,9 @@ Status make_plan(const AttentionParams& p, const DeviceCaps& caps, Plan* plan) n
       return make_status(StatusCode::kUnsupported,
                          "the decode kernel for an fp8 cache at head_dim %lld needs %d KiB of shared memory per "
                          "block; device %d allows %d KiB",
-                         static_cast<long long>(width(p)), decode_smem(p) / 1024, caps.device, caps.max_smem / 1024);
+                         static_cast<long long>(width(p)), decode_smem(p, caps) / 1024, caps.device, caps.max_smem / 1024);
     }
-    add(plan, Backend::kDecode, 0);
+    add(plan, Backend::kDecode, decode_variant(p, caps));
     plan_splits(p, decode_splits_wanted(p, caps), plan, /*decode=*/true);
     return check_decode_grid_as_planned(p, *plan);
   }
@@ -586,14 +599,14 @@ Status make_plan(const AttentionParams& p, const DeviceCaps& caps, Plan* plan) n
   const bool want_decode = b == Backend::kDecode || (b == Backend::kAuto && p.seqlen_q <= 16);
   if (want_decode) {
     if (decode_fits(p, caps)) {
-      add(plan, Backend::kDecode, 0);
+      add(plan, Backend::kDecode, decode_variant(p, caps));
       plan_splits(p, decode_splits_wanted(p, caps), plan, /*decode=*/true);
       return check_decode_grid_as_planned(p, *plan);
     }
     if (b == Backend::kDecode) {
       return make_status(StatusCode::kUnsupported, "the split-KV decode kernel (Backend::kDecode) for head_dim %lld needs "
                          "%d KiB of shared memory per block; device %d allows %d KiB",
-                         static_cast<long long>(width(p)), decode_smem(p) / 1024, caps.device,
+                         static_cast<long long>(width(p)), decode_smem(p, caps) / 1024, caps.device,
                          caps.max_smem / 1024);
     }
   }

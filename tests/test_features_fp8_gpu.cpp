@@ -18,7 +18,11 @@
 #include <vector>
 
 #include "build_config.h"
+#include "device_tensor.h"
 #include "feature_test.h"
+#include "kernels/decode/api.h"
+#include "reference.h"
+#include "src/dispatch.h"
 
 namespace flash::test {
 namespace {
@@ -233,6 +237,102 @@ TEST_P(Fp8Cache, MatchesReference) {
 INSTANTIATE_TEST_SUITE_P(Features, Fp8Cache, ::testing::ValuesIn(all_rows()), RowName());
 // Every row may be pruned away by FLASH_HEAD_DIMS.
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(Fp8Cache);
+
+// Devices with 99 KiB of shared memory a block (sm_86, sm_89) run an fp8
+// cache at head dims 128 and 256 on the decode kernel's two-stage variant
+// (candidate 1; its default needs 100 and 104 KiB). A larger GPU's plan
+// never picks it, so this plans each call as for such a device and
+// launches what that plan holds: decode and chunked prefill, paged and
+// dense caches, unsplit and in three splits, a window with softcap, sinks
+// with ALiBi.
+class Fp8TwoStageDecode : public FeatureFixture {};
+TEST_F(Fp8TwoStageDecode, MatchesReference) {
+  detail::DeviceCaps caps;
+  const Status device = detail::query_device(&caps);
+  ASSERT_TRUE(device.ok()) << device.message;
+  caps.major = 8;  // an sm_89: no Hopper kernel for the chunks either
+  caps.minor = 9;
+  caps.max_smem = decode::kSmallDeviceSmemBytes;
+  caps.smem_per_sm = decode::kSmallDeviceSmemBytes + 1024;
+  struct Row {
+    const char* name;
+    int64_t seqlen_q;
+    int64_t page_size;  // 0: a dense cache
+    int32_t num_splits;
+    bool window_softcap, sinks_alibi;
+  };
+  const Row rows[] = {{"q1_pages16", 1, 16, 0, false, false},
+                      {"q1_dense_3splits", 1, 0, 3, false, false},
+                      {"q130_pages3_causal", 130, 3, 0, false, false},
+                      {"q1_window_softcap_3splits", 1, 16, 3, true, false},
+                      {"q64_sinks_alibi", 64, 1, 0, false, true}};
+  int ran = 0;
+  uint64_t seed = 9980;
+  for (int64_t hd : {128, 256}) {
+    if (!head_dim_compiled(hd)) continue;
+    for (const Row& row : rows) {
+      SCOPED_TRACE(std::string("head_dim ") + std::to_string(hd) + ", " + row.name);
+      FeatureConfig cfg = make_config(seed % 2 ? DType::kBFloat16 : DType::kFloat16, hd, 16, 4, seed);
+      ++seed;
+      cfg.kv_dtype = KvDType::kFloat8E4M3;
+      cfg.k_descale = powers_of_two(4, 0);  // per K/V head
+      cfg.v_descale = powers_of_two(4, 1);
+      cfg.seqlens_q = repeat(row.seqlen_q, 3);
+      cfg.seqlens_k = {900, 350, row.seqlen_q > 1 ? 130 : 1};
+      cfg.causal = row.seqlen_q > 1;
+      cfg.use_seqused_k = true;
+      cfg.with_lse = true;
+      if (row.page_size > 0) {
+        cfg.kv = KvLayout::kPaged;
+        cfg.page_size = row.page_size;
+      } else {
+        cfg.k_capacity = 1000;
+      }
+      if (row.window_softcap) {
+        cfg.window_left = 200;
+        cfg.window_right = 0;
+        cfg.softcap = 30.f;
+      }
+      if (row.sinks_alibi) {
+        for (int64_t h = 0; h < cfg.heads_q; ++h) {
+          cfg.sinks.push_back(h % 3 == 0 ? -INFINITY : 0.5f * static_cast<float>(h));
+          cfg.alibi.push_back(std::exp2(-8.f * static_cast<float>(h + 1) / static_cast<float>(cfg.heads_q)));
+        }
+      }
+      cfg.seed = case_seed(cfg.seed);
+      check_case(cfg, {{Backend::kDecode, row.num_splits, row.num_splits > 1}},
+                 [&](FeatureCase& c, const std::vector<double>& ref_o, const std::vector<double>& ref_lse) {
+                   AttentionParams p = c.params();
+                   p.num_splits = row.num_splits;
+                   DeviceBuffer workspace;
+                   if (row.num_splits > 1) {
+                     size_t bytes = 0;
+                     ASSERT_TRUE(attention_workspace_size(p, &bytes).ok());
+                     ASSERT_EQ(workspace.allocate(bytes), cudaSuccess);
+                     p.workspace = workspace.ptr;
+                     p.workspace_bytes = bytes;
+                   }
+                   detail::Plan plan;
+                   const Status planned = detail::make_plan(p, caps, &plan);
+                   ASSERT_TRUE(planned.ok()) << planned.message;
+                   ASSERT_EQ(plan.num_candidates, 1);
+                   ASSERT_EQ(plan.candidates[0].backend, Backend::kDecode);
+                   ASSERT_EQ(plan.candidates[0].index, 1);
+                   EXPECT_EQ(plan.num_splits, row.num_splits > 1 ? row.num_splits : 1);
+                   ASSERT_EQ(c.poison_outputs(), cudaSuccess);
+                   ASSERT_EQ(detail::launch(plan, plan.candidates[0], p, c.stream()), cudaSuccess);
+                   std::vector<float> o, lse;
+                   ASSERT_TRUE(c.read_output(&o, &lse));
+                   Errors errors;
+                   EXPECT_TRUE(check_attention(c.check_params(), o, lse, ref_o, ref_lse, &errors));
+                   EXPECT_TRUE(c.padding_untouched());
+                   totals_.worst.add(errors);
+                   ++ran;
+                 });
+    }
+  }
+  if (ran == 0) GTEST_SKIP() << "head dims 128 and 256 are not compiled";
+}
 
 // For compute-sanitizer (scripts/sanitize.sh runs *Sanitizer*): the Hopper
 // kernel's fp8 path (the producer's copies of token-level pages and its

@@ -162,10 +162,11 @@ const PlanCase kPlanCases[] = {
     // Head dims without a Hopper kernel of their own run on the next one.
     {"H200Hd96Sm90", 96, kH200, [](AttentionParams&) {}, Expect::kSm90},
     {"H200Hd32Sm90", 32, kH200, [](AttentionParams&) {}, Expect::kSm90},
-    // Ampere: never the sm90 kernel; hd256 fits only on the A100.
+    // Ampere: never the sm90 kernel; hd256 on the A100's 64 x 64 tile, on
+    // 99 KiB devices the 64 x 32 one.
     {"A100Hd128", 128, kA100, [](AttentionParams&) {}, Expect::kSm80},
     {"A100Hd256", 256, kA100, [](AttentionParams&) {}, Expect::kSm80},
-    {"L40Hd256Nothing", 256, kL40, [](AttentionParams&) {}, Expect::kUnsupported, "shared memory"},
+    {"L40Hd256FallbackTile", 256, kL40, [](AttentionParams&) {}, Expect::kSm80},
     {"A100ForcedSm90", 128, kA100, [](AttentionParams& p) { p.backend = Backend::kSm90; }, Expect::kUnsupported,
      "sm_90"},
     // Short queries: the decode kernel; forced backends stay in their family.
@@ -1050,9 +1051,10 @@ TEST(Plan, DecodeSplitsAboutOneCtaPerSm) {
 // Devices with 99 KiB of shared memory a block (sm_86, sm_89): the decode
 // kernel needs 100 KiB at head dims 97-128 (three stages of 64 keys, or of
 // 128 fp8 keys), so decode-length bf16/fp16 calls there run on the sm80
-// kernel, Backend::kDecode is refused, and so is an fp8 cache (no other
-// kernel takes it there); at head dim 64 and for fp8 at 192 (78 KiB) the
-// decode kernel runs.
+// kernel and Backend::kDecode is refused. An fp8 cache (no other kernel
+// takes it there) runs on the two-stage variant at head dims 128 and 256
+// (68 and 72 KiB; candidate 1), on the default at 64 and 192 (50 and 78
+// KiB); an H200 never gets the variant.
 TEST(Plan, DecodeOnNinetyNineKibDevices) {
   if (head_dim_compiled(128)) {
     AttentionParams p = decode_call(128, 1, 4096);
@@ -1063,25 +1065,71 @@ TEST(Plan, DecodeOnNinetyNineKibDevices) {
     Status s = detail::make_plan(p, kL40, &plan);
     EXPECT_EQ(s.code, StatusCode::kUnsupported);
     EXPECT_NE(std::strstr(s.message, "shared memory"), nullptr) << s.message;
-    p = decode_call(128, 1, 4096);
-    p.kv_dtype = KvDType::kFloat8E4M3;
-    s = detail::make_plan(p, kL40, &plan);
-    EXPECT_EQ(s.code, StatusCode::kUnsupported);
-    EXPECT_NE(std::strstr(s.message, "shared memory"), nullptr) << s.message;
   }
-  for (int64_t hd : {64, 192}) {
+  for (int64_t hd : {64, 128, 192, 256}) {
     if (!head_dim_compiled(hd)) continue;
-    AttentionParams p = decode_call(hd, 1, 4096);
-    p.kv_dtype = KvDType::kFloat8E4M3;
-    Plan plan;
-    const Status s = detail::make_plan(p, kL40, &plan);
-    ASSERT_TRUE(s.ok()) << hd << ": " << s.message;
-    EXPECT_EQ(plan.candidates[0].backend, Backend::kDecode) << hd;
+    const bool two_stage = hd == 128 || hd == 256;
+    for (int64_t seqlen_q : {1, 100}) {  // decode, and a chunk (no Hopper kernel there)
+      AttentionParams p = decode_call(hd, 1, 4096);
+      p.seqlen_q = seqlen_q;
+      p.set_contiguous_bnhd();
+      p.kv_dtype = KvDType::kFloat8E4M3;
+      Plan plan;
+      const Status s = detail::make_plan(p, kL40, &plan);
+      ASSERT_TRUE(s.ok()) << hd << ": " << s.message;
+      ASSERT_EQ(plan.num_candidates, 1);
+      EXPECT_EQ(plan.candidates[0].backend, Backend::kDecode) << hd;
+      EXPECT_EQ(plan.candidates[0].index, two_stage ? 1 : 0) << hd;
+      KernelChoice choice;
+      ASSERT_TRUE(detail::describe(plan, plan.candidates[0], p, &choice));
+      EXPECT_EQ(choice.stages, two_stage ? 2 : 3) << hd;
+      EXPECT_LE(decode::smem_bytes(hd, true, choice.stages), kL40.max_smem) << hd;
+      if (seqlen_q == 1) {
+        ASSERT_TRUE(detail::make_plan(p, kH200, &plan).ok());
+        EXPECT_EQ(plan.candidates[0].backend, Backend::kDecode) << hd;
+        EXPECT_EQ(plan.candidates[0].index, 0) << hd;
+      }
+    }
   }
   if (head_dim_compiled(64)) {
     Plan plan;
     ASSERT_TRUE(detail::make_plan(decode_call(64, 1, 4096), kL40, &plan).ok());
     EXPECT_EQ(plan.candidates[0].backend, Backend::kDecode);
+  }
+}
+
+// Head dims above 128 on devices with 99 KiB of shared memory a block: the
+// sm80 kernel's 64 x 32 fallback tiles (72 KiB at head dim 192, 96 at 256),
+// offered only there; an A100 keeps its own tiles at 256 (128 x 64 does not
+// fit its 163 KiB, 64 x 64 does) and an H200 none of the fallbacks.
+TEST(Plan, HeadDimsAboveOneTwentyEightOnNinetyNineKibDevices) {
+  for (int64_t hd : {192, 256}) {
+    if (!head_dim_compiled(hd)) continue;
+    SCOPED_TRACE("head_dim " + std::to_string(hd));
+    const int fallback = hd == 192 ? 1 : 2;
+    ASSERT_LE(sm80::candidate_smem_bytes(hd, fallback), kL40.max_smem);
+    EXPECT_TRUE(sm80::candidate_is_fallback(hd, fallback));
+    for (bool causal : {false, true}) {
+      for (const AttentionParams& p : {dense(hd, 2048, 2048, causal), decode_call(hd, 4, 4096)}) {
+        Plan plan;
+        const Status s = detail::make_plan(p, kL40, &plan);
+        ASSERT_TRUE(s.ok()) << s.message;
+        ASSERT_EQ(plan.num_candidates, 1);
+        EXPECT_EQ(plan.candidates[0].backend, Backend::kSm80);
+        EXPECT_EQ(plan.candidates[0].index, fallback);
+        KernelChoice choice;
+        ASSERT_TRUE(detail::describe(plan, plan.candidates[0], p, &choice));
+        EXPECT_STREQ(choice.name, "sm80 64x32 4w 2st");
+      }
+    }
+    for (const DeviceCaps& caps : {kA100, kH200}) {
+      Plan plan;
+      ASSERT_TRUE(detail::make_plan(dense(hd, 2048, 2048, true), caps, &plan).ok());
+      for (int i = 0; i < plan.num_candidates; ++i) {
+        EXPECT_FALSE(plan.candidates[i].backend == Backend::kSm80 && plan.candidates[i].index == fallback)
+            << "sm_" << caps.major << caps.minor;
+      }
+    }
   }
 }
 

@@ -16,9 +16,10 @@ namespace flash::decode {
 template <DType kDType, int kHeadDim>
 cudaError_t run_decode(const detail::FwdParams& params, cudaStream_t stream);
 // The same with K and V e4m3 bytes (params.k_descale / v_descale); kHeadDim
-// a multiple of 64.
+// a multiple of 64. `variant` 1: the two-stage kernel
+// (has_two_stage_variant; cudaErrorInvalidValue where there is none).
 template <DType kDType, int kHeadDim>
-cudaError_t run_decode_fp8(const detail::FwdParams& params, cudaStream_t stream);
+cudaError_t run_decode_fp8(const detail::FwdParams& params, int variant, cudaStream_t stream);
 
 // MLA (head_dim 576, head_dim_v 512, V being K's rows) on the split-D
 // mma.sync kernel (mla_kernel.cuh; sm_80 and newer), for GPUs without the
@@ -45,13 +46,28 @@ inline constexpr int kBlockN = 64;
 constexpr int block_n(int64_t head_dim, bool fp8) { return fp8 && head_dim <= 128 ? 128 : kBlockN; }
 // Pipeline depth for `head_dim` (`fp8`: an e4m3 K/V cache).
 constexpr int stages(int64_t head_dim, bool fp8 = false) { return head_dim <= 128 || fp8 ? 3 : 2; }
-// Dynamic shared memory of the decode kernel for `head_dim`, bytes (the
-// kernel's traits assert they agree).
-constexpr int smem_bytes(int64_t head_dim, bool fp8 = false) {
+// Dynamic shared memory of the decode kernel for `head_dim` with
+// `num_stages` stages (0: stages()), bytes (the kernel's traits assert they
+// agree).
+constexpr int smem_bytes(int64_t head_dim, bool fp8 = false, int num_stages = 0) {
   const int64_t q = kBlockM * head_dim * 2;
-  const int64_t ring = stages(head_dim, fp8) * 2 * block_n(head_dim, fp8) * head_dim * (fp8 ? 1 : 2);
+  const int64_t depth = num_stages > 0 ? num_stages : stages(head_dim, fp8);
+  const int64_t ring = depth * 2 * block_n(head_dim, fp8) * head_dim * (fp8 ? 1 : 2);
   const int64_t merge = 4 * kBlockM * head_dim * 4 + 2 * 4 * kBlockM * 4;
   return static_cast<int>(q + (ring > merge ? ring : merge));
 }
+// Shared memory a block may have on sm_86 and sm_89 (RTX 30/40, A10, L4,
+// L40), bytes.
+inline constexpr int kSmallDeviceSmemBytes = 99 * 1024;
+// Whether the kernel for an fp8 cache at `head_dim` has a two-stage variant
+// (candidate 1; the default is candidate 0): where three stages need more
+// than kSmallDeviceSmemBytes and two do not (head dims 128 and 256: 100 and
+// 104 KiB against 68 and 72).
+constexpr bool has_two_stage_variant(int64_t head_dim, bool fp8) {
+  return fp8 && stages(head_dim, fp8) > 2 && smem_bytes(head_dim, fp8) > kSmallDeviceSmemBytes &&
+         smem_bytes(head_dim, fp8, 2) <= kSmallDeviceSmemBytes;
+}
+static_assert(has_two_stage_variant(128, true) && has_two_stage_variant(256, true) &&
+              !has_two_stage_variant(64, true) && !has_two_stage_variant(192, true));
 
 }  // namespace flash::decode

@@ -36,7 +36,9 @@ namespace flash::decode {
 
 // kFp8KV: K and V are e4m3 bytes (AttentionParams::kv_dtype), turned into
 // Element pairs in registers (fp8.cuh) on their way to the tensor cores.
-template <int kHeadDim_, typename Element_, bool kFp8KV_ = false>
+// kStages: the K/V ring's depth, stages() but for the two-stage variant
+// (api.h, has_two_stage_variant).
+template <int kHeadDim_, typename Element_, bool kFp8KV_ = false, int kStages_ = stages(kHeadDim_, kFp8KV_)>
 struct DecodeTraits {
   using Element = Element_;
   static constexpr bool kFp8KV = kFp8KV_;
@@ -47,7 +49,7 @@ struct DecodeTraits {
   static constexpr int kBlockN = block_n(kHeadDim, kFp8KV);  // keys per K/V block
   static constexpr int kKeysPerWarp = kBlockN / kNWarps;    // 16 or 32: one or two k16 steps of P V
   static constexpr int kNTilesS = kKeysPerWarp / 8;         // n8 tiles of a warp's S
-  static constexpr int kStages = stages(kHeadDim, kFp8KV);
+  static constexpr int kStages = kStages_;
   static constexpr int kMinBlocks = kHeadDim <= 128 ? 2 : 1;  // CTAs per SM the launch bounds ask for
   // The Q tile (and, without kFp8KV, the K/V tiles): 16-byte chunks of Element.
   static constexpr int kChunksPerRow = kHeadDim * 2 / 16;
@@ -73,6 +75,7 @@ struct DecodeTraits {
   static constexpr int kSmemBytes = kQBytes + (kRingBytes > kMergeBytes ? kRingBytes : kMergeBytes);
 
   static_assert(kHeadDim % 32 == 0 && kHeadDim <= 256, "head_dim must be a multiple of 32, at most 256");
+  static_assert(kStages >= 2, "the ring overlaps one block's copies with another's compute");
   static_assert(!kFp8KV || kHeadDim % 64 == 0, "fp8 K/V tiles take head dims that are multiples of 64");
   static_assert((kBlockN * kChunksPerRow) % kNThreads == 0, "K/V tiles must split evenly over the threads");
   static_assert((kBlockN * KvTile::kChunksPerRow) % kNThreads == 0, "K/V tiles must split evenly over the threads");

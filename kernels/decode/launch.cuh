@@ -71,12 +71,12 @@ bool programmatic_launch_compiled() {
   return compiled;
 }
 
-template <DType kDType, int kHeadDim, bool kFp8KV>
+template <DType kDType, int kHeadDim, bool kFp8KV, int kStages = stages(kHeadDim, kFp8KV)>
 cudaError_t run_decode_kernels(const detail::FwdParams& params, cudaStream_t stream) {
   using Element = typename ElementOf<kDType>::type;
-  using Traits = DecodeTraits<kHeadDim, Element, kFp8KV>;
+  using Traits = DecodeTraits<kHeadDim, Element, kFp8KV, kStages>;
   static_assert(Traits::kBlockM == kBlockM && Traits::kBlockN == block_n(kHeadDim, kFp8KV) &&
-                    Traits::kStages == stages(kHeadDim, kFp8KV) && Traits::kSmemBytes == smem_bytes(kHeadDim, kFp8KV),
+                    Traits::kSmemBytes == smem_bytes(kHeadDim, kFp8KV, kStages),
                 "api.h constants out of date");
   // Checked before anything runs, so a call too large for the grids launches
   // nothing: cudaErrorInvalidConfiguration, CUDA's own code for such a grid.
@@ -136,8 +136,12 @@ cudaError_t run_decode(const detail::FwdParams& params, cudaStream_t stream) {
 }
 
 template <DType kDType, int kHeadDim>
-cudaError_t run_decode_fp8(const detail::FwdParams& params, cudaStream_t stream) {
-  return run_decode_kernels<kDType, kHeadDim, true>(params, stream);
+cudaError_t run_decode_fp8(const detail::FwdParams& params, int variant, cudaStream_t stream) {
+  if (variant == 0) return run_decode_kernels<kDType, kHeadDim, true>(params, stream);
+  if constexpr (has_two_stage_variant(kHeadDim, true)) {
+    if (variant == 1) return run_decode_kernels<kDType, kHeadDim, true, 2>(params, stream);
+  }
+  return cudaErrorInvalidValue;
 }
 
 }  // namespace flash::decode

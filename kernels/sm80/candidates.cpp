@@ -39,6 +39,10 @@ CandidateFacts facts(int index) {
   if constexpr (kNumCandidates<kHeadDim> > 1) {
     if (index == 1) return {smem_bytes<kHeadDim, 1>(), kFallbackOnly<kHeadDim, 1>};
   }
+  if constexpr (kNumCandidates<kHeadDim> > 2) {
+    if (index == 2) return {smem_bytes<kHeadDim, 2>(), kFallbackOnly<kHeadDim, 2>};
+  }
+  static_assert(kNumCandidates<kHeadDim> <= kMaxCandidates, "extend the candidate switches");
   return {};
 }
 
@@ -63,6 +67,12 @@ bool describe_head_dim(int index, KernelChoice* c) {
   if constexpr (kNumCandidates<kHeadDim> > 1) {
     if (index == 1) {
       describe<kHeadDim, 1>(c);
+      return true;
+    }
+  }
+  if constexpr (kNumCandidates<kHeadDim> > 2) {
+    if (index == 2) {
+      describe<kHeadDim, 2>(c);
       return true;
     }
   }

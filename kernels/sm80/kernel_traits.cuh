@@ -67,12 +67,19 @@ template <> struct CandidateTile<256, 0> { static constexpr int kBlockM = 128, k
 // 160 KiB instead of 192: for GPUs whose blocks cannot have 192 KiB of shared
 // memory (A100: 163 KiB). A fallback only: listed when candidate 0 does not fit.
 template <> struct CandidateTile<256, 1> { static constexpr int kBlockM = 64,  kBlockN = 64,  kNWarps = 4, kStages = 2; };
+// 72 and 96 KiB: for GPUs whose blocks have at most 99 KiB (sm_86, sm_89:
+// RTX 30/40, A10, L4, L40). Fallbacks only, listed when nothing before fits.
+template <> struct CandidateTile<192, 1> { static constexpr int kBlockM = 64,  kBlockN = 32,  kNWarps = 4, kStages = 2; };
+template <> struct CandidateTile<256, 2> { static constexpr int kBlockM = 64,  kBlockN = 32,  kNWarps = 4, kStages = 2; };
 
+// At most kMaxCandidates (the launcher's and candidates.cpp's switches).
+inline constexpr int kMaxCandidates = 3;
 template <int kHeadDim>
-inline constexpr int kNumCandidates = (kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256) ? 2 : 1;
+inline constexpr int kNumCandidates = kHeadDim == 256 ? 3 : (kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 192) ? 2 : 1;
 // Candidates used only when every earlier one needs more shared memory than the device has.
 template <int kHeadDim, int kIndex>
-inline constexpr bool kFallbackOnly = kHeadDim == 256 && kIndex == 1;
+inline constexpr bool kFallbackOnly = (kHeadDim == 256 && kIndex >= 1) || (kHeadDim == 192 && kIndex == 1);
+static_assert(kNumCandidates<256> <= kMaxCandidates, "extend the candidate switches");
 
 template <int kHeadDim, int kIndex, typename Element>
 using CandidateTraits =

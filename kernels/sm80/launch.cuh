@@ -62,10 +62,13 @@ cudaError_t run_candidate(const detail::FwdParams& params, cudaStream_t stream) 
 
 template <DType kDType, int kHeadDim>
 cudaError_t run_fwd(const detail::FwdParams& params, int candidate, cudaStream_t stream) {
-  static_assert(kNumCandidates<kHeadDim> <= 2, "extend the candidate switch");
+  static_assert(kNumCandidates<kHeadDim> <= kMaxCandidates, "extend the candidate switch");
   if (candidate == 0) return run_candidate<kDType, kHeadDim, 0>(params, stream);
   if constexpr (kNumCandidates<kHeadDim> > 1) {
     if (candidate == 1) return run_candidate<kDType, kHeadDim, 1>(params, stream);
+  }
+  if constexpr (kNumCandidates<kHeadDim> > 2) {
+    if (candidate == 2) return run_candidate<kDType, kHeadDim, 2>(params, stream);
   }
   return cudaErrorInvalidValue;
 }
