@@ -128,7 +128,8 @@ bool decode_split_pays(const AttentionParams& p, int64_t splits) {
 //   head_dim 64 is faster with the dense rule).
 //   Either way at least two K/V blocks per split, at most kMaxSplits, and
 //   none when the (batch, K/V head, row block) CTAs alone fill the GPU.
-//   Dense bf16/fp16 caches: none unless the splits take
+//   Dense bf16/fp16 caches: at least one block per split above head dim
+//   128 (two stages), and none unless the splits take
 //   min_blocks_saved_by_split blocks or more off each CTA.
 //   Paged bf16/fp16 caches: at least four K/V blocks per split, and none
 //   once the CTAs number the SMs (the paged split sweep in decode-splits.md).
@@ -141,8 +142,13 @@ int decode_splits_wanted(const AttentionParams& p, const DeviceCaps& caps) {
   const int64_t block_n = decode::block_n(decode_head_dim(p), fp8_cache(p));
   const int64_t keys = longest_keys(p, block_n);
   const bool paged_16bit = p.block_table != nullptr && !fp8_cache(p);
-  const int64_t min_blocks = paged_16bit ? 4 : 2;  // K/V blocks per split
-  const int64_t max_splits = std::min<int64_t>(ceil_div(keys, block_n) / min_blocks, kMaxSplits);
+  const bool dense_16bit = p.block_table == nullptr && !fp8_cache(p);
+  // K/V blocks per split: four on a paged 16-bit cache; one on a dense one
+  // with one block in flight (two stages), where a block costs about
+  // twice as long (decode_split_pays still asks for four saved); else two.
+  const int64_t min_blocks = paged_16bit ? 4 : dense_16bit && decode::stages(decode_head_dim(p)) == 2 ? 1 : 2;
+  const int64_t blocks = ceil_div(keys, block_n);
+  const int64_t max_splits = std::min<int64_t>(blocks / min_blocks, kMaxSplits);
   const int64_t accurate = std::min(accuracy_splits(keys), max_splits);
   const int64_t num_sms = std::max(caps.num_sms, 1);
   const bool fp8_slots = fp8_cache(p) && decode_head_dim(p) >= 128;

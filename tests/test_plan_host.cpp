@@ -1136,7 +1136,8 @@ TEST(Plan, HeadDimsAboveOneTwentyEightOnNinetyNineKibDevices) {
 // A short dense cache: a split must take at least five 64-key blocks off
 // each CTA (four above head dim 128, where one block is in flight) to pay
 // for the combine kernel, counted over seqlen_k (the cache's length); also
-// where the workspace holds fewer splits than flash wants.
+// where the workspace holds fewer splits than flash wants. Above head dim
+// 128 a split may hold one block.
 TEST(Plan, DecodeSplitsOnlyWhereTheCombinePays) {
   for (int64_t hd : {32, 64, 96, 128, 192, 256}) {
     if (!head_dim_compiled(hd)) continue;
@@ -1149,10 +1150,10 @@ TEST(Plan, DecodeSplitsOnlyWhereTheCombinePays) {
     const bool one_ahead = hd > 128;
     AttentionParams p = decode_call(hd, 1, 256);  // 4 blocks: 2 splits would save 2
     EXPECT_EQ(wanted(p), 1) << hd;
-    p = decode_call(hd, 1, 448);  // 7 blocks: 3 splits save 4
-    EXPECT_EQ(wanted(p), one_ahead ? 3 : 1) << hd;
-    p = decode_call(hd, 1, 512);  // 8 blocks: 4 splits save 6
-    EXPECT_EQ(wanted(p), 4) << hd;
+    p = decode_call(hd, 1, 448);  // 7 blocks: 3 splits save 4, 7 (above 128) save 6
+    EXPECT_EQ(wanted(p), one_ahead ? 7 : 1) << hd;
+    p = decode_call(hd, 1, 512);  // 8 blocks: 4 splits save 6, 8 (above 128) save 7
+    EXPECT_EQ(wanted(p), one_ahead ? 8 : 4) << hd;
     p = decode_call(hd, 8, 448);  // 64 CTAs: 2 splits would save 3
     EXPECT_EQ(wanted(p), 1) << hd;
     p = decode_call(hd, 8, 512);  // 2 splits save 4
@@ -1160,14 +1161,15 @@ TEST(Plan, DecodeSplitsOnlyWhereTheCombinePays) {
     p = decode_call(hd, 8, 1024);  // 2 splits save 8
     EXPECT_EQ(wanted(p), 2) << hd;
 
-    // 512 keys want 4 splits; a workspace of 3 (saving 5) gives 3, one of 2
-    // (saving 4) none below head dim 192 and 2 above.
+    // 512 keys want 4 splits (8 above head dim 128); a workspace of 3
+    // (saving 5) gives 3, one of 2 (saving 4) none below head dim 192 and 2
+    // above.
     p = decode_call(hd, 1, 512);
     const size_t per_split = detail::decode_workspace_bytes(p, 2) / 2;
     p.workspace = const_cast<void*>(fake(4));
     p.workspace_bytes = 3 * per_split;
     Plan plan = plan_of(p);
-    EXPECT_EQ(plan.splits_wanted, 4) << hd;
+    EXPECT_EQ(plan.splits_wanted, one_ahead ? 8 : 4) << hd;
     EXPECT_EQ(plan.num_splits, 3) << hd;
     p.workspace_bytes = 2 * per_split;
     EXPECT_EQ(plan_of(p).num_splits, one_ahead ? 2 : 1) << hd;
