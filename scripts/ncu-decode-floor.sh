@@ -28,6 +28,11 @@ if [[ -z "${FLASH_BENCH:-}" ]]; then
     { grep -E "error" -A3 "$OUT/build.log" | head -40; exit 1; }
 fi
 BENCH=${FLASH_BENCH:-$BUILD_DIR/bench/flash_bench}
+# The rows' lengths and batches, so that flash_bench registers them.
+seqlens=$(for r in $ROWS; do r=${r#*/L}; echo "${r%%/*}"; done | sort -un | paste -sd,)
+batches=$(for r in $ROWS; do r=${r#B}; echo "${r%%/*}"; done | sort -un | paste -sd,)
+ARGS=(--decode --decode_head_dims="$HD" --decode_seqlens="$seqlens" --decode_batches="$batches" --no-standard
+      --flash_iters=4 --gemm_iters=1 --warmup_ms=0)
 rm -f "$OUT/configure.log" "$OUT/build.log"  # at most eight files come back from a device call
 for row in $ROWS; do
   name=hd${HD}_$(echo "$row" | tr '/' '_')
@@ -35,15 +40,14 @@ for row in $ROWS; do
   # launch and (split) its combine; pass 2: the decode kernel's stall samples.
   ncu --clock-control none -k 'regex:decode_kernel|combine_kernel' --launch-skip 4 --launch-count 2 \
     --section SpeedOfLight --section WarpStateStats --section LaunchStats --section InstructionStats \
-    "$BENCH" --decode --decode_head_dims="$HD" --no-standard --flash_iters=4 --gemm_iters=1 --warmup_ms=0 \
-    --benchmark_filter="decode/bf16/hd$HD/q32kv8/$row/" >"$OUT/ncu_$name.txt" 2>&1
+    "$BENCH" "${ARGS[@]}" --benchmark_filter="decode/bf16/hd$HD/q32kv8/$row/" >"$OUT/ncu_$name.txt" 2>&1
   ncu --clock-control none -k 'regex:decode_kernel' --launch-skip 2 --launch-count 1 --section SourceCounters \
     --import-source no --export "$OUT/ncu_$name" --force-overwrite \
-    "$BENCH" --decode --decode_head_dims="$HD" --no-standard --flash_iters=4 --gemm_iters=1 --warmup_ms=0 \
-    --benchmark_filter="decode/bf16/hd$HD/q32kv8/$row/" >>"$OUT/ncu_$name.txt" 2>&1
+    "$BENCH" "${ARGS[@]}" --benchmark_filter="decode/bf16/hd$HD/q32kv8/$row/" >>"$OUT/ncu_$name.txt" 2>&1
   echo "== $row"
   grep -E "^  [^ ].*\)x\(|Duration|Grid Size|Registers Per|Warp Cycles Per Issued|Executed Instructions  " \
     "$OUT/ncu_$name.txt" | sed -E 's/(void )?flash::[a-z0-9_:]*::([a-z_]+)<.*\)x\(/\2 (x(/' | cut -c1-160 | head -20
+  [[ -f "$OUT/ncu_$name.ncu-rep" ]] || { echo "no decode kernel profiled for $row (see ncu_$name.txt)"; continue; }
   ncu --import "$OUT/ncu_$name.ncu-rep" --page source --csv --print-source sass 2>/dev/null | gzip >"$OUT/source_$name.csv.gz"
   python3 scripts/ncu-stalls-by-role.py "$OUT/source_$name.csv.gz" 25 >"$OUT/stalls_$name.txt" 2>&1 &&
     head -32 "$OUT/stalls_$name.txt"

@@ -106,13 +106,15 @@ bool describe(const Plan& plan, const Candidate& c, const AttentionParams& p, Ke
     return true;
   }
   if (c.backend == Backend::kDecode) {
+    const bool fp8 = p.kv_dtype != KvDType::kSame;
+    const int kernel = kernel_head_dim(call_head_dim(p.head_dim, p.head_dim_v),
+                                       fp8 ? KernelSet::kFp8 : KernelSet::kAny);
+    // Candidate 1: the two-stage variant, where there is one (launch_decode).
+    if (c.index != 0 && !(c.index == 1 && decode::has_two_stage_variant(kernel, fp8))) return false;
     choice->backend = Backend::kDecode;
     choice->block_m = decode::kBlockM;
-    const int kernel = kernel_head_dim(call_head_dim(p.head_dim, p.head_dim_v),
-                                       p.kv_dtype != KvDType::kSame ? KernelSet::kFp8 : KernelSet::kAny);
-    choice->block_n = decode::block_n(kernel, p.kv_dtype != KvDType::kSame);
+    choice->block_n = decode::block_n(kernel, fp8);
     choice->warps = 4;
-    const bool fp8 = p.kv_dtype != KvDType::kSame;
     choice->stages = c.index == 1 ? 2 : decode::stages(kernel, fp8);
     std::snprintf(choice->name, sizeof(choice->name), "decode%s %dx%d 4w %dst %d split%s", fp8 ? " fp8" : "",
                   decode::kBlockM, choice->block_n, choice->stages, plan.num_splits, plan.num_splits == 1 ? "" : "s");

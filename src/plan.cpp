@@ -126,8 +126,9 @@ bool decode_split_pays(const AttentionParams& p, int64_t splits) {
 //   waves are within 5% as full as the best's (their kernels want more
 //   CTAs in flight: the table reads, the dequantisation's latency; fp8 at
 //   head_dim 64 is faster with the dense rule).
-//   Either way at least two K/V blocks per split, at most kMaxSplits, and
-//   none when the (batch, K/V head, row block) CTAs alone fill the GPU.
+//   Either way at least two K/V blocks per split (but below), at most
+//   kMaxSplits, and none when the (batch, K/V head, row block) CTAs alone
+//   fill the GPU.
 //   Dense bf16/fp16 caches: at least one block per split above head dim
 //   128 (two stages), and none unless the splits take
 //   min_blocks_saved_by_split blocks or more off each CTA.
@@ -144,8 +145,9 @@ int decode_splits_wanted(const AttentionParams& p, const DeviceCaps& caps) {
   const bool paged_16bit = p.block_table != nullptr && !fp8_cache(p);
   const bool dense_16bit = p.block_table == nullptr && !fp8_cache(p);
   // K/V blocks per split: four on a paged 16-bit cache; one on a dense one
-  // with one block in flight (two stages), where a block costs about
-  // twice as long (decode_split_pays still asks for four saved); else two.
+  // with one block in flight (two stages), where a block costs one CTA
+  // about twice what it does with two in flight (decode_split_pays asks
+  // for four saved there); else two.
   const int64_t min_blocks = paged_16bit ? 4 : dense_16bit && decode::stages(decode_head_dim(p)) == 2 ? 1 : 2;
   const int64_t blocks = ceil_div(keys, block_n);
   const int64_t max_splits = std::min<int64_t>(blocks / min_blocks, kMaxSplits);

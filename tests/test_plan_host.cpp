@@ -1000,7 +1000,8 @@ AttentionParams decode_call(int64_t head_dim, int64_t batch, int64_t seqlen_k) {
 
 // flash's split count: about one CTA per SM on a dense cache (0.9 x 132 =
 // 119 CTAs, counted as (batch, K/V head) x splits), at most half the K/V
-// blocks, none once the batch fills the GPU; a paged cache takes more.
+// blocks (all of them on a dense cache above head dim 128), none once the
+// batch fills the GPU; a paged cache takes more.
 // (Short caches: DecodeSplitsOnlyWhereTheCombinePays.)
 TEST(Plan, DecodeSplitsAboutOneCtaPerSm) {
   for (int64_t hd : {64, 128, 256}) {
@@ -1053,7 +1054,7 @@ TEST(Plan, DecodeSplitsAboutOneCtaPerSm) {
 // 128 fp8 keys), so decode-length bf16/fp16 calls there run on the sm80
 // kernel and Backend::kDecode is refused. An fp8 cache (no other kernel
 // takes it there) runs on the two-stage variant at head dims 128 and 256
-// (68 and 72 KiB; candidate 1), on the default at 64 and 192 (50 and 78
+// (68 and 72.5 KiB; candidate 1), on the default at 64 and 192 (50 and 78
 // KiB); an H200 never gets the variant.
 TEST(Plan, DecodeOnNinetyNineKibDevices) {
   if (head_dim_compiled(128)) {
@@ -1088,6 +1089,11 @@ TEST(Plan, DecodeOnNinetyNineKibDevices) {
         ASSERT_TRUE(detail::make_plan(p, kH200, &plan).ok());
         EXPECT_EQ(plan.candidates[0].backend, Backend::kDecode) << hd;
         EXPECT_EQ(plan.candidates[0].index, 0) << hd;
+        // Where there is no two-stage variant, candidate 1 describes nothing.
+        AttentionParams bf16 = p;
+        bf16.kv_dtype = KvDType::kSame;
+        EXPECT_FALSE(detail::describe(plan, detail::Candidate{Backend::kDecode, 1}, bf16, &choice)) << hd;
+        EXPECT_EQ(detail::describe(plan, detail::Candidate{Backend::kDecode, 1}, p, &choice), two_stage) << hd;
       }
     }
   }

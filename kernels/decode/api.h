@@ -62,7 +62,7 @@ inline constexpr int kSmallDeviceSmemBytes = 99 * 1024;
 // Whether the kernel for an fp8 cache at `head_dim` has a two-stage variant
 // (candidate 1; the default is candidate 0): where three stages need more
 // than kSmallDeviceSmemBytes and two do not (head dims 128 and 256: 100 and
-// 104 KiB against 68 and 72).
+// 104 KiB against 68 and 72.5).
 constexpr bool has_two_stage_variant(int64_t head_dim, bool fp8) {
   return fp8 && stages(head_dim, fp8) > 2 && smem_bytes(head_dim, fp8) > kSmallDeviceSmemBytes &&
          smem_bytes(head_dim, fp8, 2) <= kSmallDeviceSmemBytes;
