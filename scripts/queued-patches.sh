@@ -44,8 +44,9 @@
 # `test` and `sanitize` change the working tree (git apply); the A/Bs build copies
 # (scripts/tile-sweep.sh) and leave it alone.
 set -uo pipefail
-# Queued: the decode prefetch (ab27). ab12-ab26 name their patch files themselves.
-PATCHES=(2026-12-06-decode-prefetch-first-blocks)
+# Queued: the two-stage bf16/fp16 decode for 99 KiB devices (`test`, then
+# land), the decode prefetch (ab27). ab12-ab26 name their patch files themselves.
+PATCHES=(2026-12-06-decode-two-stage-bf16 2026-12-06-decode-prefetch-first-blocks)
 # Landed, newest first: the code's parent is
 # the tree with these taken out in this order (`parent` in ab1-ab4).
 LANDED=(
@@ -126,7 +127,7 @@ case "${1:-}" in
     ;;
   sanitize)
     apply_all
-    SANITIZE_FILTER=${SANITIZE_FILTER:-'*Sanitizer*:GraphsThreads.*:*HiddenTopBlocks*:*Fp8Cache*q130*:*SinksAlibi*window*'} \
+    SANITIZE_FILTER=${SANITIZE_FILTER:-'*Sanitizer*:GraphsThreads.*:TwoStageDecode.*:*Fp8Cache*q1_*:Append.*'} \
       timeout "${TEST_CALL_TIMEOUT:-590}" scripts/gpu-check.sh build sanitize
     ;;
   ab1)
