@@ -10,6 +10,7 @@
 #include <set>
 
 #include "reference.h"
+#include "src/dispatch.h"
 
 namespace flash::test {
 namespace {
@@ -167,6 +168,19 @@ void FeatureFixture::expect_run_matches(FeatureCase& c, const FlashRun& run, con
   AttentionParams p;
   ASSERT_TRUE(params_for(c, run, &workspace, &p));
   expect_params_match(c, p, ref_o, ref_lse);
+}
+
+void FeatureFixture::expect_launch_matches(FeatureCase& c, const detail::Plan& plan, const detail::Candidate& candidate,
+                                           const AttentionParams& p, const std::vector<double>& ref_o,
+                                           const std::vector<double>& ref_lse) {
+  ASSERT_EQ(c.poison_outputs(), cudaSuccess);
+  ASSERT_EQ(detail::launch(plan, candidate, p, c.stream()), cudaSuccess);
+  std::vector<float> o, lse;
+  ASSERT_TRUE(c.read_output(&o, &lse));
+  Errors errors;
+  EXPECT_TRUE(check_attention(c.check_params(), o, lse, ref_o, ref_lse, &errors));
+  EXPECT_TRUE(c.padding_untouched());
+  totals_.worst.add(errors);
 }
 
 void FeatureFixture::expect_params_match(FeatureCase& c, const AttentionParams& p, const std::vector<double>& ref_o,

@@ -21,6 +21,7 @@
 
 #include "feature_case.h"
 #include "gpu_case.h"
+#include "src/plan.h"
 
 namespace flash::test {
 
@@ -137,6 +138,13 @@ class FeatureFixture : public GpuTest {
   // The same for the call `p` (the case's params, edited).
   void expect_params_match(FeatureCase& c, const AttentionParams& p, const std::vector<double>& ref_o,
                            const std::vector<double>& ref_lse);
+  // Launches `candidate` of `plan` for the call `p` itself (detail::launch,
+  // after poisoning O and the LSE) and checks O, the LSE and O's padding
+  // against the reference, once: for configurations a plan made for
+  // another device would run.
+  void expect_launch_matches(FeatureCase& c, const detail::Plan& plan, const detail::Candidate& candidate,
+                             const AttentionParams& p, const std::vector<double>& ref_o,
+                             const std::vector<double>& ref_lse);
   // Backend::kSm90 on `c`: where sm90_runs(p) it must match the reference
   // like any backend; elsewhere (a feature it lacks, varlen without the
   // totals, no Hopper kernel for this device or head dim) it must return

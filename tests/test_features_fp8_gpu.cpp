@@ -21,7 +21,6 @@
 #include "device_tensor.h"
 #include "feature_test.h"
 #include "kernels/decode/api.h"
-#include "reference.h"
 #include "src/dispatch.h"
 
 namespace flash::test {
@@ -319,14 +318,7 @@ TEST_F(Fp8TwoStageDecode, MatchesReference) {
                    ASSERT_EQ(plan.candidates[0].backend, Backend::kDecode);
                    ASSERT_EQ(plan.candidates[0].index, 1);
                    EXPECT_EQ(plan.num_splits, row.num_splits > 1 ? row.num_splits : 1);
-                   ASSERT_EQ(c.poison_outputs(), cudaSuccess);
-                   ASSERT_EQ(detail::launch(plan, plan.candidates[0], p, c.stream()), cudaSuccess);
-                   std::vector<float> o, lse;
-                   ASSERT_TRUE(c.read_output(&o, &lse));
-                   Errors errors;
-                   EXPECT_TRUE(check_attention(c.check_params(), o, lse, ref_o, ref_lse, &errors));
-                   EXPECT_TRUE(c.padding_untouched());
-                   totals_.worst.add(errors);
+                   expect_launch_matches(c, plan, plan.candidates[0], p, ref_o, ref_lse);
                    ++ran;
                  });
     }

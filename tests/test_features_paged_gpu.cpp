@@ -351,15 +351,7 @@ TEST_F(PagedKvSm80Tiles, EveryTileMatchesTheReference) {
                    for (int i = 0; i < sm80::num_candidates(hd); ++i) {
                      if (sm80::candidate_smem_bytes(hd, i) > caps.max_smem) continue;
                      SCOPED_TRACE("sm80 candidate " + std::to_string(i));
-                     ASSERT_EQ(c.poison_outputs(), cudaSuccess);
-                     ASSERT_EQ(detail::launch(plan, detail::Candidate{Backend::kSm80, i}, p, c.stream()),
-                               cudaSuccess);
-                     std::vector<float> o, lse;
-                     ASSERT_TRUE(c.read_output(&o, &lse));
-                     Errors errors;
-                     EXPECT_TRUE(check_attention(c.check_params(), o, lse, ref_o, ref_lse, &errors));
-                     EXPECT_TRUE(c.padding_untouched());
-                     totals_.worst.add(errors);
+                     expect_launch_matches(c, plan, detail::Candidate{Backend::kSm80, i}, p, ref_o, ref_lse);
                      ++ran;
                    }
                  });
