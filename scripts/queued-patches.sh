@@ -23,7 +23,7 @@
 #   scripts/queued-patches.sh ab24        # decode hd256 (--decode): base against the code before 0ddb4eb (its plain kernel's spills grew) (two rounds; measured: docs/perf/append.md)
 #   scripts/queued-patches.sh ab25        # decode hd64 (--decode): base, whole-block copies, the prologue loop, all four (their registers pass 128: a CTA an SM fewer?) (two rounds; not run: ab23 kept none of them)
 #   scripts/queued-patches.sh ab26        # decode at short caches (256-4096 keys, batch 1 and 8, dense) at hd64 / 128 / 256: no split unless it saves five blocks a CTA, against the rule before (two rounds; measured, landed with four blocks above head dim 128: docs/perf/decode-splits.md)
-#   scripts/queued-patches.sh ab27        # decode hd64 / 128 / 256 (dense, seqused_k; batch 1, 2, 8, 32 at 4k and 32k keys, read flush): base, the split's first blocks and Q prefetched into L2 before seqused_k lands (two rounds; not yet run)
+#   scripts/queued-patches.sh ab27        # decode hd64 / 128 / 256 (dense, seqused_k; batch 1, 2, 8, 32 at 4k and 32k keys, read flush): base, the split's first blocks and Q prefetched into L2 before seqused_k lands (two rounds; measured, not kept: docs/perf/decode-splits.md)
 #   scripts/queued-patches.sh ncu19       # pages in order; ncu of hd256's seqused_k, paged64 and paged256 bf16 rows (ab19's question by the counters)
 #   scripts/queued-patches.sh ab12        # bf16 serving prefill rows at hd64 / 256: base, the bench's pages in order, the prefetch patch, it four blocks ahead (two rounds; measured, not kept: docs/perf)
 #   scripts/queued-patches.sh ab13        # hd64 serving prefill rows (bf16 and e4m3 caches): base, the fp8 cache on 192 x 96 (two rounds; measured, not kept: docs/perf)
@@ -44,12 +44,12 @@
 # `test` and `sanitize` change the working tree (git apply); the A/Bs build copies
 # (scripts/tile-sweep.sh) and leave it alone.
 set -uo pipefail
-# Queued: the two-stage bf16/fp16 decode for 99 KiB devices (`test`, then
-# land), the decode prefetch (ab27). ab12-ab26 name their patch files themselves.
-PATCHES=(2026-12-06-decode-two-stage-bf16 2026-12-06-decode-prefetch-first-blocks)
+# Queued: none. ab12-ab27 name their patch files themselves.
+PATCHES=()
 # Landed, newest first: the code's parent is
 # the tree with these taken out in this order (`parent` in ab1-ab4).
 LANDED=(
+  2026-12-06-decode-two-stage-bf16
   2026-12-06-paged-box-shifts
   2026-12-05-fp8-cache-sector-pairs
   2026-12-05-fp8-cache-compact-k-three-stages

@@ -36,7 +36,7 @@ cudaError_t launch_sm80(DType dtype, const FwdParams& f, int index, cudaStream_t
                                   : sm80::run_fwd<DType::kBFloat16, kHeadDim>(f, index, stream);
 }
 
-// `index`: the decode kernel's candidate (1: an fp8 cache's two-stage variant).
+// `index`: the decode kernel's candidate (1: the two-stage variant).
 template <int kHeadDim>
 cudaError_t launch_decode(DType dtype, bool fp8, const FwdParams& f, int index, cudaStream_t stream) {
   if (fp8) {
@@ -47,9 +47,8 @@ cudaError_t launch_decode(DType dtype, bool fp8, const FwdParams& f, int index, 
     }
     return cudaErrorInvalidValue;
   }
-  if (index != 0) return cudaErrorInvalidValue;
-  return dtype == DType::kFloat16 ? decode::run_decode<DType::kFloat16, kHeadDim>(f, stream)
-                                  : decode::run_decode<DType::kBFloat16, kHeadDim>(f, stream);
+  return dtype == DType::kFloat16 ? decode::run_decode<DType::kFloat16, kHeadDim>(f, index, stream)
+                                  : decode::run_decode<DType::kBFloat16, kHeadDim>(f, index, stream);
 }
 
 #if FLASH_HAS_SM90

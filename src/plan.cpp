@@ -44,10 +44,10 @@ int decode_head_dim(const AttentionParams& p) {
   return fp8_cache(p) ? kernel_head_dim(width(p), KernelSet::kFp8) : sm80_head_dim(p);
 }
 // The decode kernel's configuration for the call on the device (its
-// candidate index): 0, the default; 1, the two-stage variant of an fp8
-// cache at head dims 128 and 256, where the default needs more shared
-// memory than the device has (sm_86/89: decode::has_two_stage_variant);
-// -1 where neither fits.
+// candidate index): 0, the default; 1, the two-stage variant (head dim
+// 128, and fp8 caches at 256), where the default needs more shared memory
+// than the device has (sm_86/89: decode::has_two_stage_variant); -1 where
+// neither fits.
 int decode_variant(const AttentionParams& p, const DeviceCaps& caps) {
   const int hd = decode_head_dim(p);
   const bool fp8 = fp8_cache(p);
@@ -61,6 +61,10 @@ int decode_smem(const AttentionParams& p, const DeviceCaps& caps) {
 }
 
 bool decode_fits(const AttentionParams& p, const DeviceCaps& caps) { return decode_variant(p, caps) >= 0; }
+// That configuration's pipeline depth.
+int decode_stages(const AttentionParams& p, const DeviceCaps& caps) {
+  return decode_variant(p, caps) == 1 ? 2 : decode::stages(decode_head_dim(p), fp8_cache(p));
+}
 
 // The longest run of keys one query row may accumulate (before the split
 // rule): seqlen_k, or what a paged cache with seqused_k holds, bounded by a
@@ -108,13 +112,13 @@ int prefill_splits_wanted(const AttentionParams& p, const DeviceCaps& caps) {
 // for the combine kernel; true for other caches, and where the accuracy
 // floor asks for splits. The keys counted are the cache's (seqlen_k): the
 // host does not know seqused_k.
-bool decode_split_pays(const AttentionParams& p, int64_t splits) {
+bool decode_split_pays(const AttentionParams& p, const DeviceCaps& caps, int64_t splits) {
   if (splits <= 1 || p.block_table != nullptr || fp8_cache(p)) return true;
   const int64_t block_n = decode::block_n(decode_head_dim(p), false);
   const int64_t keys = longest_keys(p, block_n);
   if (accuracy_splits(keys) > 1) return true;
   const int64_t blocks = ceil_div(keys, block_n);
-  return blocks - ceil_div(blocks, splits) >= min_blocks_saved_by_split(decode::stages(decode_head_dim(p)));
+  return blocks - ceil_div(blocks, splits) >= min_blocks_saved_by_split(decode_stages(p, caps));
 }
 
 // The split count flash wants for the decode kernel (or p.num_splits,
@@ -148,7 +152,7 @@ int decode_splits_wanted(const AttentionParams& p, const DeviceCaps& caps) {
   // with one block in flight (two stages), where a block costs one CTA
   // about twice what it does with two in flight (decode_split_pays asks
   // for four saved there); else two.
-  const int64_t min_blocks = paged_16bit ? 4 : dense_16bit && decode::stages(decode_head_dim(p)) == 2 ? 1 : 2;
+  const int64_t min_blocks = paged_16bit ? 4 : dense_16bit && decode_stages(p, caps) == 2 ? 1 : 2;
   const int64_t blocks = ceil_div(keys, block_n);
   const int64_t max_splits = std::min<int64_t>(blocks / min_blocks, kMaxSplits);
   const int64_t accurate = std::min(accuracy_splits(keys), max_splits);
@@ -158,7 +162,7 @@ int decode_splits_wanted(const AttentionParams& p, const DeviceCaps& caps) {
     const int64_t target = ceil_div(9 * num_sms, 10);
     if (units >= target || max_splits <= 1) return static_cast<int>(std::max<int64_t>(accurate, 1));
     const int64_t splits = std::max(accurate, std::min(ceil_div(target, units), max_splits));
-    return decode_split_pays(p, splits) ? static_cast<int>(splits) : 1;
+    return decode_split_pays(p, caps, splits) ? static_cast<int>(splits) : 1;
   }
   const int smem = decode_smem(p, caps) + 1024;  // + the per-block reservation
   const int per_sm = caps.smem_per_sm > 0 ? std::max(1, caps.smem_per_sm / smem) : 1;
@@ -196,7 +200,7 @@ void plan_splits(const AttentionParams& p, int wanted, Plan* plan, bool decode =
     // per_split is 0 only for an empty call (query_kernel_choice plans those too).
     const size_t fit = p.workspace == nullptr ? 1 : per_split == 0 ? SIZE_MAX : p.workspace_bytes / per_split;
     plan->num_splits = static_cast<int>(std::min<size_t>(plan->num_splits, std::max<size_t>(fit, 1)));
-    if (decode && !decode_split_pays(p, plan->num_splits)) plan->num_splits = 1;
+    if (decode && !decode_split_pays(p, plan->caps, plan->num_splits)) plan->num_splits = 1;
   }
   plan->workspace_bytes = decode_workspace_bytes(p, plan->num_splits);
 }

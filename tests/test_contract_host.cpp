@@ -154,22 +154,22 @@ TEST(Contract, DecodeLauncherRefusesGridsPastTheHardwareLimits) {
   f.heads_kv = 1;
   f.q_per_kv = 64;
   f.num_splits = 1;
-  EXPECT_EQ(run_bf16(f, nullptr), cudaErrorInvalidConfiguration);
+  EXPECT_EQ(run_bf16(f, 0, nullptr), cudaErrorInvalidConfiguration);
   f.seqlen_q = 1 << 24;  // 2^30 rows: fits one split, not 128
   f.num_splits = 128;
-  EXPECT_EQ(run_fp16(f, nullptr), cudaErrorInvalidConfiguration);
+  EXPECT_EQ(run_fp16(f, 0, nullptr), cudaErrorInvalidConfiguration);
   f.seqlen_q = 1;
   f.q_per_kv = 1;
   f.heads_q = f.heads_kv = 65536;  // gridDim.y
   f.num_splits = 1;
-  EXPECT_EQ(run_bf16(f, nullptr), cudaErrorInvalidConfiguration);
+  EXPECT_EQ(run_bf16(f, 0, nullptr), cudaErrorInvalidConfiguration);
   f.heads_q = f.heads_kv = 1;
   f.batch = 65536;  // gridDim.z
-  EXPECT_EQ(run_bf16(f, nullptr), cudaErrorInvalidConfiguration);
+  EXPECT_EQ(run_bf16(f, 0, nullptr), cudaErrorInvalidConfiguration);
   f.batch = 32768;  // the combine grid: 32768 * 65536 * 1 rows
   f.heads_q = f.q_per_kv = 65536;
   f.num_splits = 2;
-  EXPECT_EQ(run_bf16(f, nullptr), cudaErrorInvalidConfiguration);
+  EXPECT_EQ(run_bf16(f, 0, nullptr), cudaErrorInvalidConfiguration);
 }
 #endif
 

@@ -1051,21 +1051,29 @@ TEST(Plan, DecodeSplitsAboutOneCtaPerSm) {
 
 // Devices with 99 KiB of shared memory a block (sm_86, sm_89): the decode
 // kernel needs 100 KiB at head dims 97-128 (three stages of 64 keys, or of
-// 128 fp8 keys), so decode-length bf16/fp16 calls there run on the sm80
-// kernel and Backend::kDecode is refused. An fp8 cache (no other kernel
-// takes it there) runs on the two-stage variant at head dims 128 and 256
-// (68 and 72.5 KiB; candidate 1), on the default at 64 and 192 (50 and 78
-// KiB); an H200 never gets the variant.
+// 128 fp8 keys), so there decode-length calls at head dim 128 run on its
+// two-stage variant (68 KiB; candidate 1), as do fp8 caches at 256 (72.5
+// KiB; an fp8 cache runs on no other kernel there); head dims 64 and 192
+// keep the default (fp8: 50 and 78 KiB). An H200 never gets the variant.
 TEST(Plan, DecodeOnNinetyNineKibDevices) {
   if (head_dim_compiled(128)) {
     AttentionParams p = decode_call(128, 1, 4096);
     Plan plan;
     ASSERT_TRUE(detail::make_plan(p, kL40, &plan).ok());
-    EXPECT_EQ(plan.candidates[0].backend, Backend::kSm80);
+    ASSERT_EQ(plan.num_candidates, 1);
+    EXPECT_EQ(plan.candidates[0].backend, Backend::kDecode);
+    EXPECT_EQ(plan.candidates[0].index, 1);
     p.backend = Backend::kDecode;
-    Status s = detail::make_plan(p, kL40, &plan);
-    EXPECT_EQ(s.code, StatusCode::kUnsupported);
-    EXPECT_NE(std::strstr(s.message, "shared memory"), nullptr) << s.message;
+    ASSERT_TRUE(detail::make_plan(p, kL40, &plan).ok());
+    EXPECT_EQ(plan.candidates[0].index, 1);
+    KernelChoice choice;
+    ASSERT_TRUE(detail::describe(plan, plan.candidates[0], p, &choice));
+    EXPECT_STREQ(choice.name, "decode 16x64 4w 2st 1 split");
+    p = decode_call(128, 1, 4096);
+    p.seqlen_q = 100;  // a chunk: the sm80 kernel, as before
+    p.set_contiguous_bnhd();
+    ASSERT_TRUE(detail::make_plan(p, kL40, &plan).ok());
+    EXPECT_EQ(plan.candidates[0].backend, Backend::kSm80);
   }
   for (int64_t hd : {64, 128, 192, 256}) {
     if (!head_dim_compiled(hd)) continue;
@@ -1092,7 +1100,7 @@ TEST(Plan, DecodeOnNinetyNineKibDevices) {
         // Where there is no two-stage variant, candidate 1 describes nothing.
         AttentionParams bf16 = p;
         bf16.kv_dtype = KvDType::kSame;
-        EXPECT_FALSE(detail::describe(plan, detail::Candidate{Backend::kDecode, 1}, bf16, &choice)) << hd;
+        EXPECT_EQ(detail::describe(plan, detail::Candidate{Backend::kDecode, 1}, bf16, &choice), hd == 128) << hd;
         EXPECT_EQ(detail::describe(plan, detail::Candidate{Backend::kDecode, 1}, p, &choice), two_stage) << hd;
       }
     }

@@ -12,12 +12,14 @@ namespace flash::decode {
 
 // Launches the decode kernel for one dtype and head dim on `stream` and,
 // when params.num_splits > 1, the combine kernel after it. The mask and
-// softcap come from `params`. Returns the first launch error.
+// softcap come from `params`. `variant` 1: the two-stage kernel
+// (has_two_stage_variant; cudaErrorInvalidValue where there is none, and
+// for a call that appends itself, AppendFusion::writes). Returns the
+// first launch error.
 template <DType kDType, int kHeadDim>
-cudaError_t run_decode(const detail::FwdParams& params, cudaStream_t stream);
+cudaError_t run_decode(const detail::FwdParams& params, int variant, cudaStream_t stream);
 // The same with K and V e4m3 bytes (params.k_descale / v_descale); kHeadDim
-// a multiple of 64. `variant` 1: the two-stage kernel
-// (has_two_stage_variant; cudaErrorInvalidValue where there is none).
+// a multiple of 64.
 template <DType kDType, int kHeadDim>
 cudaError_t run_decode_fp8(const detail::FwdParams& params, int variant, cudaStream_t stream);
 
@@ -59,15 +61,17 @@ constexpr int smem_bytes(int64_t head_dim, bool fp8 = false, int num_stages = 0)
 // Shared memory a block may have on sm_86 and sm_89 (RTX 30/40, A10, L4,
 // L40), bytes.
 inline constexpr int kSmallDeviceSmemBytes = 99 * 1024;
-// Whether the kernel for an fp8 cache at `head_dim` has a two-stage variant
-// (candidate 1; the default is candidate 0): where three stages need more
-// than kSmallDeviceSmemBytes and two do not (head dims 128 and 256: 100 and
-// 104 KiB against 68 and 72.5).
+// Whether the kernel at `head_dim` (`fp8`: for an e4m3 cache) has a
+// two-stage variant (candidate 1; the default is candidate 0): where three
+// stages need more than kSmallDeviceSmemBytes and two do not (head dim 128:
+// 100 KiB against 68; fp8 at 256: 104 against 72.5).
 constexpr bool has_two_stage_variant(int64_t head_dim, bool fp8) {
-  return fp8 && stages(head_dim, fp8) > 2 && smem_bytes(head_dim, fp8) > kSmallDeviceSmemBytes &&
+  return stages(head_dim, fp8) > 2 && smem_bytes(head_dim, fp8) > kSmallDeviceSmemBytes &&
          smem_bytes(head_dim, fp8, 2) <= kSmallDeviceSmemBytes;
 }
 static_assert(has_two_stage_variant(128, true) && has_two_stage_variant(256, true) &&
-              !has_two_stage_variant(64, true) && !has_two_stage_variant(192, true));
+              !has_two_stage_variant(64, true) && !has_two_stage_variant(192, true) &&
+              has_two_stage_variant(128, false) && !has_two_stage_variant(96, false) &&
+              !has_two_stage_variant(192, false) && !has_two_stage_variant(256, false));
 
 }  // namespace flash::decode

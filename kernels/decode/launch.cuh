@@ -117,9 +117,12 @@ cudaError_t run_decode_kernels(const detail::FwdParams& params, cudaStream_t str
                    : launch_decode<Traits, false, false, kWrites>(*call, stream, after);
   };
   cudaError_t err;
-  if constexpr (!kFp8KV) {
+  if constexpr (!kFp8KV && kStages == stages(kHeadDim, kFp8KV)) {
     err = params.append.writes ? launch_variant(std::true_type{}) : launch_variant(std::false_type{});
   } else {
+    // The kWrites kernel runs on sm_90 (decode_does_append), where the
+    // default fits: the two-stage variant has none.
+    if (params.append.writes) return cudaErrorInvalidValue;
     err = launch_variant(std::false_type{});
   }
   if (err != cudaSuccess || params.num_splits <= 1) return err;
@@ -131,8 +134,12 @@ cudaError_t run_decode_kernels(const detail::FwdParams& params, cudaStream_t str
 }
 
 template <DType kDType, int kHeadDim>
-cudaError_t run_decode(const detail::FwdParams& params, cudaStream_t stream) {
-  return run_decode_kernels<kDType, kHeadDim, false>(params, stream);
+cudaError_t run_decode(const detail::FwdParams& params, int variant, cudaStream_t stream) {
+  if (variant == 0) return run_decode_kernels<kDType, kHeadDim, false>(params, stream);
+  if constexpr (has_two_stage_variant(kHeadDim, false)) {
+    if (variant == 1) return run_decode_kernels<kDType, kHeadDim, false, 2>(params, stream);
+  }
+  return cudaErrorInvalidValue;
 }
 
 template <DType kDType, int kHeadDim>

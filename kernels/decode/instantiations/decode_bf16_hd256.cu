@@ -2,5 +2,5 @@
 #include "../launch.cuh"
 
 namespace flash::decode {
-template cudaError_t run_decode<DType::kBFloat16, 256>(const detail::FwdParams&, cudaStream_t);
+template cudaError_t run_decode<DType::kBFloat16, 256>(const detail::FwdParams&, int, cudaStream_t);
 }  // namespace flash::decode
