@@ -121,7 +121,7 @@ done
 # memcheck, racecheck and synccheck alike, on the tests' quick case list
 # (FLASH_MLA_QUICK: bf16, no 128-head cases); SANITIZE_MLA_FILTER picks the tests.
 MLA_BIN="$BUILD_DIR/tests/flash_mla_tests"
-MLA_FILTER=${SANITIZE_MLA_FILTER:-MlaDecode.HopperMatchesAFloat64Reference:MlaDecode.SplitDMatchesAFloat64Reference}
+MLA_FILTER=${SANITIZE_MLA_FILTER:-MlaDecode.HopperMatchesAFloat64Reference:MlaDecode.SplitDMatchesAFloat64Reference:MlaDecode.NinetyNineKibDevicesRunTheSplitDVariant}
 if [[ -x "$MLA_BIN" ]]; then
   for tool in $TOOLS; do
     [[ "$tool" == initcheck ]] && continue

@@ -93,14 +93,15 @@ bool describe(const Plan& plan, const Candidate& c, const AttentionParams& p, Ke
   }
   const bool wide = wide_shape(p.head_dim, p.head_dim_v);
   if (c.backend == Backend::kDecode && (mla_shape(p.head_dim, p.head_dim_v) || wide)) {
-    if (c.index != 0) return false;
+    // Candidate 1: the variant for devices with 99 KiB a block (plan_split_d).
+    if (c.index != 0 && c.index != 1) return false;
     choice->backend = Backend::kDecode;
     choice->block_m = decode::kMlaBlockM;
-    choice->block_n = decode::kMlaBlockN;
+    choice->block_n = decode::split_d_block_n(wide, c.index);
     choice->warps = 4;
-    choice->stages = wide ? 2 : 3;
+    choice->stages = decode::split_d_stages(wide, c.index);
     std::snprintf(choice->name, sizeof(choice->name), "decode %s %dx%d 4w %dst %d split%s", wide ? "hd512" : "mla",
-                  decode::kMlaBlockM, decode::kMlaBlockN, choice->stages, plan.num_splits,
+                  decode::kMlaBlockM, choice->block_n, choice->stages, plan.num_splits,
                   plan.num_splits == 1 ? "" : "s");
     return true;
   }
@@ -226,18 +227,17 @@ cudaError_t launch(const Plan& plan, const Candidate& c, const AttentionParams& 
   }
 #endif
   if (wide_shape(p.head_dim, p.head_dim_v)) {
-    if (c.index != 0 || c.backend != Backend::kDecode) return cudaErrorInvalidValue;
-    return p.dtype == DType::kFloat16 ? decode::run_wide<DType::kFloat16>(f, stream)
-                                      : decode::run_wide<DType::kBFloat16>(f, stream);
+    if (c.backend != Backend::kDecode) return cudaErrorInvalidValue;
+    return p.dtype == DType::kFloat16 ? decode::run_wide<DType::kFloat16>(f, c.index, stream)
+                                      : decode::run_wide<DType::kBFloat16>(f, c.index, stream);
   }
   if (mla_shape(p.head_dim, p.head_dim_v)) {
-    if (c.index != 0) return cudaErrorInvalidValue;
     if (c.backend == Backend::kDecode) {
-      return p.dtype == DType::kFloat16 ? decode::run_mla<DType::kFloat16>(f, stream)
-                                        : decode::run_mla<DType::kBFloat16>(f, stream);
+      return p.dtype == DType::kFloat16 ? decode::run_mla<DType::kFloat16>(f, c.index, stream)
+                                        : decode::run_mla<DType::kBFloat16>(f, c.index, stream);
     }
 #if FLASH_HAS_SM90
-    if (c.backend == Backend::kSm90) {
+    if (c.backend == Backend::kSm90 && c.index == 0) {
       return p.dtype == DType::kFloat16 ? sm90::run_mla<DType::kFloat16>(f, stream)
                                         : sm90::run_mla<DType::kBFloat16>(f, stream);
     }

@@ -324,17 +324,21 @@ Status check_packed_rows(const AttentionParams& p, const char* shape) {
   return Status{};
 }
 
-// The split-D decode kernel's one candidate (`smem` bytes of shared memory
-// a block), with MLA's split rule.
-Status plan_split_d(const AttentionParams& p, const DeviceCaps& caps, int smem, const char* shape, Plan* plan) {
+// The split-D decode kernel's one candidate (`wide`: head dim 512 with its
+// own V, else MLA), with MLA's split rule over its blocks: the default
+// (candidate 0) where the device's shared memory holds it, else the variant
+// for devices with 99 KiB a block (candidate 1; decode::split_d_smem).
+Status plan_split_d(const AttentionParams& p, const DeviceCaps& caps, bool wide, const char* shape, Plan* plan) {
+  const int variant = caps.max_smem > 0 && caps.max_smem < decode::split_d_smem(wide, 0) ? 1 : 0;
+  const int smem = decode::split_d_smem(wide, variant);
   if (caps.max_smem > 0 && caps.max_smem < smem) {
     return make_status(StatusCode::kUnsupported,
-                       "%s on the split-D decode kernel needs %d bytes of shared memory per block; device %d "
-                       "(sm_%d%d) allows %d",
+                       "%s on the split-D decode kernel needs %d bytes of shared memory per block (its smallest "
+                       "variant); device %d (sm_%d%d) allows %d",
                        shape, smem, caps.device, caps.major, caps.minor, caps.max_smem);
   }
-  add(plan, Backend::kDecode, 0);
-  plan_splits(p, mla_splits_wanted(p, caps, decode::kMlaBlockM, decode::kMlaBlockN), plan);
+  add(plan, Backend::kDecode, variant);
+  plan_splits(p, mla_splits_wanted(p, caps, decode::kMlaBlockM, decode::split_d_block_n(wide, variant)), plan);
   return Status{};
 }
 
@@ -369,7 +373,7 @@ Status plan_mla(const AttentionParams& p, const DeviceCaps& caps, Plan* plan) {
                        "Backend::kAuto runs MLA on the split-D decode kernel");
 #endif
   }
-  return plan_split_d(p, caps, decode::kMlaSmemBytes, kMlaShapeName, plan);
+  return plan_split_d(p, caps, /*wide=*/false, kMlaShapeName, plan);
 }
 
 // Head dim 512 with its own V: the split-D decode kernel, any seqlen_q.
@@ -436,7 +440,7 @@ Status plan_fp8_prefill(const AttentionParams& p, const DeviceCaps& caps, Plan* 
 
 Status plan_wide(const AttentionParams& p, const DeviceCaps& caps, Plan* plan) {
   if (const Status rows = check_packed_rows(p, kWideShapeName); !rows.ok()) return rows;
-  return plan_split_d(p, caps, decode::kWideSmemBytes, kWideShapeName, plan);
+  return plan_split_d(p, caps, /*wide=*/true, kWideShapeName, plan);
 }
 
 // ---------------------------------------------------------------- sm80

@@ -1,7 +1,8 @@
 // The MLA kernels against a float64 reference on the host: the split-D
 // kernel (kernels/decode/mla_kernel.cuh, sm_80 and newer) and the Hopper
 // one (kernels/sm90/mla_kernel.cuh, through sm90::run_mla), launched
-// directly and through attention_forward. MLA's absorbed decode: Q K^T
+// directly and through attention_forward, and the split-D kernel's variant
+// for 99 KiB devices through a plan made for one. MLA's absorbed decode: Q K^T
 // over 576 columns, V the first 512 columns of the same K rows, one K/V
 // head for many query heads. Dense and paged caches (pages of 1, 3, 16 and
 // 64 keys), ragged lengths through seqused_k, one and several splits,
@@ -17,8 +18,10 @@
 #include <string>
 #include <vector>
 
+#include "decode/api.h"
 #include "decode/mla_kernel.cuh"
 #include "device_tensor.h"
+#include "src/dispatch.h"
 #if FLASH_TEST_HAS_SM90
 #include "sm90/api.h"
 #endif
@@ -48,8 +51,11 @@ using WideBfTraits = decode::MlaTraits<kWide, kWide, __nv_bfloat16, true>;
 using WideHTraits = decode::MlaTraits<kWide, kWide, __half, true>;
 
 // kApi: flash::attention_forward (on sm_90 the plan takes the Hopper kernel);
-// kApiDecode: the same with Backend::kDecode (the split-D kernel).
-enum class MlaKernel { kSplitD, kHopper, kApi, kApiDecode };
+// kApiDecode: the same with Backend::kDecode (the split-D kernel);
+// kApiSmall: the call planned as for a device with 99 KiB of shared memory
+// a block (an sm_89) and that plan launched on this GPU (the split-D
+// kernel's variant for such devices, which no larger GPU's plan picks).
+enum class MlaKernel { kSplitD, kHopper, kApi, kApiDecode, kApiSmall };
 
 struct MlaCase {
   DType dtype;
@@ -125,12 +131,47 @@ class MlaDecode : public GpuTest {
     ASSERT_EQ(err, cudaSuccess) << cudaGetErrorString(err);
   }
 
+  // kApiSmall: `a` (validated) planned for an sm_89 with 99 KiB a block,
+  // with a workspace of that plan's size, and launched here; the plan must
+  // hold the split-D kernel's variant 1 and describe it as `expected`.
+  void launch_as_small_device(AttentionParams* a, Buf* workspace, const char* expected) {
+    const Status valid = validate(*a);
+    ASSERT_TRUE(valid.ok()) << valid.message;
+    detail::DeviceCaps caps;
+    const Status device = detail::query_device(&caps);
+    ASSERT_TRUE(device.ok()) << device.message;
+    caps.major = 8;
+    caps.minor = 9;
+    caps.max_smem = decode::kSmallDeviceSmemBytes;
+    caps.smem_per_sm = decode::kSmallDeviceSmemBytes + 1024;
+    detail::Plan plan;
+    Status planned = detail::make_plan(*a, caps, &plan);
+    ASSERT_TRUE(planned.ok()) << planned.message;
+    if (plan.workspace_wanted > 0) {
+      ASSERT_EQ(workspace->allocate(plan.workspace_wanted), cudaSuccess);
+      a->workspace = workspace->ptr;
+      a->workspace_bytes = plan.workspace_wanted;
+      planned = detail::make_plan(*a, caps, &plan);
+      ASSERT_TRUE(planned.ok()) << planned.message;
+    }
+    ASSERT_EQ(plan.num_candidates, 1);
+    ASSERT_EQ(plan.candidates[0].backend, Backend::kDecode);
+    ASSERT_EQ(plan.candidates[0].index, 1);
+    KernelChoice choice;
+    ASSERT_TRUE(detail::describe(plan, plan.candidates[0], *a, &choice));
+    EXPECT_EQ(std::string(choice.name).rfind(expected, 0), 0u) << choice.name;
+    const cudaError_t err = detail::launch(plan, plan.candidates[0], *a, stream_);
+    ASSERT_EQ(err, cudaSuccess) << cudaGetErrorString(err);
+  }
+
   void run(const MlaCase& c, MlaKernel kernel) {
-    const bool api = kernel == MlaKernel::kApi || kernel == MlaKernel::kApiDecode;
-    SCOPED_TRACE(c.name() + (kernel == MlaKernel::kHopper ? " (sm90)"
-                             : kernel == MlaKernel::kApi  ? " (attention_forward)"
-                             : api                        ? " (attention_forward, Backend::kDecode)"
-                                                          : " (split-D)"));
+    const bool api =
+        kernel == MlaKernel::kApi || kernel == MlaKernel::kApiDecode || kernel == MlaKernel::kApiSmall;
+    SCOPED_TRACE(c.name() + (kernel == MlaKernel::kHopper      ? " (sm90)"
+                             : kernel == MlaKernel::kApi       ? " (attention_forward)"
+                             : kernel == MlaKernel::kApiSmall ? " (planned for 99 KiB, launched)"
+                             : api                             ? " (attention_forward, Backend::kDecode)"
+                                                               : " (split-D)"));
     const int W = c.separate_v ? kWide : kHeadDim;  // Q and K rows (and V's when separate)
     // attention_forward takes the exact shapes only; the Hopper kernel MLA's only.
     if (api && c.head_dim != W) return;
@@ -138,7 +179,9 @@ class MlaDecode : public GpuTest {
     int device = 0, optin = 0;
     ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
     ASSERT_EQ(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), cudaSuccess);
-    const int smem = c.separate_v ? WideBfTraits::kSmemBytes : BfTraits::kSmemBytes;
+    const int smem = kernel == MlaKernel::kApiSmall ? decode::split_d_smem(c.separate_v, 1)
+                     : c.separate_v                 ? WideBfTraits::kSmemBytes
+                                                    : BfTraits::kSmemBytes;
     if (optin < smem) GTEST_SKIP() << "needs " << smem << " bytes of shared memory";
 
     const int batch = static_cast<int>(c.lens.size());
@@ -334,11 +377,15 @@ class MlaDecode : public GpuTest {
       }
       a.sinks = f.sinks;
       a.num_splits = c.splits == 1 ? 0 : c.splits;  // 0: flash's own choice
-      forward(&a, &workspace,
-              c.separate_v                       ? "decode hd512"
-              : kernel == MlaKernel::kApiDecode ? "decode mla"
-                                                : "sm90 mla",
-              c.graph);
+      if (kernel == MlaKernel::kApiSmall) {
+        launch_as_small_device(&a, &workspace, c.separate_v ? "decode hd512 16x16 4w 2st" : "decode mla 16x32 4w 2st");
+      } else {
+        forward(&a, &workspace,
+                c.separate_v                       ? "decode hd512"
+                : kernel == MlaKernel::kApiDecode ? "decode mla"
+                                                  : "sm90 mla",
+                c.graph);
+      }
       if (HasFatalFailure()) return;
       err = cudaSuccess;
     } else if (kernel == MlaKernel::kSplitD) {
@@ -630,6 +677,11 @@ TEST_F(MlaDecode, AttentionForwardRunsTheHopperKernel) {
 }
 
 TEST_F(MlaDecode, AttentionForwardRunsTheSplitDKernel) { run_all(MlaKernel::kApiDecode); }
+
+// Devices with 99 KiB of shared memory a block (sm_86, sm_89): MLA on two
+// stages, head dim 512 on 16-key blocks (the split-D kernel's variant 1),
+// planned as for such a device and launched on this one, every case above.
+TEST_F(MlaDecode, NinetyNineKibDevicesRunTheSplitDVariant) { run_all(MlaKernel::kApiSmall); }
 
 // Varlen MLA (cu_seqlens_q / cu_seqlens_k, several query tokens a sequence,
 // causal rows that see no key, one and two K/V heads) on both kernels.

@@ -569,9 +569,25 @@ TEST(Plan, MlaRunsOnTheMlaKernels) {
     EXPECT_EQ(s.code, StatusCode::kUnsupported);
     EXPECT_NE(std::strstr(s.message, "bytes of shared memory"), nullptr) << s.message;
   }
-  Status s = detail::make_plan(p, kL40, &plan);  // 99 KiB of shared memory
+  // 99 KiB of shared memory (sm_86/89): the split-D kernel's two-stage
+  // variant (candidate 1, 98 KiB), its splits counted in its 32-key blocks;
+  // below that, refused.
+  for (Backend b : {Backend::kAuto, Backend::kDecode}) {
+    AttentionParams q = mla(1, 32768, 16);
+    q.backend = b;
+    Status s = detail::make_plan(q, kL40, &plan);
+    ASSERT_TRUE(s.ok()) << s.message;
+    ASSERT_EQ(plan.num_candidates, 1);
+    EXPECT_EQ(plan.candidates[0].backend, Backend::kDecode);
+    EXPECT_EQ(plan.candidates[0].index, 1);
+    EXPECT_EQ(plan.splits_wanted, 128);  // one row block for 142 SMs: kMaxSplits
+    ASSERT_TRUE(detail::describe(plan, plan.candidates[0], q, &choice));
+    EXPECT_STREQ(choice.name, "decode mla 16x32 4w 2st 1 split");
+    EXPECT_LE(decode::split_d_smem(false, 1), kL40.max_smem);
+  }
+  Status s = detail::make_plan(p, device(8, 96), &plan);
   EXPECT_EQ(s.code, StatusCode::kUnsupported);
-  EXPECT_NE(std::strstr(s.message, "split-D decode kernel needs"), nullptr) << s.message;
+  EXPECT_NE(std::strstr(s.message, "split-D decode kernel needs 100352 bytes"), nullptr) << s.message;
   AttentionParams forced = p;
   forced.backend = Backend::kSm90;
   s = detail::make_plan(forced, kA100, &plan);
@@ -674,9 +690,29 @@ TEST(Plan, HeadDim512RunsOnTheSplitDKernel) {
       EXPECT_EQ(std::string(choice.name).rfind("decode hd512 16x32 4w 2st", 0), 0u) << choice.name;
     }
   }
-  Status s = detail::make_plan(p, kL40, &plan);
+  // 99 KiB of shared memory (sm_86/89): 16-key blocks (candidate 1, 84 KiB).
+  for (int64_t seqlen_q : {int64_t{1}, int64_t{2048}}) {
+    p.seqlen_q = seqlen_q;
+    p.set_contiguous_bnhd();
+    const Status s = detail::make_plan(p, kL40, &plan);
+    ASSERT_TRUE(s.ok()) << s.message;
+    ASSERT_EQ(plan.num_candidates, 1);
+    EXPECT_EQ(plan.candidates[0].backend, Backend::kDecode);
+    EXPECT_EQ(plan.candidates[0].index, 1);
+    ASSERT_TRUE(detail::describe(plan, plan.candidates[0], p, &choice));
+    EXPECT_EQ(std::string(choice.name).rfind("decode hd512 16x16 4w 2st", 0), 0u) << choice.name;
+    EXPECT_LE(decode::split_d_smem(true, 1), kL40.max_smem);
+  }
+  // Splits count the variant's blocks, two at least a split: 256 keys are
+  // 16 blocks of 16 keys on the L40 (8 splits for its 16 row blocks), 8 of
+  // 32 on the A100 (4).
+  for (const DeviceCaps& caps : {kL40, kA100}) {
+    ASSERT_TRUE(detail::make_plan(dense(512, 1, 256), caps, &plan).ok());
+    EXPECT_EQ(plan.splits_wanted, caps.max_smem == kL40.max_smem ? 8 : 4);
+  }
+  Status s = detail::make_plan(p, device(8, 64), &plan);
   EXPECT_EQ(s.code, StatusCode::kUnsupported);
-  EXPECT_NE(std::strstr(s.message, "needs 155648 bytes"), nullptr) << s.message;
+  EXPECT_NE(std::strstr(s.message, "needs 86016 bytes"), nullptr) << s.message;
   for (Backend b : {Backend::kSm80, Backend::kSm90}) {
     AttentionParams q = p;
     q.backend = b;

@@ -40,7 +40,12 @@
 
 namespace flash::decode {
 
-template <int kHeadDim_, int kHeadDimV_, typename Element_, bool kSeparateV_ = false>
+// kBlockN_ keys a block (16 or 32) and kStages_ blocks in the ring: MLA's
+// default is 32 x 3 (134 KiB), a separate V's 32 x 2 (152 KiB); the
+// variants for devices with 99 KiB a block (api.h, split_d_smem) take two
+// stages (MLA, 98 KiB) and 16-key blocks (head dim 512, 84 KiB).
+template <int kHeadDim_, int kHeadDimV_, typename Element_, bool kSeparateV_ = false, int kBlockN_ = 32,
+          int kStages_ = kSeparateV_ ? 2 : 3>
 struct MlaTraits {
   using Element = Element_;
   static constexpr int kHeadDim = kHeadDim_;    // Q K^T's width (K rows)
@@ -50,9 +55,9 @@ struct MlaTraits {
   static constexpr bool kSeparateV = kSeparateV_;
   static constexpr int kNWarps = 4;
   static constexpr int kNThreads = kNWarps * 32;
-  static constexpr int kBlockM = 16;  // packed query rows per CTA
-  static constexpr int kBlockN = 32;  // keys per K block: two k16 steps of P V
-  static constexpr int kStages = kSeparateV ? 2 : 3;
+  static constexpr int kBlockM = 16;        // packed query rows per CTA
+  static constexpr int kBlockN = kBlockN_;  // keys per K block: kBlockN / 16 k16 steps of P V
+  static constexpr int kStages = kStages_;
   static constexpr int kQKSlice = kHeadDim / kNWarps;  // Q K^T columns per warp
   static constexpr int kVSlice = kHeadDimV / kNWarps;  // O columns per warp
   static constexpr int kChunksPerRow = kHeadDim * 2 / 16;
@@ -75,6 +80,8 @@ struct MlaTraits {
   static_assert(kHeadDimV <= kHeadDim, "V is the first kHeadDimV columns of the K rows");
   static_assert(!kSeparateV || kHeadDimV == kHeadDim, "a separate V tile has K's layout");
   static_assert(kHeadDim % 64 == 0, "whole 128-byte swizzle rows");
+  static_assert(kBlockN % 16 == 0 && kBlockN <= 32, "whole k16 steps; a block's rows are looked up one per lane");
+  static_assert(kStages >= 2, "the ring waits for all but kStages - 2 groups");
   static_assert(kSmemBytes <= 160 * 1024, "must fit an A100's shared memory");
 };
 
@@ -367,8 +374,8 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) mla_kernel(const __grid_
 }
 
 // Launches the wide-head decode kernel and, with several splits, the
-// combine (workspace rows Traits::kHeadDim wide; splits count 32-key
-// blocks). The caller has checked the grid (seqlen_q x q_per_kv packed
+// combine (workspace rows Traits::kHeadDim wide; splits count
+// Traits::kBlockN-key blocks). The caller has checked the grid (seqlen_q x q_per_kv packed
 // rows below 2^30, batch and heads_kv within gridDim.z / y: the plan) and
 // that the device's shared memory holds Traits::kSmemBytes. Without
 // Traits::kSeparateV, V must be K's rows (the kernel reads V's columns from
