@@ -24,6 +24,7 @@
 #   scripts/queued-patches.sh ab25        # decode hd64 (--decode): base, whole-block copies, the prologue loop, all four (their registers pass 128: a CTA an SM fewer?) (two rounds; not run: ab23 kept none of them)
 #   scripts/queued-patches.sh ab26        # decode at short caches (256-4096 keys, batch 1 and 8, dense) at hd64 / 128 / 256: no split unless it saves five blocks a CTA, against the rule before (two rounds; measured, landed with four blocks above head dim 128: docs/perf/decode-splits.md)
 #   scripts/queued-patches.sh ab27        # decode hd64 / 128 / 256 (dense, seqused_k; batch 1, 2, 8, 32 at 4k and 32k keys, read flush): base, the split's first blocks and Q prefetched into L2 before seqused_k lands (two rounds; measured, not kept: docs/perf/decode-splits.md)
+#   scripts/queued-patches.sh ab28        # e4m3 decode hd64 / 128 / 256 (dense and paged16; batch 1, 8, 32 at 4k and 32k keys): base, the slot count capped at two CTAs an SM (two rounds; not yet run)
 #   scripts/queued-patches.sh ncu19       # pages in order; ncu of hd256's seqused_k, paged64 and paged256 bf16 rows (ab19's question by the counters)
 #   scripts/queued-patches.sh ab12        # bf16 serving prefill rows at hd64 / 256: base, the bench's pages in order, the prefetch patch, it four blocks ahead (two rounds; measured, not kept: docs/perf)
 #   scripts/queued-patches.sh ab13        # hd64 serving prefill rows (bf16 and e4m3 caches): base, the fp8 cache on 192 x 96 (two rounds; measured, not kept: docs/perf)
@@ -290,6 +291,17 @@ case "${1:-}" in
     AB_CALL_TIMEOUT=${AB_CALL_TIMEOUT:-560} ab "64;128;256" \
       "--decode --decode_head_dims=64,128,256 --decode_batches=1,2,8,32 --l2_flush=read --benchmark_filter=(read_bandwidth|dense)" \
       '| head_dim | L | batch' 'base:' "prefetch:@$dir/2026-12-06-decode-prefetch-first-blocks.patch"
+    ;;
+  ab28)
+    # Issue 27: the slot rule counts four head-dim-64 e4m3 CTAs an SM by
+    # shared memory where registers hold two (fp8-decode.md, "Split counts
+    # on a paged head-dim-64 cache"). Prediction: hd64 paged16 batch 32 x
+    # 32k 618 -> ~477 us, batch 8 x 32k 165 -> ~133; batch 1 x 32k (63 ->
+    # 32 splits) within 5%; dense rows and head dims 128 / 256 unchanged
+    # (their counts do not move).
+    AB_CALL_TIMEOUT=${AB_CALL_TIMEOUT:-560} ab "64;128;256" \
+      "--fp8 --no-standard --decode_head_dims=64,128,256 --decode_batches=1,8,32 --benchmark_filter=e4m3kv" \
+      '| head_dim | L | batch' 'base:' "slots:@$dir/2026-12-06-fp8-paged-register-slots.patch"
     ;;
   ab22)
     # Issue 25: with the shifts, hd256's pages of 256 read 0.98 of
