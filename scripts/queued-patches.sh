@@ -45,7 +45,7 @@
 # `test` and `sanitize` change the working tree (git apply); the A/Bs build copies
 # (scripts/tile-sweep.sh) and leave it alone.
 set -uo pipefail
-# Queued: none. ab12-ab27 name their patch files themselves.
+# Queued for `test`: none. ab12-ab28 name their patch files themselves.
 PATCHES=()
 # Landed, newest first: the code's parent is
 # the tree with these taken out in this order (`parent` in ab1-ab4).

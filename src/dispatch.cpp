@@ -167,7 +167,7 @@ bool describe(const Plan& plan, const Candidate& c, const AttentionParams& p, Ke
 LaunchRecord last_launch() noexcept { return t_last_launch; }
 
 bool decode_does_append(const Plan& plan, const Candidate& c, const AttentionParams& appended) noexcept {
-  return c.backend == Backend::kDecode && !plan.fp8_prefill && plan.caps.major >= 9 &&
+  return c.backend == Backend::kDecode && c.index == 0 && !plan.fp8_prefill && plan.caps.major >= 9 &&
          appended.kv_dtype == KvDType::kSame && !wide_shape(appended.head_dim, appended.head_dim_v) &&
          !mla_shape(appended.head_dim, appended.head_dim_v);
 }

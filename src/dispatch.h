@@ -43,7 +43,8 @@ cudaError_t launch(const Plan& plan, const Candidate& c, const AttentionParams& 
 
 // Whether the decode kernel can do the whole append of `appended` (a call
 // with k_new, accepted) itself when candidate `c` of `plan` runs its
-// attention: the decode kernel on a bf16/fp16 cache, on sm_90 or newer.
+// attention: the decode kernel's default (candidate 0; the two-stage
+// variant has no such kernel) on a bf16/fp16 cache, on sm_90 or newer.
 bool decode_does_append(const Plan& plan, const Candidate& c, const AttentionParams& appended) noexcept;
 
 // The candidate and split count of the last launch() on this thread, so

@@ -133,8 +133,9 @@ bool decode_split_pays(const AttentionParams& p, const DeviceCaps& caps, int64_t
 //   Either way at least two K/V blocks per split (but below), at most
 //   kMaxSplits, and none when the (batch, K/V head, row block) CTAs alone
 //   fill the GPU.
-//   Dense bf16/fp16 caches: at least one block per split above head dim
-//   128 (two stages), and none unless the splits take
+//   Dense bf16/fp16 caches: at least one block per split on two stages
+//   (above head dim 128, and the two-stage variant on 99 KiB devices; its
+//   counts there are not measured), and none unless the splits take
 //   min_blocks_saved_by_split blocks or more off each CTA.
 //   Paged bf16/fp16 caches: at least four K/V blocks per split, and none
 //   once the CTAs number the SMs (the paged split sweep in decode-splits.md).

@@ -44,8 +44,9 @@ inline constexpr size_t kMaxSplitWorkspace = size_t{1} << 30;
 // The decode kernel on a dense 16-bit cache splits the keys only where that
 // takes at least this many of its 64-key blocks off each CTA: the combine
 // kernel a split adds costs about as much as five blocks of one CTA's time
-// with two blocks in flight (three stages), four with one (two stages, head
-// dims above 128) (docs/perf/decode-splits.md, "Short caches").
+// with two blocks in flight (three stages), four with one (two stages: head
+// dims above 128, measured; the two-stage variant for 99 KiB devices, not
+// measured) (docs/perf/decode-splits.md, "Short caches").
 inline constexpr int64_t min_blocks_saved_by_split(int stages) { return stages > 2 ? 5 : 4; }
 
 struct Plan {

@@ -269,7 +269,7 @@ TEST_F(TwoStageDecode, MatchesReference) {
     int64_t head_dim;
     bool fp8;
   };
-  int ran = 0;
+  int ran = 0, ran_bf16 = 0;
   uint64_t seed = 9980;
   for (const Kernel& kernel : {Kernel{128, true}, Kernel{256, true}, Kernel{128, false}}) {
     const int64_t hd = kernel.head_dim;
@@ -328,12 +328,14 @@ TEST_F(TwoStageDecode, MatchesReference) {
                    EXPECT_EQ(plan.num_splits, row.num_splits > 1 ? row.num_splits : 1);
                    expect_launch_matches(c, plan, plan.candidates[0], p, ref_o, ref_lse);
                    ++ran;
+                   if (!kernel.fp8) ++ran_bf16;
                  });
     }
   }
   if (ran == 0) GTEST_SKIP() << "head dims 128 and 256 are not compiled";
   if (head_dim_compiled(128)) {
     EXPECT_GE(ran, 8);
+    EXPECT_EQ(ran_bf16, 3);  // the bf16/fp16 decode rows
   }
 }
 

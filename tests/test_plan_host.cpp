@@ -570,8 +570,7 @@ TEST(Plan, MlaRunsOnTheMlaKernels) {
     EXPECT_NE(std::strstr(s.message, "bytes of shared memory"), nullptr) << s.message;
   }
   // 99 KiB of shared memory (sm_86/89): the split-D kernel's two-stage
-  // variant (candidate 1, 98 KiB), its splits counted in its 32-key blocks;
-  // below that, refused.
+  // variant (candidate 1, 98 KiB); below that, refused.
   for (Backend b : {Backend::kAuto, Backend::kDecode}) {
     AttentionParams q = mla(1, 32768, 16);
     q.backend = b;
@@ -583,7 +582,6 @@ TEST(Plan, MlaRunsOnTheMlaKernels) {
     EXPECT_EQ(plan.splits_wanted, 128);  // one row block for 142 SMs: kMaxSplits
     ASSERT_TRUE(detail::describe(plan, plan.candidates[0], q, &choice));
     EXPECT_STREQ(choice.name, "decode mla 16x32 4w 2st 1 split");
-    EXPECT_LE(decode::split_d_smem(false, 1), kL40.max_smem);
   }
   Status s = detail::make_plan(p, device(8, 96), &plan);
   EXPECT_EQ(s.code, StatusCode::kUnsupported);
@@ -701,7 +699,6 @@ TEST(Plan, HeadDim512RunsOnTheSplitDKernel) {
     EXPECT_EQ(plan.candidates[0].index, 1);
     ASSERT_TRUE(detail::describe(plan, plan.candidates[0], p, &choice));
     EXPECT_EQ(std::string(choice.name).rfind("decode hd512 16x16 4w 2st", 0), 0u) << choice.name;
-    EXPECT_LE(decode::split_d_smem(true, 1), kL40.max_smem);
   }
   // Splits count the variant's blocks, two at least a split: 256 keys are
   // 16 blocks of 16 keys on the L40 (8 splits for its 16 row blocks), 8 of
@@ -1437,8 +1434,9 @@ TEST(Plan, Sm90KernelNameSaysWhenItGathers) {
 }
 
 // Where the decode kernel does an append itself (no append kernel runs):
-// the decode kernel, on sm_90 or newer, on a bf16/fp16 cache; an fp8
-// cache, the prefill kernels and sm_80 keep the append kernel.
+// the decode kernel's default (candidate 0), on sm_90 or newer, on a
+// bf16/fp16 cache; an fp8 cache, the two-stage variant, the prefill
+// kernels and sm_80 keep the append kernel.
 TEST(Plan, DecodeDoesTheAppendOnlyOnItsOwnPaths) {
   AttentionParams p = dense(128, 1, 4096);
   p.seqused_k = static_cast<const int32_t*>(fake(5));
@@ -1456,6 +1454,16 @@ TEST(Plan, DecodeDoesTheAppendOnlyOnItsOwnPaths) {
   EXPECT_FALSE(detail::decode_does_append(plan, decode, fp8));
   plan.caps = kA100;
   EXPECT_FALSE(detail::decode_does_append(plan, decode, p));
+  // An sm_12x with 99 KiB a block plans the two-stage variant (candidate
+  // 1), which has no kernel doing the append: the append kernel runs first.
+  if (head_dim_compiled(128)) {
+    AttentionParams plain = dense(128, 1, 4096);
+    ASSERT_TRUE(detail::make_plan(plain, device(12, 99), &plan).ok());
+    ASSERT_EQ(plan.candidates[0].backend, Backend::kDecode);
+    EXPECT_EQ(plan.candidates[0].index, 1);
+    EXPECT_FALSE(detail::decode_does_append(plan, plan.candidates[0], p));
+    EXPECT_TRUE(detail::decode_does_append(plan, decode, p));
+  }
 }
 
 }  // namespace

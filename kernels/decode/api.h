@@ -30,7 +30,9 @@ inline constexpr int kSmallDeviceSmemBytes = 99 * 1024;
 // MLA (head_dim 576, head_dim_v 512, V being K's rows) on the split-D
 // mma.sync kernel (mla_kernel.cuh; sm_80 and newer), for GPUs without the
 // Hopper MLA kernel. kMlaSmemBytes: its shared memory per CTA (the
-// instantiations check); splits count kMlaBlockN-key blocks of kMlaBlockM rows.
+// instantiations check); CTAs take kMlaBlockM rows, and splits count the
+// variant's blocks (split_d_block_n: kMlaBlockN keys but for head dim
+// 512's variant 1).
 inline constexpr int kMlaSmemBytes = 137216;
 inline constexpr int kMlaBlockM = 16;
 inline constexpr int kMlaBlockN = 32;

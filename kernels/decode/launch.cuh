@@ -120,8 +120,8 @@ cudaError_t run_decode_kernels(const detail::FwdParams& params, cudaStream_t str
   if constexpr (!kFp8KV && kStages == stages(kHeadDim, kFp8KV)) {
     err = params.append.writes ? launch_variant(std::true_type{}) : launch_variant(std::false_type{});
   } else {
-    // The kWrites kernel runs on sm_90 (decode_does_append), where the
-    // default fits: the two-stage variant has none.
+    // The two-stage variant has no kWrites kernel: decode_does_append
+    // leaves its calls to the append kernel.
     if (params.append.writes) return cudaErrorInvalidValue;
     err = launch_variant(std::false_type{});
   }
