@@ -294,7 +294,7 @@ case "${1:-}" in
     ;;
   ab28)
     # Issue 27: the slot rule counts four head-dim-64 e4m3 CTAs an SM by
-    # shared memory where registers hold two (fp8-decode.md, "Split counts
+    # shared memory where the counts measured fastest give two (fp8-decode.md, "Split counts
     # on a paged head-dim-64 cache"). Prediction: hd64 paged16 batch 32 x
     # 32k 618 -> ~477 us, batch 8 x 32k 165 -> ~133; batch 1 x 32k (63 ->
     # 32 splits) within 5%; dense rows and head dims 128 / 256 unchanged
