@@ -173,6 +173,27 @@ TEST(Contract, DecodeLauncherRefusesGridsPastTheHardwareLimits) {
 }
 #endif
 
+// The decode launchers' variants (candidate indices): one a kernel does not
+// have is refused before any CUDA call, with or without a GPU, as is the
+// append-writing form on the two-stage variant (which has none).
+TEST(Contract, DecodeLaunchersRefuseVariantsTheyDoNotHave) {
+  flash::detail::FwdParams f{};
+  f.batch = f.seqlen_q = f.heads_q = f.heads_kv = f.q_per_kv = f.num_splits = 1;
+  EXPECT_EQ(flash::decode::run_mla<DType::kBFloat16>(f, 2, nullptr), cudaErrorInvalidValue);
+  EXPECT_EQ(flash::decode::run_mla<DType::kFloat16>(f, -1, nullptr), cudaErrorInvalidValue);
+  EXPECT_EQ(flash::decode::run_wide<DType::kBFloat16>(f, 2, nullptr), cudaErrorInvalidValue);
+  EXPECT_EQ(flash::decode::run_wide<DType::kFloat16>(f, 2, nullptr), cudaErrorInvalidValue);
+#if defined(FLASH_TEST_HAS_HEAD_DIM_64)
+  EXPECT_EQ((flash::decode::run_decode<DType::kBFloat16, 64>(f, 1, nullptr)), cudaErrorInvalidValue);
+  EXPECT_EQ((flash::decode::run_decode_fp8<DType::kBFloat16, 64>(f, 1, nullptr)), cudaErrorInvalidValue);
+#endif
+#if defined(FLASH_TEST_HAS_HEAD_DIM_128)
+  EXPECT_EQ((flash::decode::run_decode<DType::kFloat16, 128>(f, 2, nullptr)), cudaErrorInvalidValue);
+  f.append.writes = true;
+  EXPECT_EQ((flash::decode::run_decode<DType::kBFloat16, 128>(f, 1, nullptr)), cudaErrorInvalidValue);
+#endif
+}
+
 // ---- Item 4: outputs overlapping the int32 arrays the kernels read ----
 
 TEST(Contract, OutputsMustNotOverlapTheIndexArrays) {
