@@ -36,6 +36,7 @@
 #include "../common/softmax.cuh"
 #include "../params.h"
 #include "../sm80/fwd_kernel.cuh"  // chunk_offset, LdsmAddress, load_tile
+#include "api.h"                   // the split-D variants' figures
 #include "combine_kernel.cuh"
 
 namespace flash::decode {
@@ -409,6 +410,23 @@ cudaError_t run_mla(const detail::FwdParams& params, cudaStream_t stream) {
   }
   if (err != cudaSuccess || params.num_splits <= 1) return err;
   return launch_combine<Traits::kHeadDim, typename Traits::Element>(params, stream);
+}
+
+// run_mla (kWide false: MLA, 576 / 512, V in K's rows) and run_wide (kWide:
+// head dim 512 with its own V) of one element type: `variant` 0 or 1 as
+// api.h's split_d_* give them, cudaErrorInvalidValue for any other.
+template <bool kWide, typename Element>
+cudaError_t run_split_d(const detail::FwdParams& params, int variant, cudaStream_t stream) {
+  constexpr int kHeadDim = kWide ? kWideHeadDim : 576;
+  constexpr int kHeadDimV = kWide ? kWideHeadDim : 512;
+  using Default = MlaTraits<kHeadDim, kHeadDimV, Element, kWide, split_d_block_n(kWide, 0), split_d_stages(kWide, 0)>;
+  using Small = MlaTraits<kHeadDim, kHeadDimV, Element, kWide, split_d_block_n(kWide, 1), split_d_stages(kWide, 1)>;
+  static_assert(Default::kSmemBytes == split_d_smem(kWide, 0) && Small::kSmemBytes == split_d_smem(kWide, 1) &&
+                    Default::kBlockM == kMlaBlockM && Small::kBlockM == kMlaBlockM,
+                "api.h's split-D figures are stale");
+  if (variant == 0) return run_mla<Default>(params, stream);
+  if (variant == 1) return run_mla<Small>(params, stream);
+  return cudaErrorInvalidValue;
 }
 
 }  // namespace flash::decode
