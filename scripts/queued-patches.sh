@@ -25,6 +25,8 @@
 #   scripts/queued-patches.sh ab26        # decode at short caches (256-4096 keys, batch 1 and 8, dense) at hd64 / 128 / 256: no split unless it saves five blocks a CTA, against the rule before (two rounds; measured, landed with four blocks above head dim 128: docs/perf/decode-splits.md)
 #   scripts/queued-patches.sh ab27        # decode hd64 / 128 / 256 (dense, seqused_k; batch 1, 2, 8, 32 at 4k and 32k keys, read flush): base, the split's first blocks and Q prefetched into L2 before seqused_k lands (two rounds; measured, not kept: docs/perf/decode-splits.md)
 #   scripts/queued-patches.sh ab28        # e4m3 decode hd64 / 128 / 256 (dense and paged16; batch 1, 8, 32 at 4k and 32k keys): base, the slot count capped at two CTAs an SM (two rounds; not yet run)
+#   scripts/queued-patches.sh ab29        # decode hd64 / 128 / 256 (dense and paged16; batch 1, 2, 8 at 4k and 32k keys, read flush): base, the combine's CTAs started at the decode kernel's start, its lengths read before its wait (two rounds; not yet run)
+#   scripts/queued-patches.sh ab28+29     # ab28, then ab29, in one call, logs under $OUT/ab28 and $OUT/ab29
 #   scripts/queued-patches.sh ncu19       # pages in order; ncu of hd256's seqused_k, paged64 and paged256 bf16 rows (ab19's question by the counters)
 #   scripts/queued-patches.sh ab12        # bf16 serving prefill rows at hd64 / 256: base, the bench's pages in order, the prefetch patch, it four blocks ahead (two rounds; measured, not kept: docs/perf)
 #   scripts/queued-patches.sh ab13        # hd64 serving prefill rows (bf16 and e4m3 caches): base, the fp8 cache on 192 x 96 (two rounds; measured, not kept: docs/perf)
@@ -302,6 +304,22 @@ case "${1:-}" in
     AB_CALL_TIMEOUT=${AB_CALL_TIMEOUT:-560} ab "64;128;256" \
       "--fp8 --no-standard --decode_head_dims=64,128,256 --decode_batches=1,8,32 --benchmark_filter=e4m3kv" \
       '| head_dim | L | batch' 'base:' "slots:@$dir/2026-12-06-fp8-paged-register-slots.patch"
+    ;;
+  ab29)
+    # Issue 25: the combine kernel, a programmatic dependent of the decode
+    # kernel, launches only once every decode CTA has passed its main loop,
+    # then reads the query lengths before it can wait. The patch triggers it
+    # at the decode kernel's start and reads what it needs of the call's
+    # inputs before griddepcontrol.wait, so its CTAs sit resident and ready
+    # when the last split lands. Prediction: split rows (batch 1, 2, 8)
+    # 0.2-0.7 us faster; batch 32 (unsplit) level.
+    AB_CALL_TIMEOUT=${AB_CALL_TIMEOUT:-560} ab "64;128;256" \
+      "--decode --decode_head_dims=64,128,256 --decode_batches=1,2,8 --l2_flush=read --benchmark_filter=(read_bandwidth|dense|paged16)" \
+      '| head_dim | L | batch' 'base:' "early:@$dir/2026-12-06-combine-early-start.patch"
+    ;;
+  ab28+29)
+    OUT=$out/ab28 AB_CALL_TIMEOUT=290 "$0" ab28
+    OUT=$out/ab29 AB_CALL_TIMEOUT=290 "$0" ab29
     ;;
   ab22)
     # Issue 25: with the shifts, hd256's pages of 256 read 0.98 of
