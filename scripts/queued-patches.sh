@@ -27,6 +27,7 @@
 #   scripts/queued-patches.sh ab28        # e4m3 decode hd64 / 128 / 256 (dense and paged16; batch 1, 8, 32 at 4k and 32k keys): base, the slot count capped at two CTAs an SM (two rounds; not yet run)
 #   scripts/queued-patches.sh ab29        # decode hd64 / 128 / 256 (dense and paged16; batch 1, 2, 8 at 4k and 32k keys, read flush): base, the combine's CTAs started at the decode kernel's start, its lengths read before its wait (two rounds; not yet run)
 #   scripts/queued-patches.sh ab28+29     # ab28, then ab29, in one call, logs under $OUT/ab28 and $OUT/ab29
+#   scripts/queued-patches.sh ab30        # ab28's hd64 rows and ab29's hd64 / 128 rows (batch 1, 8) in one sweep of three builds (base, slots, early), then forced split counts of the bf16 dense decode on base's build (scripts/probes/decode-split-sweep.sh)
 #   scripts/queued-patches.sh ncu19       # pages in order; ncu of hd256's seqused_k, paged64 and paged256 bf16 rows (ab19's question by the counters)
 #   scripts/queued-patches.sh ab12        # bf16 serving prefill rows at hd64 / 256: base, the bench's pages in order, the prefetch patch, it four blocks ahead (two rounds; measured, not kept: docs/perf)
 #   scripts/queued-patches.sh ab13        # hd64 serving prefill rows (bf16 and e4m3 caches): base, the fp8 cache on 192 x 96 (two rounds; measured, not kept: docs/perf)
@@ -316,6 +317,17 @@ case "${1:-}" in
     AB_CALL_TIMEOUT=${AB_CALL_TIMEOUT:-560} ab "64;128;256" \
       "--decode --decode_head_dims=64,128,256 --decode_batches=1,2,8 --l2_flush=read --benchmark_filter=(read_bandwidth|dense|paged16)" \
       '| head_dim | L | batch' 'base:' "early:@$dir/2026-12-06-combine-early-start.patch"
+    ;;
+  ab30)
+    # ab28 and ab29 on fewer rows, one sweep: the slot cap moves only head
+    # dim 64's counts, the early start only split rows.
+    AB_CALL_TIMEOUT=${AB_CALL_TIMEOUT:-440} ab "64;128" \
+      "--fp8 --decode_head_dims=64 --decode_batches=1,8,32 --benchmark_filter=e4m3kv;;--decode --decode_head_dims=64,128 --decode_batches=1,8 --l2_flush=read --benchmark_filter=(read_bandwidth|dense|paged16)" \
+      '| head_dim | L | batch;;| head_dim | L | batch' 'base:' \
+      "slots:@$dir/2026-12-06-fp8-paged-register-slots.patch" "early:@$dir/2026-12-06-combine-early-start.patch"
+    echo "## forced split counts, bf16 dense decode (base's build)"
+    FLASH_BENCH=/tmp/variant-base/build/bench/flash_bench HDS="64;128" SPLITS="${SPLITS_30:-0 15 30 45}" \
+      timeout "${PROBE_TIMEOUT:-120}" scripts/probes/decode-split-sweep.sh
     ;;
   ab28+29)
     OUT=$out/ab28 AB_CALL_TIMEOUT=290 "$0" ab28
