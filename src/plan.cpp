@@ -121,15 +121,19 @@ bool decode_split_pays(const AttentionParams& p, const DeviceCaps& caps, int64_t
   return blocks - ceil_div(blocks, splits) >= min_blocks_saved_by_split(decode_stages(p, caps));
 }
 
+// CTAs an SM the slot rule counts for the e4m3 decode kernel at most.
+constexpr int kFp8DecodeCtasPerSm = 2;
+
 // The split count flash wants for the decode kernel (or p.num_splits,
 // clamped), before the workspace rule. The rules and the measurements
 // behind them: docs/perf/decode-splits.md.
 //   Dense caches: the fewest splits giving about one CTA per SM (0.9 x num_sms).
 //   Paged caches, and fp8 caches at head dims 128 to 256: every CTA slot
-//   of the GPU (2-4 per SM, by shared memory), the smallest count whose
-//   waves are within 5% as full as the best's (their kernels want more
-//   CTAs in flight: the table reads, the dequantisation's latency; fp8 at
-//   head_dim 64 is faster with the dense rule).
+//   of the GPU (2-4 per SM by shared memory, two at most on an fp8
+//   cache), the smallest count whose waves are within 5% as full as the
+//   best's (their kernels want more CTAs in flight: the table reads, the
+//   dequantisation's latency; a dense fp8 cache at head_dim 64 is faster
+//   with the dense rule).
 //   Either way at least two K/V blocks per split (but below), at most
 //   kMaxSplits, and none when the (batch, K/V head, row block) CTAs alone
 //   fill the GPU.
@@ -166,7 +170,13 @@ int decode_splits_wanted(const AttentionParams& p, const DeviceCaps& caps) {
     return decode_split_pays(p, caps, splits) ? static_cast<int>(splits) : 1;
   }
   const int smem = decode_smem(p, caps) + 1024;  // + the per-block reservation
-  const int per_sm = caps.smem_per_sm > 0 ? std::max(1, caps.smem_per_sm / smem) : 1;
+  int per_sm = caps.smem_per_sm > 0 ? std::max(1, caps.smem_per_sm / smem) : 1;
+  // An e4m3 cache counts two CTAs an SM whatever the shared memory holds
+  // (head dim 64: 50 KiB, four by it; its registers, 163-179 a thread,
+  // hold three or two): the split counts measured fastest at head dim 64
+  // give about two (docs/perf/fp8-decode.md); from head dim 128 shared
+  // memory holds two.
+  if (fp8_cache(p)) per_sm = std::min(per_sm, kFp8DecodeCtasPerSm);
   const int64_t slots = num_sms * per_sm;
   const bool filled = units * 5 >= slots * 4 || (paged_16bit && units >= num_sms);
   if (filled || max_splits <= 1) return static_cast<int>(std::max<int64_t>(accurate, 1));

@@ -1074,6 +1074,23 @@ TEST(Plan, DecodeSplitsAboutOneCtaPerSm) {
   }
 }
 
+// A paged e4m3 cache counts two CTAs an SM whatever the shared memory (the
+// split counts measured fastest): at head dim 64 (50 KiB, four by it)
+// 32k keys on 16-key pages want no split at batch 32 (256 CTAs fill 264
+// slots), 4 at batch 8 and 32 at batch 1.
+TEST(Plan, Fp8PagedDecodeCountsTwoCtasAnSm) {
+  if (!head_dim_compiled(64)) return;
+  for (const auto& [batch, splits] : {std::pair<int64_t, int>{32, 1}, {8, 4}, {1, 32}}) {
+    AttentionParams p = decode_call(64, batch, 32768);
+    make_paged(p, 16);
+    p.kv_dtype = KvDType::kFloat8E4M3;
+    ASSERT_TRUE(validate(p).ok()) << validate(p).message;
+    Plan plan;
+    ASSERT_TRUE(detail::make_plan(p, kH200, &plan).ok());
+    EXPECT_EQ(plan.splits_wanted, splits) << "batch " << batch;
+  }
+}
+
 // Devices with 99 KiB of shared memory a block (sm_86, sm_89): the decode
 // kernel needs 100 KiB at head dims 97-128 (three stages of 64 keys, or of
 // 128 fp8 keys), so there decode-length calls at head dim 128 run on its
