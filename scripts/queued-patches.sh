@@ -24,10 +24,10 @@
 #   scripts/queued-patches.sh ab25        # decode hd64 (--decode): base, whole-block copies, the prologue loop, all four (their registers pass 128: a CTA an SM fewer?) (two rounds; not run: ab23 kept none of them)
 #   scripts/queued-patches.sh ab26        # decode at short caches (256-4096 keys, batch 1 and 8, dense) at hd64 / 128 / 256: no split unless it saves five blocks a CTA, against the rule before (two rounds; measured, landed with four blocks above head dim 128: docs/perf/decode-splits.md)
 #   scripts/queued-patches.sh ab27        # decode hd64 / 128 / 256 (dense, seqused_k; batch 1, 2, 8, 32 at 4k and 32k keys, read flush): base, the split's first blocks and Q prefetched into L2 before seqused_k lands (two rounds; measured, not kept: docs/perf/decode-splits.md)
-#   scripts/queued-patches.sh ab28        # e4m3 decode hd64 / 128 / 256 (dense and paged16; batch 1, 8, 32 at 4k and 32k keys): base, the slot count capped at two CTAs an SM (two rounds; not yet run)
-#   scripts/queued-patches.sh ab29        # decode hd64 / 128 / 256 (dense and paged16; batch 1, 2, 8 at 4k and 32k keys, read flush): base, the combine's CTAs started at the decode kernel's start, its lengths read before its wait (two rounds; not yet run)
+#   scripts/queued-patches.sh ab28        # e4m3 decode hd64 / 128 / 256 (dense and paged16; batch 1, 8, 32 at 4k and 32k keys): base, the slot count capped at two CTAs an SM (two rounds; measured in ab30, landed: docs/perf/fp8-decode.md)
+#   scripts/queued-patches.sh ab29        # decode hd64 / 128 / 256 (dense and paged16; batch 1, 2, 8 at 4k and 32k keys, read flush): base, the combine's CTAs started at the decode kernel's start, its lengths read before its wait (two rounds; measured in ab30, landed: docs/perf/decode-splits.md)
 #   scripts/queued-patches.sh ab28+29     # ab28, then ab29, in one call, logs under $OUT/ab28 and $OUT/ab29
-#   scripts/queued-patches.sh ab30        # ab28's hd64 rows and ab29's hd64 / 128 rows (batch 1, 8) in one sweep of three builds (base, slots, early), then forced split counts of the bf16 dense decode on base's build (scripts/probes/decode-split-sweep.sh)
+#   scripts/queued-patches.sh ab30        # ab28's hd64 rows and ab29's hd64 / 128 rows (batch 1, 8) in one sweep of three builds (base, slots, early), then forced split counts of the bf16 dense decode on base's build (scripts/probes/decode-split-sweep.sh; run at f7eeafc, both landed since)
 #   scripts/queued-patches.sh ncu19       # pages in order; ncu of hd256's seqused_k, paged64 and paged256 bf16 rows (ab19's question by the counters)
 #   scripts/queued-patches.sh ab12        # bf16 serving prefill rows at hd64 / 256: base, the bench's pages in order, the prefetch patch, it four blocks ahead (two rounds; measured, not kept: docs/perf)
 #   scripts/queued-patches.sh ab13        # hd64 serving prefill rows (bf16 and e4m3 caches): base, the fp8 cache on 192 x 96 (two rounds; measured, not kept: docs/perf)
@@ -53,6 +53,8 @@ PATCHES=()
 # Landed, newest first: the code's parent is
 # the tree with these taken out in this order (`parent` in ab1-ab4).
 LANDED=(
+  2026-12-06-combine-early-start
+  2026-12-06-fp8-paged-register-slots
   2026-12-06-decode-two-stage-bf16
   2026-12-06-paged-box-shifts
   2026-12-05-fp8-cache-sector-pairs

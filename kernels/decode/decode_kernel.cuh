@@ -291,11 +291,15 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kMinBlocks)
   // cache rows that kernel writes before it reads anything.
   constexpr bool fused = kWrites;
   static_assert(!kWrites || !kFp8, "the kernel's own append takes bf16/fp16 caches");
-  if constexpr (!fused) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if constexpr (!fused) {
     if (p.follows_append) asm volatile("griddepcontrol.wait;\n" ::: "memory");
-#endif
   }
+  // The combine kernel (a programmatic dependent launch) may start now: it
+  // reads only the call's own inputs before it waits for this grid to
+  // finish, so its CTAs start, and read their lengths, while this grid runs.
+  if (p.num_splits > 1) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
   extern __shared__ __align__(128) unsigned char smem[];
   const int tid = threadIdx.x;
   const int warp = tid / 32;
@@ -655,11 +659,6 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kMinBlocks)
     }
   }
 
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  // The combine kernel (a programmatic dependent launch) may start now; it
-  // waits for this grid to finish before it reads anything.
-  if (p.num_splits > 1) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-#endif
   // Merge the four warps' (max, sum, O) through the now idle ring.
   ptx::cp_async_wait<0>();
   __syncthreads();
