@@ -174,8 +174,8 @@ int decode_splits_wanted(const AttentionParams& p, const DeviceCaps& caps) {
   // An e4m3 cache counts two CTAs an SM whatever the shared memory holds
   // (head dim 64: 50 KiB, four by it; its registers, 163-179 a thread,
   // hold three or two): the split counts measured fastest at head dim 64
-  // give about two (docs/perf/fp8-decode.md); from head dim 128 shared
-  // memory holds two.
+  // on an H100 give about two (docs/perf/fp8-decode.md); from head dim 128
+  // shared memory holds two. fp8_splits_on_decode asks this rule too.
   if (fp8_cache(p)) per_sm = std::min(per_sm, kFp8DecodeCtasPerSm);
   const int64_t slots = num_sms * per_sm;
   const bool filled = units * 5 >= slots * 4 || (paged_16bit && units >= num_sms);

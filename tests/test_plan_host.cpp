@@ -1079,7 +1079,7 @@ TEST(Plan, DecodeSplitsAboutOneCtaPerSm) {
 // 32k keys on 16-key pages want no split at batch 32 (256 CTAs fill 264
 // slots), 4 at batch 8 and 32 at batch 1.
 TEST(Plan, Fp8PagedDecodeCountsTwoCtasAnSm) {
-  if (!head_dim_compiled(64)) return;
+  if (!head_dim_compiled(64)) GTEST_SKIP() << "head_dim 64 not compiled";
   for (const auto& [batch, splits] : {std::pair<int64_t, int>{32, 1}, {8, 4}, {1, 32}}) {
     AttentionParams p = decode_call(64, batch, 32768);
     make_paged(p, 16);

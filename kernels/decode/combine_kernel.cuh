@@ -68,7 +68,8 @@ inline void allow_programmatic_launch(cudaLaunchConfig_t* config, cudaLaunchAttr
 // (the caller has checked that their number fits gridDim.x). With
 // `programmatic` it launches as a programmatic dependent of the kernel
 // before it on the stream (both compiled for sm_90 or newer): its CTAs
-// start while that kernel's last ones finish and wait for its results.
+// start once every CTA of that kernel has started (decode_kernel triggers
+// them first thing) and wait for its results.
 template <int kHeadDim, typename Element>
 cudaError_t launch_combine(const detail::FwdParams& p, cudaStream_t stream, bool programmatic = false) {
   const int64_t rows = static_cast<int64_t>(p.batch) * p.heads_q * p.seqlen_q;

@@ -127,9 +127,10 @@ cudaError_t run_decode_kernels(const detail::FwdParams& params, cudaStream_t str
   }
   if (err != cudaSuccess || params.num_splits <= 1) return err;
   // One CTA per row. On sm_90 and newer the combine launches as a
-  // programmatic dependent of the decode kernel: its CTAs get going while
-  // the decode kernel's last ones finish and wait (griddepcontrol.wait) for
-  // its results, instead of the launch starting after it.
+  // programmatic dependent of the decode kernel: its CTAs start once every
+  // decode CTA has started, read their rows' places and wait
+  // (griddepcontrol.wait) for the decode kernel's results, instead of the
+  // launch starting after it.
   return launch_combine<kHeadDim, Element>(*call, stream, programmatic);
 }
 
