@@ -26,6 +26,7 @@
 #   scripts/queued-patches.sh ab27        # decode hd64 / 128 / 256 (dense, seqused_k; batch 1, 2, 8, 32 at 4k and 32k keys, read flush): base, the split's first blocks and Q prefetched into L2 before seqused_k lands (two rounds; measured, not kept: docs/perf/decode-splits.md)
 #   scripts/queued-patches.sh ab28        # e4m3 decode hd64 / 128 / 256 (dense and paged16; batch 1, 8, 32 at 4k and 32k keys): base, the slot count capped at two CTAs an SM (two rounds; measured in ab30, landed: docs/perf/fp8-decode.md)
 #   scripts/queued-patches.sh ab29        # decode hd64 / 128 / 256 (dense and paged16; batch 1, 2, 8 at 4k and 32k keys, read flush): base, the combine's CTAs started at the decode kernel's start, its lengths read before its wait (two rounds; measured in ab30, landed: docs/perf/decode-splits.md)
+#   scripts/queued-patches.sh ab31        # decode hd128 bf16 (dense and paged16; batch 1, 2, 8, 32 at 4k and 32k keys, read flush): base, 128-key blocks over eight warps, one CTA an SM (two rounds; not yet run; a probe: its host tests' hd128 split expectations are the 64-key rule's)
 #   scripts/queued-patches.sh ab28+29     # ab28, then ab29, in one call, logs under $OUT/ab28 and $OUT/ab29
 #   scripts/queued-patches.sh ab30        # ab28's hd64 rows and ab29's hd64 / 128 rows (batch 1, 8) in one sweep of three builds (base, slots, early), then forced split counts of the bf16 dense decode on base's build (scripts/probes/decode-split-sweep.sh; run at f7eeafc, both landed since)
 #   scripts/queued-patches.sh ncu19       # pages in order; ncu of hd256's seqused_k, paged64 and paged256 bf16 rows (ab19's question by the counters)
@@ -330,6 +331,20 @@ case "${1:-}" in
     echo "## forced split counts, bf16 dense decode (base's build)"
     FLASH_BENCH=/tmp/variant-base/build/bench/flash_bench HDS="64;128" SPLITS="${SPLITS_30:-0 15 30 45}" \
       timeout "${PROBE_TIMEOUT:-120}" scripts/probes/decode-split-sweep.sh
+    ;;
+  ab31)
+    # Issue 25: batch-1 decode is bound by instruction latency with one
+    # warp a scheduler (decode-splits.md, "Where a one-launch call's time
+    # goes"): a split's CTA runs its 64-key blocks one after another on
+    # four warps. The probe gives hd128 bf16/fp16 128-key blocks over
+    # eight warps (16 keys a warp, as now; 196 KiB, one CTA an SM): half
+    # the blocks a split, two warps a scheduler, twice the bytes in flight
+    # a CTA, the same number of CTAs and partials. Prediction: batch 1 x 4k
+    # 1-2 us faster, batch 1 x 32k 2-5 us; batch 32 (two waves of one CTA
+    # an SM where two CTAs an SM ran one) level or slower.
+    AB_CALL_TIMEOUT=${AB_CALL_TIMEOUT:-400} ab "128" \
+      "--decode --decode_head_dims=128 --decode_batches=1,2,8,32 --l2_flush=read --benchmark_filter=(read_bandwidth|dense|paged16)" \
+      '| head_dim | L | batch' 'base:' "wide:@$dir/2026-12-06-decode-wide-blocks.patch"
     ;;
   ab28+29)
     OUT=$out/ab28 AB_CALL_TIMEOUT=290 "$0" ab28
