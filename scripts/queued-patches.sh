@@ -26,7 +26,7 @@
 #   scripts/queued-patches.sh ab27        # decode hd64 / 128 / 256 (dense, seqused_k; batch 1, 2, 8, 32 at 4k and 32k keys, read flush): base, the split's first blocks and Q prefetched into L2 before seqused_k lands (two rounds; measured, not kept: docs/perf/decode-splits.md)
 #   scripts/queued-patches.sh ab28        # e4m3 decode hd64 / 128 / 256 (dense and paged16; batch 1, 8, 32 at 4k and 32k keys): base, the slot count capped at two CTAs an SM (two rounds; measured in ab30, landed: docs/perf/fp8-decode.md)
 #   scripts/queued-patches.sh ab29        # decode hd64 / 128 / 256 (dense and paged16; batch 1, 2, 8 at 4k and 32k keys, read flush): base, the combine's CTAs started at the decode kernel's start, its lengths read before its wait (two rounds; measured in ab30, landed: docs/perf/decode-splits.md)
-#   scripts/queued-patches.sh ab31        # decode hd128 bf16 (dense and paged16; batch 1, 2, 8, 32 at 4k and 32k keys, read flush): base, 128-key blocks over eight warps, one CTA an SM (two rounds; not yet run; a probe: its host tests' hd128 split expectations are the 64-key rule's)
+#   scripts/queued-patches.sh ab31        # decode hd128 bf16 (dense and paged16; batch 1, 2, 8, 32 at 4k and 32k keys, read flush; the append rows): base, 128-key blocks over eight warps, one CTA an SM (two rounds; not yet run; a probe: its host tests' hd128 split expectations are the 64-key rule's)
 #   scripts/queued-patches.sh ab28+29     # ab28, then ab29, in one call, logs under $OUT/ab28 and $OUT/ab29
 #   scripts/queued-patches.sh ab30        # ab28's hd64 rows and ab29's hd64 / 128 rows (batch 1, 8) in one sweep of three builds (base, slots, early), then forced split counts of the bf16 dense decode on base's build (scripts/probes/decode-split-sweep.sh; run at f7eeafc, both landed since)
 #   scripts/queued-patches.sh ncu19       # pages in order; ncu of hd256's seqused_k, paged64 and paged256 bf16 rows (ab19's question by the counters)
@@ -342,9 +342,11 @@ case "${1:-}" in
     # a CTA, the same number of CTAs and partials. Prediction: batch 1 x 4k
     # 1-2 us faster, batch 1 x 32k 2-5 us; batch 32 (two waves of one CTA
     # an SM where two CTAs an SM ran one) level or slower.
+    # The append rows run the same kernels' kWrites form (issue 25's
+    # append + rotary at 1.05x).
     AB_CALL_TIMEOUT=${AB_CALL_TIMEOUT:-400} ab "128" \
-      "--decode --decode_head_dims=128 --decode_batches=1,2,8,32 --l2_flush=read --benchmark_filter=(read_bandwidth|dense|paged16)" \
-      '| head_dim | L | batch' 'base:' "wide:@$dir/2026-12-06-decode-wide-blocks.patch"
+      "--decode --decode_head_dims=128 --decode_batches=1,2,8,32 --l2_flush=read --benchmark_filter=(read_bandwidth|dense|paged16);;--features --benchmark_filter=features/append --l2_flush=read" \
+      '| head_dim | L | batch;;| shape | kernel | plain us' 'base:' "wide:@$dir/2026-12-06-decode-wide-blocks.patch"
     ;;
   ab28+29)
     OUT=$out/ab28 AB_CALL_TIMEOUT=290 "$0" ab28
