@@ -16,17 +16,16 @@ __device__ __forceinline__ int page_of_key(int key, int page_size, int page_shif
   return page_shift >= 0 ? key >> page_shift : key / page_size;
 }
 
-struct SeqInfo {
-  int len_q;         // query rows of this sequence
-  int len_k;         // keys of this sequence
+// Sequence `b`'s query side alone: read from cu_seqlens_q, which no
+// kernel of a call writes (the split-KV combine reads it before it waits
+// for the decode kernel).
+struct QueryRows {
+  int len_q;         // query rows of this sequence (negative for bad cu_seqlens_q; SeqInfo clamps it)
   int q_start;       // first row in packed Q/O (varlen), else 0; indexes the varlen LSE
-  int k_start;       // first row in packed K/V (varlen), else 0
   int64_t q_offset;  // element offset of row 0 of Q
   int64_t o_offset;  // element offset of row 0 of O
-  int64_t k_offset;  // element offset of key 0 of K (0 when paged: pages are looked up per row)
-  int64_t v_offset;  // element offset of key 0 of V (0 when paged)
 
-  __device__ __forceinline__ SeqInfo(const detail::FwdParams& p, int b) {
+  __device__ __forceinline__ QueryRows(const detail::FwdParams& p, int b) {
     if (p.cu_seqlens_q != nullptr) {
       q_start = p.cu_seqlens_q[b];
       len_q = p.cu_seqlens_q[b + 1] - q_start;
@@ -38,6 +37,16 @@ struct SeqInfo {
       q_offset = static_cast<int64_t>(b) * p.q_batch_stride;
       o_offset = static_cast<int64_t>(b) * p.o_batch_stride;
     }
+  }
+};
+
+struct SeqInfo : QueryRows {
+  int len_k;         // keys of this sequence
+  int k_start;       // first row in packed K/V (varlen), else 0
+  int64_t k_offset;  // element offset of key 0 of K (0 when paged: pages are looked up per row)
+  int64_t v_offset;  // element offset of key 0 of V (0 when paged)
+
+  __device__ __forceinline__ SeqInfo(const detail::FwdParams& p, int b) : QueryRows(p, b) {
     if (p.cu_seqlens_k != nullptr) {
       k_start = p.cu_seqlens_k[b];
       len_k = p.cu_seqlens_k[b + 1] - k_start;

@@ -9,6 +9,7 @@
 
 #include "../common/merge_row.cuh"
 #include "../common/ptx.cuh"
+#include "../common/seqlen.cuh"
 #include "../params.h"
 
 namespace flash::decode {
@@ -22,27 +23,21 @@ __global__ void __launch_bounds__(kMergeThreads) combine_kernel(const __grid_con
   const int token = static_cast<int>(row % p.seqlen_q);
   const int head = static_cast<int>((row / p.seqlen_q) % p.heads_q);
   const int batch = static_cast<int>(row / (static_cast<int64_t>(p.seqlen_q) * p.heads_q));
-  // Where the row lives, from cu_seqlens_q and the sinks: no kernel of the
-  // call writes them (an append writes the key lengths, which the combine
-  // does not need), so they are read before the wait below.
-  int q_start = 0, len_q = p.seqlen_q;
-  int64_t o_offset = static_cast<int64_t>(batch) * p.o_batch_stride;
-  if (p.cu_seqlens_q != nullptr) {
-    q_start = p.cu_seqlens_q[batch];
-    len_q = p.cu_seqlens_q[batch + 1] - q_start;
-    o_offset = static_cast<int64_t>(q_start) * p.o_seq_stride;
-  }
+  // Where the row lives, and the sinks: no kernel of the call writes them
+  // (an append writes the key lengths, which the combine does not need),
+  // so they are read before the wait below.
+  const QueryRows seq(p, batch);
   // The splits' partials leave out the attention sink: it counts once, here.
   const float sink = p.sinks != nullptr ? p.sinks[head] : -INFINITY;
-  if (token >= len_q) return;  // uniform across the CTA
+  if (token >= seq.len_q) return;  // uniform across the CTA
 
   float* lse = nullptr;
   if (p.lse != nullptr) {
     lse = p.lse + (p.cu_seqlens_q != nullptr
-                       ? static_cast<int64_t>(head) * p.cu_seqlens_q[p.batch] + q_start + token
+                       ? static_cast<int64_t>(head) * p.cu_seqlens_q[p.batch] + seq.q_start + token
                        : (static_cast<int64_t>(batch) * p.heads_q + head) * p.seqlen_q + token);
   }
-  Element* o = static_cast<Element*>(p.o) + o_offset + static_cast<int64_t>(token) * p.o_seq_stride +
+  Element* o = static_cast<Element*>(p.o) + seq.o_offset + static_cast<int64_t>(token) * p.o_seq_stride +
                static_cast<int64_t>(head) * p.o_head_stride;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // Launched as a programmatic dependent of decode_kernel (sm_90+): wait
