@@ -27,6 +27,7 @@
 #   scripts/queued-patches.sh ab28        # e4m3 decode hd64 / 128 / 256 (dense and paged16; batch 1, 8, 32 at 4k and 32k keys): base, the slot count capped at two CTAs an SM (two rounds; measured in ab30, landed: docs/perf/fp8-decode.md)
 #   scripts/queued-patches.sh ab29        # decode hd64 / 128 / 256 (dense and paged16; batch 1, 2, 8 at 4k and 32k keys, read flush): base, the combine's CTAs started at the decode kernel's start, its lengths read before its wait (two rounds; measured in ab30, landed: docs/perf/decode-splits.md)
 #   scripts/queued-patches.sh ab31        # decode hd128 bf16 (dense and paged16; batch 1, 2, 8, 32 at 4k and 32k keys, read flush; the append rows): base, 128-key blocks over eight warps, one CTA an SM (two rounds; not yet run; a probe: its host tests' hd128 split expectations are the 64-key rule's)
+#   scripts/queued-patches.sh ab32        # fp8 decode (e4m3 rows, hd64 / 128, batch 1, 8, 32): base, the mma in fp16 on an fp8 cache (two rounds)
 #   scripts/queued-patches.sh ab28+29     # ab28, then ab29, in one call, logs under $OUT/ab28 and $OUT/ab29
 #   scripts/queued-patches.sh ab30        # ab28's hd64 rows and ab29's hd64 / 128 rows (batch 1, 8) in one sweep of three builds (base, slots, early), then forced split counts of the bf16 dense decode on base's build (scripts/probes/decode-split-sweep.sh; run at f7eeafc, both landed since)
 #   scripts/queued-patches.sh ncu19       # pages in order; ncu of hd256's seqused_k, paged64 and paged256 bf16 rows (ab19's question by the counters)
@@ -347,6 +348,24 @@ case "${1:-}" in
     AB_CALL_TIMEOUT=${AB_CALL_TIMEOUT:-400} ab "128" \
       "--decode --decode_head_dims=128 --decode_batches=1,2,8,32 --l2_flush=read --benchmark_filter=(read_bandwidth|dense|paged16);;--features --benchmark_filter=features/append --l2_flush=read" \
       '| head_dim | L | batch;;| shape | kernel | plain us' 'base:' "wide:@$dir/2026-12-06-decode-wide-blocks.patch"
+    ;;
+  ab32)
+    # Issue 27: the fp8 decode kernel is bound by its instruction stream
+    # (ncu on the H200, hd128 batch 32 x 32k: 57% of issue slots, the ALU
+    # pipe 54%) and, run back to back, by the H200's 700 W cap (the SM
+    # clock falls to 1.45-1.53 GHz). The patch runs its mma in fp16 on an
+    # fp8 cache whatever Q's type: e4m3 pairs widen by cvt (one
+    # F2FP a pair, no PRMT / IMAD / HMUL2), a bf16 Q row enters fp16 by a
+    # power of two folded into the score factor. ptxas (sm_90a): hd128
+    # 219-243 -> 166-188 registers, hd64 163-179 -> 130-148, no spills;
+    # SASS of the plain hd128 kernel 3760 -> 3440 instructions (about 420
+    # fewer in the key loop). Prediction: hd128 batch 32 x 32k 570 -> 480-
+    # 520 us on the H200 (0.84 -> 0.92-0.99 of the ceiling), hd64 batch 32
+    # 0.59 -> 0.70-0.85, paged16 rows as much or more; batch 1 level to
+    # 10% faster.
+    AB_CALL_TIMEOUT=${AB_CALL_TIMEOUT:-330} ab "64;128" \
+      "--fp8 --no-standard --decode_head_dims=64,128 --decode_batches=1,8,32 --benchmark_filter=e4m3kv" \
+      '| head_dim | L | batch' 'base:' "f16:@$dir/2026-12-06-fp8-decode-f16-mma.patch"
     ;;
   ab28+29)
     OUT=$out/ab28 AB_CALL_TIMEOUT=290 "$0" ab28
