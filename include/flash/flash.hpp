@@ -241,7 +241,7 @@ struct AttentionParams {
   // accumulator keeps about 14 bits, as the FP8 prefill's); otherwise K
   // widened: to fp16 with Q K^T on fp16 at head dim 64 and for fp16
   // (a bf16 Q turned into fp16 row by row, exact for every element at
-  // least 2^-32 of its row's largest), and at 192 a bf16 call keeps Q K^T
+  // least 2^-31 of its row's largest), and at 192 a bf16 call keeps Q K^T
   // on bf16, K widened by integer operations.
   // Backend::kAuto takes the Hopper
   // kernel for calls of more than 16 queries it does not split, the decode

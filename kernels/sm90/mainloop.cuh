@@ -554,7 +554,7 @@ struct Mainloop {
   // An fp8 cache's Q K^T runs on fp16 (kFp8): a bf16 Q is converted in
   // place, this warpgroup's 64 rows, once the tile's Q has landed. Row r is
   // multiplied by 2^e_r, putting its largest magnitude in [2^14, 2^15), so
-  // every element at least 2^-32 of the row's largest converts exactly
+  // every element at least 2^-31 of the row's largest converts exactly
   // (fp16 keeps bf16's 8 significant bits from 2^-17 up; smaller ones are
   // rounded to fp16's subnormal steps). `row_scale` (k_scale on entry) is
   // multiplied by 2^-e_r of the thread's two accumulator rows. Two threads
