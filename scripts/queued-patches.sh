@@ -28,6 +28,7 @@
 #   scripts/queued-patches.sh ab29        # decode hd64 / 128 / 256 (dense and paged16; batch 1, 2, 8 at 4k and 32k keys, read flush): base, the combine's CTAs started at the decode kernel's start, its lengths read before its wait (two rounds; measured in ab30, landed: docs/perf/decode-splits.md)
 #   scripts/queued-patches.sh ab31        # decode hd128 bf16 (dense and paged16; batch 1, 2, 8, 32 at 4k and 32k keys, read flush; the append rows): base, 128-key blocks over eight warps, one CTA an SM (two rounds; not yet run; a probe: its host tests' hd128 split expectations are the 64-key rule's)
 #   scripts/queued-patches.sh ab32        # fp8 decode (e4m3 rows, hd64 / 128, batch 1, 8, 32): base, the mma in fp16 on an fp8 cache (two rounds)
+#   scripts/queued-patches.sh ab32+test   # ab32, then the whole suite and the fp8 decode's sanitizer cases with its patch applied (~420 s)
 #   scripts/queued-patches.sh ab28+29     # ab28, then ab29, in one call, logs under $OUT/ab28 and $OUT/ab29
 #   scripts/queued-patches.sh ab30        # ab28's hd64 rows and ab29's hd64 / 128 rows (batch 1, 8) in one sweep of three builds (base, slots, early), then forced split counts of the bf16 dense decode on base's build (scripts/probes/decode-split-sweep.sh; run at f7eeafc, both landed since)
 #   scripts/queued-patches.sh ncu19       # pages in order; ncu of hd256's seqused_k, paged64 and paged256 bf16 rows (ab19's question by the counters)
@@ -50,8 +51,8 @@
 # `test` and `sanitize` change the working tree (git apply); the A/Bs build copies
 # (scripts/tile-sweep.sh) and leave it alone.
 set -uo pipefail
-# Queued for `test`: none. ab12-ab28 name their patch files themselves.
-PATCHES=()
+# Queued for `test` and `sanitize`. ab12-ab32 name their patch files themselves.
+PATCHES=(2026-12-06-fp8-decode-f16-mma)
 # Landed, newest first: the code's parent is
 # the tree with these taken out in this order (`parent` in ab1-ab4).
 LANDED=(
@@ -366,6 +367,15 @@ case "${1:-}" in
     AB_CALL_TIMEOUT=${AB_CALL_TIMEOUT:-330} ab "64;128" \
       "--fp8 --no-standard --decode_head_dims=64,128 --decode_batches=1,8,32 --benchmark_filter=e4m3kv" \
       '| head_dim | L | batch' 'base:' "f16:@$dir/2026-12-06-fp8-decode-f16-mma.patch"
+    ;;
+  ab32+test)
+    # ab32 first (it copies the tree as it is), then the whole suite and
+    # the fp8 decode's sanitizer cases with the patch applied, in one call
+    # (about 420 s on an H200).
+    OUT=$out/ab32 AB_CALL_TIMEOUT=200 "$0" ab32
+    apply_all
+    OUT=$out/test SANITIZE_FILTER=${SANITIZE_FILTER:-'*Sanitizer*:TwoStageDecode.*:*Fp8Cache*q1_*'} \
+      timeout "${TEST_CALL_TIMEOUT:-330}" scripts/gpu-check.sh build test sanitize
     ;;
   ab28+29)
     OUT=$out/ab28 AB_CALL_TIMEOUT=290 "$0" ab28
