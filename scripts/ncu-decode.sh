@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Hardware counters of the decode kernel on one --fp8 row, bf16 and e4m3
+# Hardware counters of the decode kernel on --fp8 rows, bf16 and e4m3
 # K/V side by side, and the opcode mix of the decode kernels' SASS.
 #
 #   scripts/ncu-decode.sh            (OUT: where the reports go; default ./ncu-decode-out)
@@ -19,17 +19,17 @@ cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCH
   -DFLASH_HEAD_DIMS="$HD" -DFLASH_BUILD_TESTS=OFF >"$OUT/configure.log" 2>&1 || { tail -20 "$OUT/configure.log"; exit 1; }
 cmake --build "$BUILD_DIR" -j "$(nproc)" --target flash_bench >"$OUT/build.log" 2>&1 || { grep -E "error" -A3 "$OUT/build.log" | head -40; exit 1; }
 for kv in $KVS; do
-for row in $ROWS; do
-  rep="$OUT/ncu_${kv}_${row//\//_}.txt"
-  ncu --clock-control none -k regex:decode_kernel --launch-skip 2 --launch-count 1 --section SpeedOfLight \
-    --section WarpStateStats --section ComputeWorkloadAnalysis --section SchedulerStats --section Occupancy \
-    --section InstructionStats --section MemoryWorkloadAnalysis \
-    --metrics sm__inst_executed_pipe_alu.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_fmaheavy.avg.pct_of_peak_sustained_active,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_lsu.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active \
-    "$BUILD_DIR/bench/flash_bench" --fp8 --decode_head_dims="$HD" --no-standard --flash_iters=2 --gemm_iters=1 \
-    --benchmark_filter="decode/$kv/hd$HD/q32kv8/$row/" >"$rep" 2>&1
-  echo "== $kv $row"
-  grep -E "Duration|Memory Throughput|DRAM Throughput|Compute \(SM\) Throughput|Issue Slots Busy|Executed Ipc Active|No Eligible|Active Warps Per Scheduler|Eligible Warps|Registers Per|Achieved Occupancy|Warp Cycles Per Issued|pipe_|hmma|stalled|spends" "$rep" | cut -c1-300 | head -40
-done
+  for row in $ROWS; do
+    rep="$OUT/ncu_${kv}_${row//\//_}.txt"
+    ncu --clock-control none -k regex:decode_kernel --launch-skip 2 --launch-count 1 --section SpeedOfLight \
+      --section WarpStateStats --section ComputeWorkloadAnalysis --section SchedulerStats --section Occupancy \
+      --section InstructionStats --section MemoryWorkloadAnalysis \
+      --metrics sm__inst_executed_pipe_alu.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_fmaheavy.avg.pct_of_peak_sustained_active,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_lsu.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active \
+      "$BUILD_DIR/bench/flash_bench" --fp8 --decode_head_dims="$HD" --no-standard --flash_iters=2 --gemm_iters=1 \
+      --benchmark_filter="decode/$kv/hd$HD/q32kv8/$row/" >"$rep" 2>&1
+    echo "== $kv $row"
+    grep -E "Duration|Memory Throughput|DRAM Throughput|Compute \(SM\) Throughput|Issue Slots Busy|Executed Ipc Active|No Eligible|Active Warps Per Scheduler|Eligible Warps|Registers Per|Achieved Occupancy|Warp Cycles Per Issued|pipe_|hmma|stalled|spends" "$rep" | cut -c1-300 | head -40
+  done
 done
 # Opcode mix per decode kernel (the unmasked, no-modifier variant).
 cuobjdump --dump-sass "$BUILD_DIR/libflash.a" >"$OUT/sass.txt" 2>&1
