@@ -86,6 +86,15 @@ apply_all() {
   for f in "${files[@]}"; do git apply "$f" || { echo "$f does not apply"; exit 1; }; done
 }
 
+# After an A/B in the same call: the queued patches applied, then the whole
+# suite and the sanitizer cases matched by $1 (SANITIZE_FILTER overrides),
+# under $2 seconds (TEST_CALL_TIMEOUT overrides), logs under $out/test.
+suite_with_patches() {
+  apply_all
+  OUT=$out/test SANITIZE_FILTER=${SANITIZE_FILTER:-$1} \
+    timeout "${TEST_CALL_TIMEOUT:-$2}" scripts/gpu-check.sh build test sanitize
+}
+
 # One interleaved A/B: head dims to build, then BENCH_ARGS and TABLE as
 # scripts/tile-sweep.sh takes them, then the variants (tile-sweep.sh's
 # "name:edits"; "base:" is the tree as it is).
@@ -373,9 +382,7 @@ case "${1:-}" in
     # the fp8 decode's sanitizer cases with the patch applied, in one call
     # (about 420 s on an H200).
     OUT=$out/ab32 AB_CALL_TIMEOUT=200 "$0" ab32
-    apply_all
-    OUT=$out/test SANITIZE_FILTER=${SANITIZE_FILTER:-'*Sanitizer*:TwoStageDecode.*:*Fp8Cache*q1_*'} \
-      timeout "${TEST_CALL_TIMEOUT:-330}" scripts/gpu-check.sh build test sanitize
+    suite_with_patches '*Sanitizer*:TwoStageDecode.*:*Fp8Cache*q1_*' 330
     ;;
   ab28+29)
     OUT=$out/ab28 AB_CALL_TIMEOUT=290 "$0" ab28
@@ -454,9 +461,7 @@ case "${1:-}" in
     # whole GPU suite and the paged sanitizer cases on the tree with them
     # applied, in one device call (about 450 s on an H100).
     OUT=$out/ab21 AB_CALL_TIMEOUT=180 "$0" ab21
-    apply_all
-    OUT=$out/test SANITIZE_FILTER=${SANITIZE_FILTER:-'*PagedKv*chunked_pages16*:*PagedKv*chunked_pages48*:*PagedKv*chunked_tiles_pages128*:*Sanitizer*'} \
-      timeout "${TEST_CALL_TIMEOUT:-380}" scripts/gpu-check.sh build test sanitize
+    suite_with_patches '*PagedKv*chunked_pages16*:*PagedKv*chunked_pages48*:*PagedKv*chunked_tiles_pages128*:*Sanitizer*' 380
     ;;
   ab14+15)
     OUT=$out/ab14 AB_CALL_TIMEOUT=230 "$0" ab14
