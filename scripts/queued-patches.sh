@@ -28,6 +28,8 @@
 #   scripts/queued-patches.sh ab29        # decode hd64 / 128 / 256 (dense and paged16; batch 1, 2, 8 at 4k and 32k keys, read flush): base, the combine's CTAs started at the decode kernel's start, its lengths read before its wait (two rounds; measured in ab30, landed: docs/perf/decode-splits.md)
 #   scripts/queued-patches.sh ab31        # decode hd128 bf16 (dense and paged16; batch 1, 2, 8, 32 at 4k and 32k keys, read flush; the append rows): base, 128-key blocks over eight warps, one CTA an SM (two rounds; not yet run; a probe: its host tests' hd128 split expectations are the 64-key rule's)
 #   scripts/queued-patches.sh ab32        # fp8 decode (e4m3 rows, hd64 / 128, batch 1, 8, 32): base, the mma in fp16 on an fp8 cache (two rounds)
+#   scripts/queued-patches.sh ab33        # decode bf16 hd64 / 128 / 256 and e4m3 hd64 / 128 (dense and paged16; batch 1, 8, 32), the append rows: base, the f16 patch, it and the paged row slots (two rounds)
+#   scripts/queued-patches.sh suite       # the queued patches applied: the whole suite and the decode's sanitizer, paged and fp8 cases (~330 s)
 #   scripts/queued-patches.sh ab32+test   # ab32, then the whole suite and the fp8 decode's sanitizer cases with its patch applied (~420 s)
 #   scripts/queued-patches.sh ab28+29     # ab28, then ab29, in one call, logs under $OUT/ab28 and $OUT/ab29
 #   scripts/queued-patches.sh ab30        # ab28's hd64 rows and ab29's hd64 / 128 rows (batch 1, 8) in one sweep of three builds (base, slots, early), then forced split counts of the bf16 dense decode on base's build (scripts/probes/decode-split-sweep.sh; run at f7eeafc, both landed since)
@@ -51,8 +53,8 @@
 # `test` and `sanitize` change the working tree (git apply); the A/Bs build copies
 # (scripts/tile-sweep.sh) and leave it alone.
 set -uo pipefail
-# Queued for `test` and `sanitize`. ab12-ab32 name their patch files themselves.
-PATCHES=(2026-12-06-fp8-decode-f16-mma)
+# Queued for `test`, `sanitize` and `suite`, in the order they apply. ab12-ab33 name their patch files themselves.
+PATCHES=(2026-12-06-fp8-decode-f16-mma 2026-12-07-decode-paged-row-slots)
 # Landed, newest first: the code's parent is
 # the tree with these taken out in this order (`parent` in ab1-ab4).
 LANDED=(
@@ -383,6 +385,33 @@ case "${1:-}" in
     # (about 420 s on an H200).
     OUT=$out/ab32 AB_CALL_TIMEOUT=200 "$0" ab32
     suite_with_patches '*Sanitizer*:TwoStageDecode.*:*Fp8Cache*q1_*' 330
+    ;;
+  ab33)
+    # Issues 25 and 27: a paged decode block's copies cost more than a
+    # dense one's (SASS of the bf16 hd128 kernel: four SHFL, four 64-bit
+    # bounds tests, selects and moves a 16-byte copy pair, about 22
+    # instructions a step against about 8; the fp8 kernel likewise), and
+    # paged16 runs 0.87x dense at bf16 hd64 batch 32 x 32k and 0.82x on an
+    # e4m3 cache. The rows patch hands the copying lanes each row's K and V
+    # source addresses through 16 bytes of shared memory a row (one
+    # LDS.128 a step; block_n x 16 bytes a CTA) instead of four shuffles.
+    # SASS (sm_90a): SHFL 104 -> 8, whole kernels 250-410 instructions
+    # shorter (bf16 hd128 3192 -> 2896, e4m3 hd128 3440 -> 3096 with the
+    # f16 patch beneath), no spills; registers +0-13, but hd64 bf16's
+    # kWrites kernel 126 -> 155 (four CTAs an SM to three). Three
+    # variants: base, the f16 patch (ab32), both. Prediction: paged16 rows
+    # 3-10% faster than f16's (bf16 hd64 batch 32 0.87x -> 0.92-0.97x
+    # dense; e4m3 paged16 0.82x -> 0.88-0.95x), dense rows level.
+    AB_CALL_TIMEOUT=${AB_CALL_TIMEOUT:-590} ab "64;128;256" \
+      "--decode --decode_head_dims=64,128,256 --decode_batches=1,8,32 --benchmark_filter=(read_bandwidth|dense|paged16);;--fp8 --no-standard --decode_head_dims=64,128 --decode_batches=1,8,32 --benchmark_filter=e4m3kv;;--features --benchmark_filter=features/append" \
+      '| head_dim | L | batch;;| head_dim | L | batch;;| shape | kernel | plain us' 'base:' \
+      "f16:@$dir/2026-12-06-fp8-decode-f16-mma.patch" \
+      "rows:@$dir/2026-12-06-fp8-decode-f16-mma.patch;;@$dir/2026-12-07-decode-paged-row-slots.patch"
+    ;;
+  suite)
+    # The queued patches applied; the whole suite, then compute-sanitizer
+    # over the decode kernel's sanitizer, paged and fp8 cases (~330 s).
+    suite_with_patches '*Sanitizer*:TwoStageDecode.*:*Fp8Cache*q1_*:*PagedKv*dense_q_pages1*' 500
     ;;
   ab28+29)
     OUT=$out/ab28 AB_CALL_TIMEOUT=290 "$0" ab28
