@@ -30,7 +30,7 @@
 #   scripts/queued-patches.sh ab32        # fp8 decode (e4m3 rows, hd64 / 128, batch 1, 8, 32): base, the mma in fp16 on an fp8 cache (two rounds)
 #   scripts/queued-patches.sh ab33        # decode bf16 hd64 / 128 / 256 and e4m3 hd64 / 128 (dense and paged16; batch 1, 8, 32), the append rows: base, the f16 patch, it and the paged row slots (two rounds)
 #   scripts/queued-patches.sh suite       # the queued patches applied: the whole suite and the decode's sanitizer, paged and fp8 cases (~330 s)
-#   scripts/queued-patches.sh ab32+test   # ab32, then the whole suite and the fp8 decode's sanitizer cases with its patch applied (~420 s)
+#   scripts/queued-patches.sh ab32+test   # ab32, then the whole suite and the fp8 decode's sanitizer cases with the queued patches applied (~420 s; ab33 and suite supersede it)
 #   scripts/queued-patches.sh ab28+29     # ab28, then ab29, in one call, logs under $OUT/ab28 and $OUT/ab29
 #   scripts/queued-patches.sh ab30        # ab28's hd64 rows and ab29's hd64 / 128 rows (batch 1, 8) in one sweep of three builds (base, slots, early), then forced split counts of the bf16 dense decode on base's build (scripts/probes/decode-split-sweep.sh; run at f7eeafc, both landed since)
 #   scripts/queued-patches.sh ncu19       # pages in order; ncu of hd256's seqused_k, paged64 and paged256 bf16 rows (ab19's question by the counters)
@@ -381,8 +381,8 @@ case "${1:-}" in
     ;;
   ab32+test)
     # ab32 first (it copies the tree as it is), then the whole suite and
-    # the fp8 decode's sanitizer cases with the patch applied, in one call
-    # (about 420 s on an H200).
+    # the fp8 decode's sanitizer cases with the queued patches (PATCHES)
+    # applied, in one call (about 420 s on an H200).
     OUT=$out/ab32 AB_CALL_TIMEOUT=200 "$0" ab32
     suite_with_patches '*Sanitizer*:TwoStageDecode.*:*Fp8Cache*q1_*' 330
     ;;
