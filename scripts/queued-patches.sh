@@ -388,9 +388,9 @@ case "${1:-}" in
     ;;
   ab33)
     # Issues 25 and 27: a paged decode block's copies cost more than a
-    # dense one's (SASS of the bf16 hd128 kernel: four SHFL, four 64-bit
-    # bounds tests, selects and moves a 16-byte copy pair, about 22
-    # instructions a step against about 8; the fp8 kernel likewise), and
+    # dense one's (SASS: four SHFL, 64-bit bounds tests, selects and moves
+    # a step's pair of 16-byte copies; e4m3 hd128 with the f16 patch, 256
+    # instructions a thread a block against a dense block's 146), and
     # paged16 runs 0.87x dense at bf16 hd64 batch 32 x 32k and 0.82x on an
     # e4m3 cache. The rows patch hands the copying lanes each row's K and V
     # source addresses through 16 bytes of shared memory a row (one
