@@ -4,7 +4,7 @@
 # compression, `--compress-mode=default`, which is `balance`); `size` makes
 # them about six times smaller and decompresses more slowly (nvcc 13.0,
 # the release configuration, every head dim: libflash.a 324 -> 56 MB,
-# basic_attention 315 -> 54 MB; one sm80 instantiation's object 6.8 ->
+# basic_attention 322 -> 54 MB; one sm80 instantiation's object 6.8 ->
 # 1.1 MB, 12.6 uncompressed). This builds the library and
 # examples/basic_attention twice, the default and `--compress-mode=size`
 # (CMAKE_CUDA_FLAGS; tests and bench off, every head dim, sm_80 + sm_90a as
