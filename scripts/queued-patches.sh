@@ -28,7 +28,7 @@
 #   scripts/queued-patches.sh ab29        # decode hd64 / 128 / 256 (dense and paged16; batch 1, 2, 8 at 4k and 32k keys, read flush): base, the combine's CTAs started at the decode kernel's start, its lengths read before its wait (two rounds; measured in ab30, landed: docs/perf/decode-splits.md)
 #   scripts/queued-patches.sh ab31        # decode hd128 bf16 (dense and paged16; batch 1, 2, 8, 32 at 4k and 32k keys, read flush; the append rows): base, 128-key blocks over eight warps, one CTA an SM (two rounds; not yet run; a probe: its host tests' hd128 split expectations are the 64-key rule's)
 #   scripts/queued-patches.sh ab32        # fp8 decode (e4m3 rows, hd64 / 128, batch 1, 8, 32): base, the mma in fp16 on an fp8 cache (two rounds)
-#   scripts/queued-patches.sh ab33        # decode bf16 hd64 / 128 / 256 and e4m3 hd64 / 128 (dense and paged16; batch 1, 8, 32), the append rows: base, the f16 patch, it and the paged row slots (two rounds)
+#   scripts/queued-patches.sh ab33        # decode bf16 hd64 / 128 / 256 and e4m3 hd64 / 128 (dense and paged16; batch 1, 8, 32), the append rows: base, the f16 patch, it and the paged row slots (two rounds; run at b926baf, both landed since: docs/perf/fp8-decode.md)
 #   scripts/queued-patches.sh suite       # the queued patches applied: the whole suite and the decode's sanitizer, paged and fp8 cases (~330 s)
 #   scripts/queued-patches.sh ab32+test   # ab32, then the whole suite and the fp8 decode's sanitizer cases with the queued patches applied (~420 s; ab33 and suite supersede it)
 #   scripts/queued-patches.sh ab28+29     # ab28, then ab29, in one call, logs under $OUT/ab28 and $OUT/ab29
@@ -54,10 +54,12 @@
 # (scripts/tile-sweep.sh) and leave it alone.
 set -uo pipefail
 # Queued for `test`, `sanitize` and `suite`, in the order they apply. ab12-ab33 name their patch files themselves.
-PATCHES=(2026-12-06-fp8-decode-f16-mma 2026-12-07-decode-paged-row-slots)
+PATCHES=()
 # Landed, newest first: the code's parent is
 # the tree with these taken out in this order (`parent` in ab1-ab4).
 LANDED=(
+  2026-12-07-decode-paged-row-slots
+  2026-12-06-fp8-decode-f16-mma
   2026-12-06-combine-early-start
   2026-12-06-fp8-paged-register-slots
   2026-12-06-decode-two-stage-bf16

@@ -172,8 +172,8 @@ int decode_splits_wanted(const AttentionParams& p, const DeviceCaps& caps) {
   const int smem = decode_smem(p, caps) + 1024;  // + the per-block reservation
   int per_sm = caps.smem_per_sm > 0 ? std::max(1, caps.smem_per_sm / smem) : 1;
   // An e4m3 cache counts two CTAs an SM whatever the shared memory holds
-  // (head dim 64: 50 KiB, four by it; its registers, 163-179 a thread,
-  // hold three or two): the split counts measured fastest at head dim 64
+  // (head dim 64: 52 KiB, four by it; its registers, 132-150 a thread,
+  // hold three): the split counts measured fastest at head dim 64
   // on an H100 give about two (docs/perf/fp8-decode.md); from head dim 128
   // shared memory holds two. fp8_splits_on_decode asks this rule too.
   if (fp8_cache(p)) per_sm = std::min(per_sm, kFp8DecodeCtasPerSm);

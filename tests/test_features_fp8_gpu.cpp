@@ -207,6 +207,22 @@ std::vector<FeatureRow> all_rows() {
       cfg.page_size = 16;
       t.add("q" + std::to_string(seqlen_q) + (d == 256 ? "_hd256" : "") + "_outlier_channels", cfg, fp8_runs());
     }
+    // The same channels in decode at head dims 64 and 192, where the decode
+    // kernel's Q load gives a row 4 and 12 groups of 16 columns over its
+    // eight lanes (one group a lane with some lanes idle, and one or two).
+    for (int64_t d : {64, 192}) {
+      if (!fp8_head_dim_runs(d)) continue;
+      FeatureConfig cfg = config(d, 8, 2);
+      cfg.dtype = DType::kBFloat16;
+      cfg.q_channel_log2 = {16, 0, -16, 3, 8, -8, 0, 12};
+      cfg.softmax_scale = std::ldexp(1.f, -17);
+      cfg.seqlens_q = repeat(1, 2);
+      cfg.seqlens_k = {1100, 300};
+      cfg.kv = KvLayout::kPaged;
+      cfg.use_seqused_k = true;
+      cfg.page_size = 16;
+      t.add("q1_hd" + std::to_string(d) + "_outlier_channels", cfg, fp8_runs());
+    }
     {
       // A V head dim of its own.
       FeatureConfig cfg = config(128, 8, 2);
@@ -238,8 +254,8 @@ INSTANTIATE_TEST_SUITE_P(Features, Fp8Cache, ::testing::ValuesIn(all_rows()), Ro
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(Fp8Cache);
 
 // Devices with 99 KiB of shared memory a block (sm_86, sm_89) run the
-// decode kernel's two-stage variant (candidate 1; the default needs 100 and
-// 104 KiB) on an fp8 cache at head dims 128 and 256, and on a bf16/fp16
+// decode kernel's two-stage variant (candidate 1; the default needs 102 and
+// 105 KiB) on an fp8 cache at head dims 128 and 256, and on a bf16/fp16
 // one at 128 for decode-length calls. A larger GPU's plan never picks it,
 // so this plans each call as for such a device and launches what that plan
 // holds: decode and (fp8) chunked prefill, paged and dense caches, unsplit

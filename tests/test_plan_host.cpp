@@ -1075,7 +1075,7 @@ TEST(Plan, DecodeSplitsAboutOneCtaPerSm) {
 }
 
 // A paged e4m3 cache counts two CTAs an SM whatever the shared memory (the
-// split counts measured fastest): at head dim 64 (50 KiB, four by it)
+// split counts measured fastest): at head dim 64 (52 KiB, four by it)
 // 32k keys on 16-key pages want no split at batch 32 (256 CTAs fill 264
 // slots), 4 at batch 8 and 32 at batch 1.
 TEST(Plan, Fp8PagedDecodeCountsTwoCtasAnSm) {
@@ -1092,11 +1092,11 @@ TEST(Plan, Fp8PagedDecodeCountsTwoCtasAnSm) {
 }
 
 // Devices with 99 KiB of shared memory a block (sm_86, sm_89): the decode
-// kernel needs 100 KiB at head dims 97-128 (three stages of 64 keys, or of
-// 128 fp8 keys), so there decode-length calls at head dim 128 run on its
-// two-stage variant (68 KiB; candidate 1), as do fp8 caches at 256 (72.5
+// kernel needs 101-102 KiB at head dims 97-128 (three stages of 64 keys, or
+// of 128 fp8 keys), so there decode-length calls at head dim 128 run on its
+// two-stage variant (69-70 KiB; candidate 1), as do fp8 caches at 256 (73.5
 // KiB; an fp8 cache runs on no other kernel there); head dims 64 and 192
-// keep the default (fp8: 50 and 78 KiB). An H200 never gets the variant.
+// keep the default (fp8: 52 and 78 KiB). An H200 never gets the variant.
 TEST(Plan, DecodeOnNinetyNineKibDevices) {
   if (head_dim_compiled(128)) {
     AttentionParams p = decode_call(128, 1, 4096);

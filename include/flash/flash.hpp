@@ -229,8 +229,10 @@ struct AttentionParams {
   // float32 (null: 1), read by the kernel, so a captured graph picks up new
   // values; descale_head_stride is 0 (one factor for all heads) or 1 (one
   // per K/V head, heads_kv entries). Such calls run on the decode kernel
-  // (Backend::kDecode, any seqlen_q; sm_80 and newer), which turns the bytes
-  // into the dtype in registers, or, unsplit, on the Hopper kernel
+  // (Backend::kDecode, any seqlen_q; sm_80 and newer), which widens the
+  // bytes to fp16 in registers and runs both products on fp16 whatever the
+  // dtype (a bf16 Q converted to fp16 row by row as the Hopper kernel's
+  // below, P rounded to fp16), or, unsplit, on the Hopper kernel
   // (Backend::kSm90; dense, varlen, seqused_k and paged caches of any page
   // size), which widens V in shared memory to fp16, with P V on fp16
   // (exactly: every e4m3 value is representable in fp16 and bf16). Q K^T
@@ -248,8 +250,8 @@ struct AttentionParams {
   // kernel for the others; kSm80 refuses fp8. head_dim and head_dim_v must
   // be multiples of 16 and K/V strides multiples of 16 elements (16-byte
   // rows). The NaN encodings (0x7f, 0xff) are not checked: the decode
-  // kernel, and the Hopper kernel's bf16 K of bf16 calls at head dim 192,
-  // read them as +-480; the Hopper kernel's other paths as NaN.
+  // kernel before sm_89, and the Hopper kernel's bf16 K of bf16 calls at
+  // head dim 192, read them as +-480; every other path as NaN.
   // With k_new, the new rows (in dtype) are stored as e4m3(x / descale) of
   // their K/V head, rounded to nearest and saturated at +-448 (keys rotated
   // first).

@@ -7,7 +7,8 @@
 // an fp16 normal, a bf16 subnormal). One multiply by the power of two
 // (exact: no rounding, no overflow, subnormals kept: fma.rn without .ftz)
 // restores the value. Every finite e4m3 value is representable in both
-// types. The NaN encodings (0x7f, 0xff) come out as +-480.
+// types. The NaN encodings (0x7f, 0xff) come out as +-480 by this integer
+// form (pair), NaN by the hardware conversion (f16_pair, f16_pairs).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -15,6 +16,8 @@
 
 #include <cstdint>
 #include <type_traits>
+
+#include "fp16_row_scale.h"
 
 namespace flash::fp8 {
 
@@ -67,6 +70,39 @@ __device__ __forceinline__ uint32_t f16_pair(uint32_t w) {
   uint32_t y;
   asm("cvt.rn.f16x2.e4m3x2 %0, %1;\n" : "=r"(y) : "h"(bytes));
   return y;
+}
+
+// Both pairs of `w` as packed f16 pairs: bytes 0, 1 into `lo` (byte 0 in
+// its low half) and bytes 2, 3 into `hi`. On sm_89 and later by the
+// hardware conversion, one instruction a pair (the upper pair read through
+// the conversion's half selector, no shift): finite codes exactly, the NaN
+// codes NaN. Before sm_89 by pair<__half>'s integer form (NaN codes +-480).
+__device__ __forceinline__ void f16_pairs(uint32_t w, uint32_t& lo, uint32_t& hi) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  asm("{\n"
+      "  .reg .b16 l, h;\n"
+      "  mov.b32 {l, h}, %2;\n"
+      "  cvt.rn.f16x2.e4m3x2 %0, l;\n"
+      "  cvt.rn.f16x2.e4m3x2 %1, h;\n"
+      "}\n"
+      : "=r"(lo), "=r"(hi)
+      : "r"(w));
+#else
+  lo = pair<__half, kBytes01>(w);
+  hi = pair<__half, kBytes23>(w);
+#endif
+}
+
+// Bytes 0, 2 of `w` into `even` and bytes 1, 3 into `odd`, as f16_pairs
+// gives them (what a transposing ldmatrix of e4m3 bytes holds: two keys of
+// one column in bytes 0 / 2, of the next column in 1 / 3).
+__device__ __forceinline__ void f16_pairs_interleaved(uint32_t w, uint32_t& even, uint32_t& odd) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  f16_pairs(prmt(w, 0x3120u), even, odd);
+#else
+  even = pair<__half, kBytes02>(w);
+  odd = pair<__half, kBytes13>(w);
+#endif
 }
 
 }  // namespace flash::fp8

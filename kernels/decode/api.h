@@ -82,13 +82,18 @@ constexpr int smem_bytes(int64_t head_dim, bool fp8 = false, int num_stages = 0)
   const int64_t depth = num_stages > 0 ? num_stages : stages(head_dim, fp8);
   const int64_t ring = depth * 2 * block_n(head_dim, fp8) * head_dim * (fp8 ? 1 : 2);
   const int64_t merge = 4 * kBlockM * head_dim * 4 + 2 * 4 * kBlockM * 4;
-  return static_cast<int>(q + (ring > merge ? ring : merge));
+  const int64_t q_factors = fp8 ? kBlockM * 4 : 0;  // Q's per-row powers of two
+  // A paged call's row addresses (PagedRows: 16 bytes a key of a block,
+  // where a warp's lanes copy whole rows).
+  const int64_t chunks_per_row = head_dim * (fp8 ? 1 : 2) / 16;
+  const int64_t paged_rows = chunks_per_row > 0 && 32 % chunks_per_row == 0 ? block_n(head_dim, fp8) * 16 : 0;
+  return static_cast<int>(q + (ring > merge ? ring : merge) + paged_rows + q_factors);
 }
 
 // Whether the kernel at `head_dim` (`fp8`: for an e4m3 cache) has a
 // two-stage variant (candidate 1; the default is candidate 0): where three
 // stages need more than kSmallDeviceSmemBytes and two do not (head dim 128:
-// 100 KiB against 68; fp8 at 256: 104 against 72.5).
+// 101 KiB against 69, fp8 102 against 70; fp8 at 256: 105 against 73.5).
 constexpr bool has_two_stage_variant(int64_t head_dim, bool fp8) {
   return stages(head_dim, fp8) > 2 && smem_bytes(head_dim, fp8) > kSmallDeviceSmemBytes &&
          smem_bytes(head_dim, fp8, 2) <= kSmallDeviceSmemBytes;

@@ -35,7 +35,8 @@
 namespace flash::decode {
 
 // kFp8KV: K and V are e4m3 bytes (AttentionParams::kv_dtype), turned into
-// Element pairs in registers (fp8.cuh) on their way to the tensor cores.
+// fp16 pairs in registers (fp8.cuh) on their way to the tensor cores, which
+// run on fp16 (MmaElement) whatever Element is.
 // kStages: the K/V ring's depth, stages() but for the two-stage variant
 // (api.h, has_two_stage_variant).
 template <int kHeadDim_, typename Element_, bool kFp8KV_ = false, int kStages_ = stages(kHeadDim_, kFp8KV_)>
@@ -72,7 +73,17 @@ struct DecodeTraits {
   // The merge reuses the ring: each warp's fp32 O, then its row max and sum.
   static constexpr int kMergeOBytes = kNWarps * kBlockM * kHeadDim * 4;
   static constexpr int kMergeBytes = kMergeOBytes + 2 * kNWarps * kBlockM * 4;
-  static constexpr int kSmemBytes = kQBytes + (kRingBytes > kMergeBytes ? kRingBytes : kMergeBytes);
+  // fp8: each Q row's power of two (see the kernel's Q load), after the
+  // ring and the merge, which reuse the bytes between them.
+  static constexpr int kQFactorBytes = kFp8KV ? kBlockM * 4 : 0;
+  // A paged call's row addresses (PagedRows), before Q's factors.
+  static constexpr int kPagedRowsOffset = kQBytes + (kRingBytes > kMergeBytes ? kRingBytes : kMergeBytes);
+  static constexpr int kPagedRowBytes = PagedRows<KvTile, kBlockN>::kBytes;
+  static constexpr int kSmemBytes = kPagedRowsOffset + kPagedRowBytes + kQFactorBytes;
+  // The tensor cores' input type: fp16 on an fp8 cache whatever Element is
+  // (e4m3 bytes widen to fp16 in one instruction a pair on sm_89 and later;
+  // Q is brought into fp16's range by a power of two a row).
+  using MmaElement = std::conditional_t<kFp8KV, __half, Element>;
 
   static_assert(kHeadDim % 32 == 0 && kHeadDim <= 256, "head_dim must be a multiple of 32, at most 256");
   static_assert(kStages >= 2, "the ring overlaps one block's copies with another's compute");
@@ -282,6 +293,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kMinBlocks)
   constexpr bool kFp8 = Traits::kFp8KV;
   using KvTile = typename Traits::KvTile;
   using KvElement = typename KvTile::Element;
+  using Mma = typename Traits::MmaElement;
 
   // kWrites: the kernel does the whole append itself (KernelAppend): it
   // counts each sequence's new rows, rotates its Q tile and the new keys as
@@ -376,6 +388,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kMinBlocks)
   // instead of stalling the copies.
   std::conditional_t<PagedRows<KvTile, kBlockN>::kApplies, PagedRows<KvTile, kBlockN>, sm80::PagedKV<KvTile, kBlockN>>
       pages;
+  if constexpr (PagedRows<KvTile, kBlockN>::kApplies) pages.place(smem_q + Traits::kPagedRowsOffset, tid);
   auto fetch_pages = [&](int n_block) {
     if (table != nullptr && n_block < s_end) {
       pages.fetch(table, p.page_size, p.page_shift, n_block * kBlockN, seq.len_k - n_block * kBlockN, tid);
@@ -491,33 +504,78 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kMinBlocks)
       __syncthreads();
     }
   }
+  // K's descale and, for a bf16 Q on an fp8 cache, its row's power of
+  // two back: the factor each of this thread's S rows (lane / 4, + 8) takes.
+  float qk_factor[2] = {k_descale, k_descale};
   if constexpr (kFp8) {
-    // Q with its columns permuted within each group of 16 to the order in
-    // which an ldmatrix of K's bytes delivers them (see the loop below):
-    // 4-byte pair u of a group holds the source pair u < 4 ? 2u : 2(u - 4) + 1.
-    // Plain loads, after the K/V copies are under way.
-    constexpr int kGroups = kBlockM * kHeadDim / 16;
+    // Q into the tile as fp16 (MmaElement), its columns permuted within each
+    // group of 16 to the order in which an ldmatrix of K's bytes delivers
+    // them (see the loop below): 4-byte pair u of a group holds the source
+    // pair u < 4 ? 2u : 2(u - 4) + 1. Plain loads, after the K/V copies are
+    // under way. Warp w takes rows 4w .. 4w + 3, eight lanes a row, lane l
+    // the groups l % 8, l % 8 + 8, ...
+    //
+    // A bf16 row is multiplied by the power of two 2^e of
+    // fp8::fp16_row_exponent (as the Hopper kernel's Mainloop::convert_q
+    // does), and 2^-e joins the row's score factor.
+    constexpr int kRowsPerWarp = kBlockM / Traits::kNWarps;
+    constexpr int kLanesPerRow = 32 / kRowsPerWarp;
+    constexpr int kGroupsPerRow = kHeadDim / 16;
+    constexpr int kGroupsPerLane = (kGroupsPerRow + kLanesPerRow - 1) / kLanesPerRow;
+    static_assert(kBlockM % Traits::kNWarps == 0 && 32 % kRowsPerWarp == 0, "Q's rows split evenly over the warps");
+    const int row = warp * kRowsPerWarp + lane / kLanesPerRow;
+    const int r = row_begin + row;
     const int q_groups = p.head_dim / 16;
+    uint32_t w[kGroupsPerLane][8];
 #pragma unroll
-    for (int i = 0; i < (kGroups + Traits::kNThreads - 1) / Traits::kNThreads; ++i) {
-      const int idx = tid + i * Traits::kNThreads;
-      if (idx < kGroups) {
-        const int row = idx / (kHeadDim / 16);
-        const int grp = idx % (kHeadDim / 16);
-        const int r = row_begin + row;
-        uint4 a = make_uint4(0, 0, 0, 0), b = a;
-        if (r < row_end && grp < q_groups) {
-          const uint4* src = reinterpret_cast<const uint4*>(q_row(r) + grp * 16);
-          a = src[0];
-          b = src[1];
-        }
-        const uint4 even = make_uint4(a.x, a.z, b.x, b.z);
-        const uint4 odd = make_uint4(a.y, a.w, b.y, b.w);
-        asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(smem_q + sm80::chunk_offset<Traits, kBlockM>(row, 2 * grp)),
-                     "r"(even.x), "r"(even.y), "r"(even.z), "r"(even.w));
-        asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(smem_q + sm80::chunk_offset<Traits, kBlockM>(row, 2 * grp + 1)),
-                     "r"(odd.x), "r"(odd.y), "r"(odd.z), "r"(odd.w));
+    for (int gi = 0; gi < kGroupsPerLane; ++gi) {
+      const int grp = lane % kLanesPerRow + gi * kLanesPerRow;
+      uint4 a = make_uint4(0, 0, 0, 0), b = a;
+      if (grp < kGroupsPerRow && r < row_end && grp < q_groups) {
+        const uint4* src = reinterpret_cast<const uint4*>(q_row(r) + grp * 16);
+        a = src[0];
+        b = src[1];
       }
+      // The permuted order: pairs 0, 2, 4, 6 (the even chunk), then 1, 3, 5, 7.
+      w[gi][0] = a.x, w[gi][1] = a.z, w[gi][2] = b.x, w[gi][3] = b.z;
+      w[gi][4] = a.y, w[gi][5] = a.w, w[gi][6] = b.y, w[gi][7] = b.w;
+    }
+    if constexpr (std::is_same_v<Element, __nv_bfloat16>) {
+      float* q_factor = reinterpret_cast<float*>(smem + Traits::kSmemBytes - Traits::kQFactorBytes);
+      uint32_t m = 0;  // the row's largest magnitude, as bf16 bits
+#pragma unroll
+      for (int gi = 0; gi < kGroupsPerLane; ++gi)
+#pragma unroll
+        for (int i = 0; i < 8; ++i) m = __vmaxu2(m, w[gi][i] & 0x7fff7fffu);
+      m = max(m & 0xffffu, m >> 16);
+#pragma unroll
+      for (int off = 1; off < kLanesPerRow; off *= 2) m = max(m, __shfl_xor_sync(0xffffffffu, m, off));
+      const int e = fp8::fp16_row_exponent(m);
+      const float scale = __int_as_float((e + 127) << 23);
+      if (lane % kLanesPerRow == 0) q_factor[row] = __int_as_float((127 - e) << 23);
+#pragma unroll
+      for (int gi = 0; gi < kGroupsPerLane; ++gi)
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          w[gi][i] = ptx::pack2<__half>(__uint_as_float(w[gi][i] << 16) * scale,
+                                        __uint_as_float(w[gi][i] & 0xffff0000u) * scale);
+        }
+    }
+#pragma unroll
+    for (int gi = 0; gi < kGroupsPerLane; ++gi) {
+      const int grp = lane % kLanesPerRow + gi * kLanesPerRow;
+      if (grp < kGroupsPerRow) {
+        asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(smem_q + sm80::chunk_offset<Traits, kBlockM>(row, 2 * grp)),
+                     "r"(w[gi][0]), "r"(w[gi][1]), "r"(w[gi][2]), "r"(w[gi][3]));
+        asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(smem_q + sm80::chunk_offset<Traits, kBlockM>(row, 2 * grp + 1)),
+                     "r"(w[gi][4]), "r"(w[gi][5]), "r"(w[gi][6]), "r"(w[gi][7]));
+      }
+    }
+    if constexpr (std::is_same_v<Element, __nv_bfloat16>) {
+      __syncthreads();
+      const float* q_factor = reinterpret_cast<const float*>(smem + Traits::kSmemBytes - Traits::kQFactorBytes);
+#pragma unroll
+      for (int hi = 0; hi < 2; ++hi) qk_factor[hi] = k_descale * q_factor[lane / 4 + hi * 8];
     }
   }
 
@@ -591,17 +649,18 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kMinBlocks)
           ptx::ldmatrix_x4(a, q_addr.at(0, 2 * (2 * j + h)));
 #pragma unroll
           for (int t = 0; t < kKeysPerWarp / 16; ++t) {
-            ptx::mma_m16n8k16<Element>(s[0][2 * t], a, fp8::pair<Element, fp8::kBytes01>(b[t][2 * h]),
-                                       fp8::pair<Element, fp8::kBytes23>(b[t][2 * h]));
-            ptx::mma_m16n8k16<Element>(s[0][2 * t + 1], a, fp8::pair<Element, fp8::kBytes01>(b[t][2 * h + 1]),
-                                       fp8::pair<Element, fp8::kBytes23>(b[t][2 * h + 1]));
+            uint32_t k0[2], k1[2];
+            fp8::f16_pairs(b[t][2 * h], k0[0], k0[1]);
+            fp8::f16_pairs(b[t][2 * h + 1], k1[0], k1[1]);
+            ptx::mma_m16n8k16<Mma>(s[0][2 * t], a, k0[0], k0[1]);
+            ptx::mma_m16n8k16<Mma>(s[0][2 * t + 1], a, k1[0], k1[1]);
           }
         }
       }
 #pragma unroll
       for (int nt = 0; nt < kNTilesS; ++nt)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) s[0][nt][e] *= k_descale;
+        for (int e = 0; e < 4; ++e) s[0][nt][e] *= qk_factor[e / 2];
     }
     const int col0 = n_block * kBlockN + warp * kKeysPerWarp;
     mods.apply(
@@ -622,10 +681,10 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kMinBlocks)
 #pragma unroll
     for (int t = 0; t < kKeysPerWarp / 16; ++t) {
       uint32_t a[4];
-      a[0] = ptx::pack2<Element>(s[0][2 * t][0], s[0][2 * t][1]);
-      a[1] = ptx::pack2<Element>(s[0][2 * t][2], s[0][2 * t][3]);
-      a[2] = ptx::pack2<Element>(s[0][2 * t + 1][0], s[0][2 * t + 1][1]);
-      a[3] = ptx::pack2<Element>(s[0][2 * t + 1][2], s[0][2 * t + 1][3]);
+      a[0] = ptx::pack2<Mma>(s[0][2 * t][0], s[0][2 * t][1]);
+      a[1] = ptx::pack2<Mma>(s[0][2 * t][2], s[0][2 * t][3]);
+      a[2] = ptx::pack2<Mma>(s[0][2 * t + 1][0], s[0][2 * t + 1][1]);
+      a[3] = ptx::pack2<Mma>(s[0][2 * t + 1][2], s[0][2 * t + 1][3]);
       if constexpr (!kFp8) {
 #pragma unroll
         for (int np = 0; np < Traits::kNTilesO / 2; ++np) {
@@ -649,10 +708,11 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kMinBlocks)
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
             const int c = 2 * j + h;
-            ptx::mma_m16n8k16<Element>(acc_o[0][2 * c], a, fp8::pair<Element, fp8::kBytes02>(b[2 * h]),
-                                       fp8::pair<Element, fp8::kBytes02>(b[2 * h + 1]));
-            ptx::mma_m16n8k16<Element>(acc_o[0][2 * c + 1], a, fp8::pair<Element, fp8::kBytes13>(b[2 * h]),
-                                       fp8::pair<Element, fp8::kBytes13>(b[2 * h + 1]));
+            uint32_t v0[2], v1[2];  // [even, odd] columns of keys 2(l % 4), +1 and of +8, +9
+            fp8::f16_pairs_interleaved(b[2 * h], v0[0], v0[1]);
+            fp8::f16_pairs_interleaved(b[2 * h + 1], v1[0], v1[1]);
+            ptx::mma_m16n8k16<Mma>(acc_o[0][2 * c], a, v0[0], v1[0]);
+            ptx::mma_m16n8k16<Mma>(acc_o[0][2 * c + 1], a, v0[1], v1[1]);
           }
         }
       }

@@ -640,9 +640,7 @@ struct Mainloop {
       }
       m = max(m & 0xffffu, m >> 16);
       m = max(m, __shfl_xor_sync(0xffffffffu, m, 1));
-      // The max's biased exponent E: [2^(E-127), 2^(E-126)), so 2^(141 - E)
-      // puts it in [2^14, 2^15); at most 2^126 for all-zero or tiny rows.
-      const int e = min(141 - static_cast<int>(m >> 7), 126);
+      const int e = fp8::fp16_row_exponent(m);
       const float up = __int_as_float((127 + e) << 23);
       const float down = __int_as_float((127 - e) << 23);
 #pragma unroll
