@@ -29,6 +29,7 @@
 #   scripts/queued-patches.sh ab31        # decode hd128 bf16 (dense and paged16; batch 1, 2, 8, 32 at 4k and 32k keys, read flush; the append rows): base, 128-key blocks over eight warps, one CTA an SM (two rounds; not yet run; a probe: its host tests' hd128 split expectations are the 64-key rule's)
 #   scripts/queued-patches.sh ab32        # fp8 decode (e4m3 rows, hd64 / 128, batch 1, 8, 32): base, the mma in fp16 on an fp8 cache (two rounds)
 #   scripts/queued-patches.sh ab33        # decode bf16 hd64 / 128 / 256 and e4m3 hd64 / 128 (dense and paged16; batch 1, 8, 32), the append rows: base, the f16 patch, it and the paged row slots (two rounds; run at b926baf, both landed since: docs/perf/fp8-decode.md)
+#   scripts/queued-patches.sh ncu34       # e4m3 hd64 decode, batch 32 / 8 x 32k: ncu of the code against the tree before the fp16 products and row slots (paged16 lost 6% with them; ~200 s)
 #   scripts/queued-patches.sh suite       # the queued patches applied: the whole suite and the decode's sanitizer, paged and fp8 cases (~330 s)
 #   scripts/queued-patches.sh ab32+test   # ab32, then the whole suite and the fp8 decode's sanitizer cases with the queued patches applied (~420 s; ab33 and suite supersede it)
 #   scripts/queued-patches.sh ab28+29     # ab28, then ab29, in one call, logs under $OUT/ab28 and $OUT/ab29
@@ -409,6 +410,26 @@ case "${1:-}" in
       '| head_dim | L | batch;;| head_dim | L | batch;;| shape | kernel | plain us' 'base:' \
       "f16:@$dir/2026-12-06-fp8-decode-f16-mma.patch" \
       "rows:@$dir/2026-12-06-fp8-decode-f16-mma.patch;;@$dir/2026-12-07-decode-paged-row-slots.patch"
+    ;;
+  ncu34)
+    # Issue 27: with the fp16 products (and the row slots) the e4m3 hd64
+    # paged16 rows at 32k keys lost 6% (batch 32 unsplit 481.6 -> 510.1
+    # us, batch 8 on four splits 132.4 -> 140.8; H100, session 68, ab33),
+    # where every split count below four got faster and the dense rows
+    # did too (fp8-decode.md, "fp16 products and row slots"). Counters of
+    # both trees on those rows and the dense batch-32 row: DRAM
+    # throughput, L2 hit rate, stalls and issue, side by side.
+    before=/tmp/before34 here=$PWD o=$(realpath -m "$out")
+    rm -rf "$before" && mkdir -p "$before" "$o"
+    git archive HEAD | tar -x -C "$before"
+    (cd "$before" && git apply -R "$here/$dir/2026-12-07-decode-paged-row-slots.patch" &&
+      git apply -R "$here/$dir/2026-12-06-fp8-decode-f16-mma.patch") || { echo "the patches do not reverse"; exit 1; }
+    rows="B32/L32768/paged16 B8/L32768/paged16 B32/L32768/dense"
+    echo "### now"
+    OUT=$o/ncu-now HD=64 KVS=bf16-e4m3kv ROWS="$rows" timeout 140 scripts/ncu-decode.sh
+    echo "### before"
+    (cd "$before" && OUT=$o/ncu-before HD=64 KVS=bf16-e4m3kv ROWS="$rows" timeout 140 scripts/ncu-decode.sh)
+    tar czf "$o/ncu34.tgz" -C "$o" ncu-now ncu-before && rm -rf "$o/ncu-now" "$o/ncu-before"
     ;;
   suite)
     # The queued patches applied; the whole suite, then compute-sanitizer
