@@ -421,7 +421,7 @@ case "${1:-}" in
     # throughput, L2 hit rate, stalls and issue, side by side.
     before=/tmp/before34 here=$PWD o=$(realpath -m "$out")
     rm -rf "$before" && mkdir -p "$before" "$o"
-    git archive HEAD | tar -x -C "$before"
+    tar --exclude=./build --exclude=./.git -cf - . | tar -C "$before" -xf -
     (cd "$before" && git apply -R "$here/$dir/2026-12-07-decode-paged-row-slots.patch" &&
       git apply -R "$here/$dir/2026-12-06-fp8-decode-f16-mma.patch") || { echo "the patches do not reverse"; exit 1; }
     rows="B32/L32768/paged16 B8/L32768/paged16 B32/L32768/dense"
