@@ -29,6 +29,7 @@
 #   scripts/queued-patches.sh ab31        # decode hd128 bf16 (dense and paged16; batch 1, 2, 8, 32 at 4k and 32k keys, read flush; the append rows): base, 128-key blocks over eight warps, one CTA an SM (two rounds; not yet run; a probe: its host tests' hd128 split expectations are the 64-key rule's)
 #   scripts/queued-patches.sh ab32        # fp8 decode (e4m3 rows, hd64 / 128, batch 1, 8, 32): base, the mma in fp16 on an fp8 cache (two rounds)
 #   scripts/queued-patches.sh ab33        # decode bf16 hd64 / 128 / 256 and e4m3 hd64 / 128 (dense and paged16; batch 1, 8, 32), the append rows: base, the f16 patch, it and the paged row slots (two rounds; run at b926baf, both landed since: docs/perf/fp8-decode.md)
+#   scripts/queued-patches.sh ab34        # decode bf16 and e4m3 hd64 / 128 / 256 (dense and paged16; batch 1, 8, 32): base, the paged slots read four steps at a time (two rounds; ~220 s)
 #   scripts/queued-patches.sh ncu34       # e4m3 hd64 decode, batch 32 / 8 x 32k: ncu of the code against the tree before the fp16 products and row slots (paged16 lost 6% with them; ~200 s)
 #   scripts/queued-patches.sh suite       # the queued patches applied: the whole suite and the decode's sanitizer, paged and fp8 cases (~330 s)
 #   scripts/queued-patches.sh ab32+test   # ab32, then the whole suite and the fp8 decode's sanitizer cases with the queued patches applied (~420 s; ab33 and suite supersede it)
@@ -55,7 +56,7 @@
 # (scripts/tile-sweep.sh) and leave it alone.
 set -uo pipefail
 # Queued for `test`, `sanitize` and `suite`, in the order they apply. ab12-ab33 name their patch files themselves.
-PATCHES=()
+PATCHES=(2026-12-07-decode-slot-reads-grouped)
 # Landed, newest first: the code's parent is
 # the tree with these taken out in this order (`parent` in ab1-ab4).
 LANDED=(
@@ -410,6 +411,28 @@ case "${1:-}" in
       '| head_dim | L | batch;;| head_dim | L | batch;;| shape | kernel | plain us' 'base:' \
       "f16:@$dir/2026-12-06-fp8-decode-f16-mma.patch" \
       "rows:@$dir/2026-12-06-fp8-decode-f16-mma.patch;;@$dir/2026-12-07-decode-paged-row-slots.patch"
+    ;;
+  ab34)
+    # Issues 25 and 27: the paged decode's copying lanes read a step's K
+    # and V source addresses from shared memory (PagedRows) just before
+    # that step's two cp.async, and no read can move above an earlier
+    # copy (a copy writes shared memory), so each step waits on its own
+    # read's latency: SASS (sm_90a) of the e4m3 hd128 kernel shows
+    # LDS.128, about 13 instructions, the step's LDGSTS pair, then the
+    # next LDS, eight times a block. The patch reads four steps' slots,
+    # then issues their eight copies: two exposed reads a block instead
+    # of eight (kIters / 4). Registers equal or fewer in every decode
+    # kernel but one (e4m3 hd256 two-stage score-modifier 226 -> 228), no
+    # new spills (hd256 bf16's kWrites split kernel 12/36 -> 12/12 bytes);
+    # 8-88 instructions fewer a kernel, except 16-80 more in the
+    # three-stage bf16 hd128 and e4m3 hd256 kernels without kWrites
+    # (nvcc 13.0, bf16 hd32/64/128/256, e4m3 hd64/128/256). Prediction:
+    # paged16 rows 0-3% faster (most where few warps share an SM: batch
+    # 1 and 8), dense rows level (their copies do not change).
+    AB_CALL_TIMEOUT=${AB_CALL_TIMEOUT:-500} ab "64;128;256" \
+      "--decode --decode_head_dims=64,128,256 --decode_batches=1,8,32 --benchmark_filter=(read_bandwidth|dense|paged16);;--fp8 --no-standard --decode_head_dims=64,128,256 --decode_batches=1,8,32 --benchmark_filter=e4m3kv" \
+      '| head_dim | L | batch;;| head_dim | L | batch' 'base:' \
+      "grouped:@$dir/2026-12-07-decode-slot-reads-grouped.patch"
     ;;
   ncu34)
     # Issue 27: with the fp16 products (and the row slots) the e4m3 hd64
