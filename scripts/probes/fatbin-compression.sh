@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # What nvcc's fatbin compression costs at load time. The release build's
 # executables each carry every kernel (about 300 MB with nvcc's default
-# compression, `--compress-mode=default`, which is `balance`); `size` makes
-# them about six times smaller and decompresses more slowly (nvcc 13.0,
-# the release configuration, every head dim: libflash.a 324 -> 56 MB,
-# basic_attention 322 -> 54 MB; one sm80 instantiation's object 6.8 ->
-# 1.1 MB, 12.6 uncompressed). This builds the library and
-# examples/basic_attention twice, the default and `--compress-mode=size`
-# (CMAKE_CUDA_FLAGS; tests and bench off, every head dim, sm_80 + sm_90a as
-# the release preset), prints each build's libflash.a and basic_attention
+# compression, `--compress-mode=default`, which is `balance`); `size`, the
+# build's default (FLASH_FATBIN_COMPRESSION), makes them about six times
+# smaller and decompresses more slowly (nvcc 13.0, the release
+# configuration, every head dim: libflash.a 318 -> 55 MB; one sm80
+# instantiation's object 6.8 -> 1.1 MB, 12.6 uncompressed). This builds
+# the library and examples/basic_attention twice, `--compress-mode=default`
+# and `--compress-mode=size` (CMAKE_CUDA_FLAGS, which takes precedence over
+# FLASH_FATBIN_COMPRESSION; tests and bench off, every head dim, sm_80 +
+# sm_90a as the release preset), prints each build's libflash.a and basic_attention
 # sizes, then times whole basic_attention processes (context, first call,
 # its host check) interleaved, ROUNDS each, with lazy module loading (the
 # CUDA default) and eager. Run on the device machine from the repository
