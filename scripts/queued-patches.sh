@@ -29,7 +29,8 @@
 #   scripts/queued-patches.sh ab31        # decode hd128 bf16 (dense and paged16; batch 1, 2, 8, 32 at 4k and 32k keys, read flush; the append rows): base, 128-key blocks over eight warps, one CTA an SM (two rounds; not yet run; a probe: its host tests' hd128 split expectations are the 64-key rule's)
 #   scripts/queued-patches.sh ab32        # fp8 decode (e4m3 rows, hd64 / 128, batch 1, 8, 32): base, the mma in fp16 on an fp8 cache (two rounds)
 #   scripts/queued-patches.sh ab33        # decode bf16 hd64 / 128 / 256 and e4m3 hd64 / 128 (dense and paged16; batch 1, 8, 32), the append rows: base, the f16 patch, it and the paged row slots (two rounds; run at b926baf, both landed since: docs/perf/fp8-decode.md)
-#   scripts/queued-patches.sh ab34        # decode bf16 and e4m3 hd64 / 128 / 256 (dense and paged16; batch 1, 8, 32): base, the paged slots read four steps at a time (two rounds; ~220 s)
+#   scripts/queued-patches.sh ab34        # decode bf16 and e4m3 hd64 / 128 / 256 (dense and paged16; batch 1, 8, 32): base, the paged slots read four steps at a time (two rounds; measured level, not kept: docs/perf/fp8-decode.md)
+#   scripts/queued-patches.sh ab35        # e4m3 decode hd64 (dense and paged16; batch 1, 8, 32): base, four stages (two rounds)
 #   scripts/queued-patches.sh ncu34       # e4m3 hd64 decode, batch 32 / 8 x 32k: ncu of the code against the tree before the fp16 products and row slots (paged16 lost 6% with them; ~200 s)
 #   scripts/queued-patches.sh suite       # the queued patches applied: the whole suite and the decode's sanitizer, paged and fp8 cases (~330 s)
 #   scripts/queued-patches.sh ab32+test   # ab32, then the whole suite and the fp8 decode's sanitizer cases with the queued patches applied (~420 s; ab33 and suite supersede it)
@@ -56,7 +57,7 @@
 # (scripts/tile-sweep.sh) and leave it alone.
 set -uo pipefail
 # Queued for `test`, `sanitize` and `suite`, in the order they apply. ab12-ab33 name their patch files themselves.
-PATCHES=(2026-12-07-decode-slot-reads-grouped)
+PATCHES=(2026-12-07-fp8-decode-hd64-four-stages)
 # Landed, newest first: the code's parent is
 # the tree with these taken out in this order (`parent` in ab1-ab4).
 LANDED=(
@@ -433,6 +434,21 @@ case "${1:-}" in
       "--decode --decode_head_dims=64,128,256 --decode_batches=1,8,32 --benchmark_filter=(read_bandwidth|dense|paged16);;--fp8 --no-standard --decode_head_dims=64,128,256 --decode_batches=1,8,32 --benchmark_filter=e4m3kv" \
       '| head_dim | L | batch;;| head_dim | L | batch' 'base:' \
       "grouped:@$dir/2026-12-07-decode-slot-reads-grouped.patch"
+    ;;
+  ab35)
+    # Issue 27: at two CTAs an SM the e4m3 hd64 decode kernel waits on
+    # DRAM (ncu34: 65% of DRAM peak, 35-55% of each warp's wait on L1TEX,
+    # 1.9 warps a scheduler; fp8-decode.md, "The lost hd64 rows in the
+    # counters"). Four stages keep three 16 KiB blocks in flight a CTA
+    # instead of two: 68 KiB, three CTAs an SM by shared memory and by
+    # registers (ptxas sm_90a, nvcc 13.0: 124-140 a thread against
+    # 132-150, no spills). Prediction: batch 32 x 32k (dense and
+    # paged16, unsplit, two CTAs an SM) 10-20% faster, from 0.69 of the
+    # read ceiling toward 0.8; batch 8 4-10%; batch 1 level.
+    AB_CALL_TIMEOUT=${AB_CALL_TIMEOUT:-400} ab "64" \
+      "--fp8 --no-standard --decode_head_dims=64 --decode_batches=1,8,32 --benchmark_filter=e4m3kv" \
+      '| head_dim | L | batch' 'base:' \
+      "four:@$dir/2026-12-07-fp8-decode-hd64-four-stages.patch"
     ;;
   ncu34)
     # Issue 27: with the fp16 products (and the row slots) the e4m3 hd64
