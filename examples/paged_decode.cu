@@ -27,17 +27,26 @@
 // with a float computation on the host. bf16, heads_q 8, heads_kv 2 (GQA),
 // head_dim 128.
 //
+// With --fp8 the pages hold e4m3 (one byte an element) and every K/V head
+// has its own descale for K and for V: the cache stands for descale *
+// e4m3. The descales are device pointers (a captured graph sees new
+// values); flash stores each appended row as e4m3(x / descale), keys
+// rotated first, and the host check expects exactly those bytes. Q and O
+// stay bf16.
+//
 // Build: part of the flash CMake project (target paged_decode, links only
-// flash::flash). Run: ./paged_decode
+// flash::flash). Run: ./paged_decode [--fp8]
 // Exit codes: 0 success, 1 an error or a result out of tolerance,
 // 77 no CUDA device (the conventional "skipped" code of test drivers).
 #include <cuda_bf16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <iterator>
 #include <random>
 #include <string>
@@ -72,6 +81,34 @@ constexpr int kMaxPagesPerSeq = (kMaxSeqLen + kPageSize - 1) / kPageSize;
 constexpr int kNumPages = kNumSeqs * kMaxPagesPerSeq;
 
 using bf16 = __nv_bfloat16;
+
+// How the pages store K and V: bf16, or e4m3 with a descale for K and one
+// for V per K/V head (--fp8; values picked so |x| <= 1 fills e4m3's range
+// up to about 64).
+struct CacheFormat {
+  bool fp8 = false;
+  std::vector<float> k_descale = {1.f / 64, 1.f / 40};  // [heads_kv]
+  std::vector<float> v_descale = {1.f / 48, 1.f / 56};
+  size_t element_bytes() const { return fp8 ? 1 : 2; }
+};
+static_assert(kHeadsKv == 2, "one descale of each list per K/V head");
+
+// The bytes flash stores for the value x of K/V head h (x as flash computes
+// it: a key already rotated, in float32), appended to `bytes`; returns the
+// value those bytes stand for. bf16: x rounded to bf16. e4m3: x / descale
+// rounded to nearest and saturated at +-448, as flash rounds it.
+float store(const CacheFormat& f, float x, float descale, std::vector<uint8_t>* bytes) {
+  if (f.fp8) {
+    const __nv_fp8_storage_t e = __nv_cvt_float_to_fp8(x / descale, __NV_SATFINITE, __NV_E4M3);
+    bytes->push_back(static_cast<uint8_t>(e));
+    return descale * __half2float(__half(__nv_cvt_fp8_to_halfraw(e, __NV_E4M3)));
+  }
+  const bf16 b = __float2bfloat16(x);
+  uint8_t raw[sizeof(bf16)];
+  std::memcpy(raw, &b, sizeof(bf16));
+  bytes->insert(bytes->end(), raw, raw + sizeof(bf16));
+  return __bfloat162float(b);
+}
 
 // Prints the failing CUDA call and returns false.
 bool cuda_ok(cudaError_t err, const char* what) {
@@ -137,28 +174,33 @@ const RotaryTables& rotary_tables() {
 // One row of a head ([kHeadDim]) rotated to `position` on the host as flash
 // rotates it: in float32 from the same tables, each product rounded on its
 // own (no fused multiply-add; `volatile` keeps the compiler from forming
-// one), then rounded to bf16 once. So the keys compare bit for bit.
-void rotate_row(const bf16* src, bf16* dst, int position) {
+// one). Flash then rounds each value once, to bf16 (Q, and a bf16 cache's
+// keys) or to e4m3 after the descale (an fp8 cache's keys), so the keys
+// compare bit for bit.
+void rotate_row(const bf16* src, float* dst, int position) {
   const RotaryTables& t = rotary_tables();
   for (int j = 0; j < kRotaryPairs; ++j) {
     const float c = t.cos[static_cast<size_t>(position) * kRotaryPairs + j];
     const float s = t.sin[static_cast<size_t>(position) * kRotaryPairs + j];
     const float x0 = __bfloat162float(src[j]), x1 = __bfloat162float(src[j + kRotaryPairs]);
     const volatile float x0c = x0 * c, x1s = x1 * s, x0s = x0 * s, x1c = x1 * c;
-    dst[j] = __float2bfloat16(x0c - x1s);
-    dst[j + kRotaryPairs] = __float2bfloat16(x0s + x1c);
+    dst[j] = x0c - x1s;
+    dst[j + kRotaryPairs] = x0s + x1c;
   }
 }
 
 // The host side of the cache: which pool pages are free, the block table,
 // each sequence's length, and (for the checks) every K/V row appended so far
-// in sequence order, keys rotated to their positions.
+// in sequence order, keys rotated to their positions: the bytes flash should
+// have stored, and the values they stand for.
 struct CacheBook {
   std::vector<int32_t> free_pages;   // handed out from the back
   std::vector<int32_t> block_table;  // [kNumSeqs, kMaxPagesPerSeq]; unused entries 0 (never read)
   std::vector<int32_t> lens = std::vector<int32_t>(kNumSeqs, 0);
-  std::vector<std::vector<bf16>> keys = std::vector<std::vector<bf16>>(kNumSeqs);  // [len, heads_kv, D]
-  std::vector<std::vector<bf16>> values = std::vector<std::vector<bf16>>(kNumSeqs);
+  std::vector<std::vector<uint8_t>> key_bytes = std::vector<std::vector<uint8_t>>(kNumSeqs);  // [len, heads_kv, D]
+  std::vector<std::vector<uint8_t>> value_bytes = std::vector<std::vector<uint8_t>>(kNumSeqs);
+  std::vector<std::vector<float>> keys = std::vector<std::vector<float>>(kNumSeqs);  // [len, heads_kv, D]
+  std::vector<std::vector<float>> values = std::vector<std::vector<float>>(kNumSeqs);
 
   explicit CacheBook(std::mt19937& rng) : block_table(kNumSeqs * kMaxPagesPerSeq, 0) {
     for (int page = 0; page < kNumPages; ++page) free_pages.push_back(page);
@@ -183,12 +225,13 @@ struct CacheBook {
 
 // The device side: the page pool and the small per-call arrays.
 struct DeviceState {
-  DeviceArray<bf16> k_cache, v_cache;  // [kNumPages, kPageSize, heads_kv, D]
-  DeviceArray<int32_t> block_table;    // [kNumSeqs, kMaxPagesPerSeq]
-  DeviceArray<int32_t> seqused_k;      // [kNumSeqs]: keys in the cache per sequence before a call
-  DeviceArray<int32_t> cu_new;         // [kNumSeqs + 1]: new tokens per sequence, as offsets
-  DeviceArray<bf16> new_k, new_v;      // [tokens, heads_kv, D]: rows to append
-  DeviceArray<bf16> q, o;              // [tokens, heads_q, D]
+  DeviceArray<uint8_t> k_cache, v_cache;      // [kNumPages, kPageSize, heads_kv, D] of bf16 or e4m3
+  DeviceArray<float> k_descale, v_descale;    // [heads_kv] (--fp8)
+  DeviceArray<int32_t> block_table;           // [kNumSeqs, kMaxPagesPerSeq]
+  DeviceArray<int32_t> seqused_k;             // [kNumSeqs]: keys in the cache per sequence before a call
+  DeviceArray<int32_t> cu_new;                // [kNumSeqs + 1]: new tokens per sequence, as offsets
+  DeviceArray<bf16> new_k, new_v;             // [tokens, heads_kv, D]: rows to append
+  DeviceArray<bf16> q, o;                     // [tokens, heads_q, D]
   DeviceArray<float> rotary_cos, rotary_sin;  // [kMaxSeqLen, kHeadDim / 2]
   DeviceArray<unsigned char> workspace;
 };
@@ -206,7 +249,7 @@ struct Step {
   std::vector<int> new_counts;
   std::vector<int32_t> cu;  // row offsets of each sequence's new tokens
   std::vector<bf16> new_k, new_v;
-  int longest_after = 0;    // the longest sequence after the call
+  int longest_after = 0;  // the longest sequence after the call
 };
 
 // Before a call: pages for the new tokens (host), then the block table, the
@@ -223,7 +266,8 @@ bool stage(CacheBook& book, DeviceState& dev, Step& step, cudaStream_t stream) {
   const bool ok = dev.block_table.upload(book.block_table, stream, "copy block table") &&
                   dev.seqused_k.upload(book.lens, stream, "copy seqused_k") &&
                   dev.cu_new.upload(step.cu, stream, "copy cu_seqlens_k_new") &&
-                  dev.new_k.upload(step.new_k, stream, "copy new K") && dev.new_v.upload(step.new_v, stream, "copy new V");
+                  dev.new_k.upload(step.new_k, stream, "copy new K") &&
+                  dev.new_v.upload(step.new_v, stream, "copy new V");
   // The host vectors must stay untouched until the copies are done.
   return ok && cuda_ok(cudaStreamSynchronize(stream), "cudaStreamSynchronize(copies)");
 }
@@ -231,16 +275,19 @@ bool stage(CacheBook& book, DeviceState& dev, Step& step, cudaStream_t stream) {
 // After a call: the host's record gains the new rows (keys rotated to their
 // positions, as flash wrote them) and the new lengths. The engine's next
 // call passes these lengths as its seqused_k.
-void record(CacheBook& book, const Step& step) {
+void record(CacheBook& book, const Step& step, const CacheFormat& format) {
+  std::vector<float> rotated(kHeadDim);
   for (int b = 0; b < kNumSeqs; ++b) {
     for (int t = 0; t < step.new_counts[b]; ++t) {
       const size_t row = static_cast<size_t>(step.cu[b] + t) * kKvRow;
-      const size_t at = book.keys[b].size();
-      book.keys[b].resize(at + kKvRow);
       for (int h = 0; h < kHeadsKv; ++h) {
-        rotate_row(&step.new_k[row + h * kHeadDim], &book.keys[b][at + h * kHeadDim], book.lens[b] + t);
+        rotate_row(&step.new_k[row + h * kHeadDim], rotated.data(), book.lens[b] + t);
+        for (int d = 0; d < kHeadDim; ++d) {
+          book.keys[b].push_back(store(format, rotated[d], format.k_descale[h], &book.key_bytes[b]));
+          const float v = __bfloat162float(step.new_v[row + h * kHeadDim + d]);
+          book.values[b].push_back(store(format, v, format.v_descale[h], &book.value_bytes[b]));
+        }
       }
-      book.values[b].insert(book.values[b].end(), step.new_v.begin() + row, step.new_v.begin() + row + kKvRow);
     }
     book.lens[b] += step.new_counts[b];
   }
@@ -251,7 +298,7 @@ void record(CacheBook& book, const Step& step) {
 // [batch, 1, heads_q, D]); K and V read from the pages through the block
 // table; the step's new rows appended at seqused_k[b] (the lengths before
 // the call) and attended with the rest; Q and the new keys rotated.
-flash::AttentionParams paged_params(const DeviceState& dev, const Step& step) {
+flash::AttentionParams paged_params(const DeviceState& dev, const Step& step, const CacheFormat& format) {
   flash::AttentionParams p;
   p.q = dev.q.ptr;
   p.k = dev.k_cache.ptr;
@@ -275,6 +322,13 @@ flash::AttentionParams paged_params(const DeviceState& dev, const Step& step) {
   p.max_pages_per_seq = kMaxPagesPerSeq;
   p.page_size = kPageSize;
   p.num_pages = kNumPages;
+  if (format.fp8) {
+    // K = k_descale[h] * K_e4m3 for K/V head h (descale_head_stride 1), V alike.
+    p.kv_dtype = flash::KvDType::kFloat8E4M3;
+    p.k_descale = dev.k_descale.ptr;
+    p.v_descale = dev.v_descale.ptr;
+    p.descale_head_stride = 1;
+  }
   p.seqused_k = dev.seqused_k.ptr;  // before the append; flash does not write it
   // The new rows, packed by sequence like Q.
   p.k_new = dev.new_k.ptr;
@@ -306,23 +360,24 @@ bool attach_workspace(DeviceState& dev, flash::AttentionParams* p, size_t* bytes
 }
 
 // Copies the pool back and checks that every sequence's keys and values sit
-// in the pages the block table names, in order, bit for bit.
-bool check_cache(const DeviceState& dev, const CacheBook& book) {
-  std::vector<bf16> k_pool, v_pool;
-  const size_t pool_elems = static_cast<size_t>(kNumPages) * kPageSize * kKvRow;
-  if (!dev.k_cache.download(&k_pool, pool_elems, "copy K cache") ||
-      !dev.v_cache.download(&v_pool, pool_elems, "copy V cache")) {
+// in the pages the block table names, in order, byte for byte.
+bool check_cache(const DeviceState& dev, const CacheBook& book, const CacheFormat& format) {
+  std::vector<uint8_t> k_pool, v_pool;
+  const size_t eb = format.element_bytes();
+  const size_t pool_bytes = static_cast<size_t>(kNumPages) * kPageSize * kKvRow * eb;
+  if (!dev.k_cache.download(&k_pool, pool_bytes, "copy K cache") ||
+      !dev.v_cache.download(&v_pool, pool_bytes, "copy V cache")) {
     return false;
   }
   size_t mismatches = 0;
   for (int b = 0; b < kNumSeqs; ++b) {
     for (int j = 0; j < book.lens[b]; ++j) {
       const int page = book.block_table[b * kMaxPagesPerSeq + j / kPageSize];
-      const size_t at = (static_cast<size_t>(page) * kPageSize + j % kPageSize) * kKvRow;
-      for (int e = 0; e < kKvRow; ++e) {
-        const size_t expect = static_cast<size_t>(j) * kKvRow + e;
-        mismatches += __bfloat162float(k_pool[at + e]) != __bfloat162float(book.keys[b][expect]);
-        mismatches += __bfloat162float(v_pool[at + e]) != __bfloat162float(book.values[b][expect]);
+      const size_t at = (static_cast<size_t>(page) * kPageSize + j % kPageSize) * kKvRow * eb;
+      const size_t expect = static_cast<size_t>(j) * kKvRow * eb;
+      for (size_t e = 0; e < kKvRow * eb; e += eb) {
+        mismatches += std::memcmp(&k_pool[at + e], &book.key_bytes[b][expect + e], eb) != 0;
+        mismatches += std::memcmp(&v_pool[at + e], &book.value_bytes[b][expect + e], eb) != 0;
       }
     }
   }
@@ -331,9 +386,9 @@ bool check_cache(const DeviceState& dev, const CacheBook& book) {
 }
 
 // O of query head h for query row i of sequence b, which has n_q new
-// queries: float on the host, scale 1/sqrt(D), causal from the bottom-right
-// (row i sees keys j <= i + len - n_q), query head h reading K/V head
-// h / (heads_q / heads_kv).
+// queries: float on the host over the values the cache stands for, scale
+// 1/sqrt(D), causal from the bottom-right (row i sees keys
+// j <= i + len - n_q), query head h reading K/V head h / (heads_q / heads_kv).
 void reference_row(const CacheBook& book, const bf16* q_row, int b, int i, int n_q, int h, float* out) {
   const int h_kv = h / (kHeadsQ / kHeadsKv);
   const int visible = i + book.lens[b] - n_q + 1;
@@ -341,9 +396,9 @@ void reference_row(const CacheBook& book, const bf16* q_row, int b, int i, int n
   std::vector<float> scores(visible);
   float max_score = -INFINITY;
   for (int j = 0; j < visible; ++j) {
-    const bf16* k = &book.keys[b][static_cast<size_t>(j) * kKvRow + h_kv * kHeadDim];
+    const float* k = &book.keys[b][static_cast<size_t>(j) * kKvRow + h_kv * kHeadDim];
     float dot = 0.f;
-    for (int d = 0; d < kHeadDim; ++d) dot += __bfloat162float(q_row[d]) * __bfloat162float(k[d]);
+    for (int d = 0; d < kHeadDim; ++d) dot += __bfloat162float(q_row[d]) * k[d];
     scores[j] = dot * scale;
     max_score = std::max(max_score, scores[j]);
   }
@@ -354,8 +409,8 @@ void reference_row(const CacheBook& book, const bf16* q_row, int b, int i, int n
   }
   for (int d = 0; d < kHeadDim; ++d) out[d] = 0.f;
   for (int j = 0; j < visible; ++j) {
-    const bf16* v = &book.values[b][static_cast<size_t>(j) * kKvRow + h_kv * kHeadDim];
-    for (int d = 0; d < kHeadDim; ++d) out[d] += scores[j] / sum * __bfloat162float(v[d]);
+    const float* v = &book.values[b][static_cast<size_t>(j) * kKvRow + h_kv * kHeadDim];
+    for (int d = 0; d < kHeadDim; ++d) out[d] += scores[j] / sum * v[d];
   }
 }
 
@@ -364,17 +419,17 @@ void reference_row(const CacheBook& book, const bf16* q_row, int b, int i, int n
 // order, new_counts[b] queries for sequence b, each rotated to its
 // position) with the host reference. Returns the largest absolute error,
 // or -1 on a failure.
-float run_and_check(const DeviceState& dev, CacheBook& book, const flash::AttentionParams& p, const Step& step,
-                    const std::vector<bf16>& h_q, cudaStream_t stream) {
+float run_and_check(const DeviceState& dev, CacheBook& book, const CacheFormat& format, const flash::AttentionParams& p,
+                    const Step& step, const std::vector<bf16>& h_q, cudaStream_t stream) {
   std::vector<bf16> h_o;
   if (!flash_ok(flash::attention_forward(p, stream), "flash::attention_forward") ||
       !cuda_ok(cudaStreamSynchronize(stream), "cudaStreamSynchronize(attention)")) {
     return -1.f;
   }
-  record(book, step);
-  if (!dev.o.download(&h_o, h_q.size(), "copy O") || !check_cache(dev, book)) return -1.f;
+  record(book, step, format);
+  if (!dev.o.download(&h_o, h_q.size(), "copy O") || !check_cache(dev, book, format)) return -1.f;
   float max_err = 0.f;
-  std::vector<float> expect(kHeadDim);
+  std::vector<float> expect(kHeadDim), rotated(kHeadDim);
   std::vector<bf16> q_rotated(kHeadDim);
   size_t token = 0;
   for (int b = 0; b < kNumSeqs; ++b) {
@@ -382,7 +437,8 @@ float run_and_check(const DeviceState& dev, CacheBook& book, const flash::Attent
     for (int i = 0; i < n_q; ++i, ++token) {
       for (int h = 0; h < kHeadsQ; ++h) {
         const size_t row = token * kQRow + static_cast<size_t>(h) * kHeadDim;
-        rotate_row(&h_q[row], q_rotated.data(), book.lens[b] - n_q + i);  // the query's position
+        rotate_row(&h_q[row], rotated.data(), book.lens[b] - n_q + i);  // the query's position, rounded to bf16
+        for (int d = 0; d < kHeadDim; ++d) q_rotated[d] = __float2bfloat16(rotated[d]);
         reference_row(book, q_rotated.data(), b, i, n_q, h, expect.data());
         for (int d = 0; d < kHeadDim; ++d) {
           max_err = std::max(max_err, std::fabs(__bfloat162float(h_o[row + d]) - expect[d]));
@@ -401,7 +457,16 @@ std::string kernel_name(const flash::AttentionParams& p) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  CacheFormat format;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--fp8") == 0) {
+      format.fp8 = true;
+    } else {
+      std::fprintf(stderr, "usage: %s [--fp8]\n", argv[0]);
+      return 1;
+    }
+  }
   int device_count = 0;
   if (cudaGetDeviceCount(&device_count) != cudaSuccess || device_count == 0) {
     std::fprintf(stderr, "no CUDA device; skipping\n");
@@ -409,7 +474,9 @@ int main() {
   }
 
   // bf16 output keeps 8 significant bits: outputs of magnitude <= 1 round by
-  // up to ~4e-3, and P is rounded to bf16 inside the kernel too.
+  // up to ~4e-3, and P is rounded to bf16 (or fp16) inside the kernel too.
+  // The reference computes on the values an fp8 cache stands for, so e4m3's
+  // own rounding is not in the error.
   const float tolerance = 2e-2f;
   std::mt19937 rng(2024);
   CacheBook book(rng);
@@ -418,10 +485,10 @@ int main() {
   int total_prompt = 0;
   for (int n : kPromptLens) total_prompt += n;
   const size_t max_tokens = static_cast<size_t>(std::max(total_prompt, kNumSeqs));
-  const size_t pool_elems = static_cast<size_t>(kNumPages) * kPageSize * kKvRow;
+  const size_t pool_bytes = static_cast<size_t>(kNumPages) * kPageSize * kKvRow * format.element_bytes();
   bool ok = cuda_ok(cudaStreamCreate(&stream), "cudaStreamCreate") &&
-            dev.k_cache.allocate(pool_elems, "cudaMalloc(K cache)") &&
-            dev.v_cache.allocate(pool_elems, "cudaMalloc(V cache)") &&
+            dev.k_cache.allocate(pool_bytes, "cudaMalloc(K cache)") &&
+            dev.v_cache.allocate(pool_bytes, "cudaMalloc(V cache)") &&
             dev.block_table.allocate(book.block_table.size(), "cudaMalloc(block table)") &&
             dev.seqused_k.allocate(kNumSeqs, "cudaMalloc(seqused_k)") &&
             dev.cu_new.allocate(kNumSeqs + 1, "cudaMalloc(cu_new)") &&
@@ -434,10 +501,18 @@ int main() {
        dev.rotary_sin.allocate(tables.sin.size(), "cudaMalloc(rotary_sin)") &&
        dev.rotary_cos.upload(tables.cos, stream, "copy rotary_cos") &&
        dev.rotary_sin.upload(tables.sin, stream, "copy rotary_sin");
+  // The descales, once; an engine may change them between calls (flash
+  // reads them on the device), rows already stored keep their old meaning.
+  if (format.fp8) {
+    ok = ok && dev.k_descale.allocate(kHeadsKv, "cudaMalloc(k_descale)") &&
+         dev.v_descale.allocate(kHeadsKv, "cudaMalloc(v_descale)") &&
+         dev.k_descale.upload(format.k_descale, stream, "copy k_descale") &&
+         dev.v_descale.upload(format.v_descale, stream, "copy v_descale");
+  }
   float worst = 0.f;
-  std::printf("flash %s: %d sequences, prompts %d %d %d %d, heads %d/%d, head_dim %d, %d pages of %d keys\n",
+  std::printf("flash %s: %d sequences, prompts %d %d %d %d, heads %d/%d, head_dim %d, %d pages of %d keys, %s cache\n",
               flash::version(), kNumSeqs, kPromptLens[0], kPromptLens[1], kPromptLens[2], kPromptLens[3], kHeadsQ,
-              kHeadsKv, kHeadDim, kNumPages, kPageSize);
+              kHeadsKv, kHeadDim, kNumPages, kPageSize, format.fp8 ? "e4m3" : "bf16");
 
   // ---- Prefill: all prompts in one varlen call that appends them. ----
   if (ok) {
@@ -447,13 +522,13 @@ int main() {
     step.new_k = random_bf16(static_cast<size_t>(total_prompt) * kKvRow, rng);
     step.new_v = random_bf16(static_cast<size_t>(total_prompt) * kKvRow, rng);
     ok = stage(book, dev, step, stream) && dev.q.upload(h_q, stream, "copy Q");
-    flash::AttentionParams p = paged_params(dev, step);
+    flash::AttentionParams p = paged_params(dev, step, format);
     p.cu_seqlens_q = dev.cu_new.ptr;  // Q and O packed by sequence: the queries are the new tokens
-    p.seqlen_q = p.seqlen_new;            // the longest prompt
-    p.total_q = total_prompt;             // Q's rows (the rotated copy's size; lets the Hopper kernel run)
+    p.seqlen_q = p.seqlen_new;        // the longest prompt
+    p.total_q = total_prompt;         // Q's rows (the rotated copy's size; lets the Hopper kernel run)
     size_t workspace_bytes = 0;
     ok = ok && attach_workspace(dev, &p, &workspace_bytes);
-    const float err = ok ? run_and_check(dev, book, p, step, h_q, stream) : -1.f;
+    const float err = ok ? run_and_check(dev, book, format, p, step, h_q, stream) : -1.f;
     ok = ok && err >= 0.f;
     if (ok) {
       std::printf("prefill: %d tokens, kernel %s, workspace %zu bytes, max abs error %.3e\n", total_prompt,
@@ -470,12 +545,12 @@ int main() {
     step.new_k = random_bf16(static_cast<size_t>(kNumSeqs) * kKvRow, rng);
     step.new_v = random_bf16(static_cast<size_t>(kNumSeqs) * kKvRow, rng);
     ok = stage(book, dev, step, stream) && dev.q.upload(h_q, stream, "copy Q");
-    flash::AttentionParams p = paged_params(dev, step);
+    flash::AttentionParams p = paged_params(dev, step, format);
     p.seqlen_q = 1;
     p.num_splits = 0;  // flash decides whether to split the keys (it may, with a workspace)
     size_t workspace_bytes = 0;
     ok = ok && attach_workspace(dev, &p, &workspace_bytes);
-    const float err = ok ? run_and_check(dev, book, p, step, h_q, stream) : -1.f;
+    const float err = ok ? run_and_check(dev, book, format, p, step, h_q, stream) : -1.f;
     ok = ok && err >= 0.f;
     if (ok) {
       std::printf("decode step %d: lengths %d %d %d %d, kernel %s, workspace %zu bytes, max abs error %.3e\n", i,
