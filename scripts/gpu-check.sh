@@ -5,6 +5,10 @@
 #                                        features headdims fp8 fp8prefill mla
 #                                        (default: build sass test sanitize bench)
 #
+# test: flash_host_tests, flash_gpu_tests (TEST_FILTER) and flash_mla_tests,
+# then the examples (each checks its own output; their exit codes in the
+# summary, their output in $OUT/examples.log).
+#
 # stress: flash_stress_tests (tests/test_stress_gpu.cpp: millions of keys,
 # 2^32-element caches, batch * heads past 65535, against a float64 GPU
 # reference; a few minutes, ~40 GB of device memory), one line per path.
@@ -107,6 +111,16 @@ if has_phase test; then
     note "mla tests ($(( $(date +%s) - t0 ))s): $(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ tests?' "$OUT/mla_tests.log" | tr '\n' ' ')"
     grep -E '^\[  FAILED  \]' "$OUT/mla_tests.log" | head -20 | tee -a "$SUMMARY"
   fi
+  # The examples check their own results: exit 0 passes, 77 means no GPU.
+  ex_codes=""
+  for ex in basic_attention attention_c paged_decode "paged_decode --fp8" mla_decode; do
+    read -r -a cmd <<<"$ex"
+    [[ -x "$BUILD_DIR/examples/${cmd[0]}" ]] || continue
+    echo "== $ex" >>"$OUT/examples.log"
+    timeout 120 "$BUILD_DIR/examples/${cmd[0]}" "${cmd[@]:1}" >>"$OUT/examples.log" 2>&1
+    ex_codes+="$ex $?; "
+  done
+  [[ -n "$ex_codes" ]] && note "examples (exit codes): $ex_codes"
 fi
 
 if has_phase ctest; then
