@@ -496,6 +496,10 @@ int main(int argc, char** argv) {
             dev.new_k.allocate(max_tokens * kKvRow, "cudaMalloc(new K)") &&
             dev.new_v.allocate(max_tokens * kKvRow, "cudaMalloc(new V)") &&
             dev.q.allocate(max_tokens * kQRow, "cudaMalloc(Q)") && dev.o.allocate(max_tokens * kQRow, "cudaMalloc(O)");
+  // check_cache reads the whole pools back; zeroing them gives the pages no
+  // sequence has written defined bytes (compute-sanitizer's initcheck).
+  ok = ok && cuda_ok(cudaMemsetAsync(dev.k_cache.ptr, 0, pool_bytes, stream), "cudaMemset(K cache)") &&
+       cuda_ok(cudaMemsetAsync(dev.v_cache.ptr, 0, pool_bytes, stream), "cudaMemset(V cache)");
   // The rotary tables, once (the host keeps them for its checks).
   const RotaryTables& tables = rotary_tables();
   ok = ok && dev.rotary_cos.allocate(tables.cos.size(), "cudaMalloc(rotary_cos)") &&
