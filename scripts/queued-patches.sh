@@ -30,7 +30,7 @@
 #   scripts/queued-patches.sh ab32        # fp8 decode (e4m3 rows, hd64 / 128, batch 1, 8, 32): base, the mma in fp16 on an fp8 cache (two rounds)
 #   scripts/queued-patches.sh ab33        # decode bf16 hd64 / 128 / 256 and e4m3 hd64 / 128 (dense and paged16; batch 1, 8, 32), the append rows: base, the f16 patch, it and the paged row slots (two rounds; run at b926baf, both landed since: docs/perf/fp8-decode.md)
 #   scripts/queued-patches.sh ab34        # decode bf16 and e4m3 hd64 / 128 / 256 (dense and paged16; batch 1, 8, 32): base, the paged slots read four steps at a time (two rounds; measured level, not kept: docs/perf/fp8-decode.md)
-#   scripts/queued-patches.sh ab35        # e4m3 decode hd64 (dense and paged16; batch 1, 8, 32): base, four stages (two rounds)
+#   scripts/queued-patches.sh ab35        # e4m3 decode hd64 (dense and paged16; batch 1, 8, 32): base, four stages (two rounds; measured slower, not kept: docs/perf/fp8-decode.md)
 #   scripts/queued-patches.sh ncu34       # e4m3 hd64 decode, batch 32 / 8 x 32k: ncu of the code against the tree before the fp16 products and row slots (paged16 lost 6% with them; ~200 s)
 #   scripts/queued-patches.sh suite       # the queued patches applied: the whole suite and the decode's sanitizer, paged and fp8 cases (~330 s)
 #   scripts/queued-patches.sh ab32+test   # ab32, then the whole suite and the fp8 decode's sanitizer cases with the queued patches applied (~420 s; ab33 and suite supersede it)
@@ -57,7 +57,7 @@
 # (scripts/tile-sweep.sh) and leave it alone.
 set -uo pipefail
 # Queued for `test`, `sanitize` and `suite`, in the order they apply. ab12-ab33 name their patch files themselves.
-PATCHES=(2026-12-07-fp8-decode-hd64-four-stages)
+PATCHES=()
 # Landed, newest first: the code's parent is
 # the tree with these taken out in this order (`parent` in ab1-ab4).
 LANDED=(
