@@ -128,7 +128,8 @@ fi
 
 if has_phase sanitize; then
   # memcheck, racecheck, initcheck and synccheck over *Sanitizer* and the
-  # graph/thread tests, flash's kernels only (scripts/sanitize.sh says why).
+  # graph/thread tests, flash's kernels only (scripts/sanitize.sh says why),
+  # then the MLA tests and the examples.
   # Its logs land loose in $OUT, so the archive below takes them.
   OUT="$OUT" BUILD_DIR="$BUILD_DIR" "$(dirname "$0")/sanitize.sh" >"$OUT/sanitize.log" 2>&1
   note "sanitize: exit $?"

@@ -12,7 +12,8 @@
 # scripts/gpu-check.sh), OUT (default ./sanitize-out), SANITIZE_FILTER (gtest
 # filter, default *Sanitizer*:GraphsThreads.*: the small ragged/GQA cases,
 # many tiles per persistent CTA, CUDA graph replays and concurrent host
-# threads), SANITIZE_TIMEOUT (seconds per tool, default 150), COMPUTE_SANITIZER
+# threads), SANITIZE_TIMEOUT (seconds per tool, default 150), SANITIZE_EXAMPLES
+# (0 leaves the examples out), COMPUTE_SANITIZER
 # (the binary, default compute-sanitizer on PATH or in /usr/local/cuda/bin).
 #
 # Only flash's kernels are checked: names containing fwd_kernel (the sm80
@@ -42,6 +43,9 @@
 # mla_kernel and combine_kernel (SANITIZE_MLA_KERNELS: another regex of
 # kernel names, e.g. with SANITIZE_MLA_FILTER='Decode/SplitMerge.*' the
 # decode kernel's own merge: '.*(decode_kernel|combine_kernel|zero_counters_kernel).*').
+#
+# Then the MLA tests and the examples (below), under the same tools
+# (racecheck aside for the examples).
 #
 # Logs go to $OUT/sanitize-<tool>.log (sanitize-mla-<tool>.log). The last lines printed (also in
 # $OUT/sanitize-summary.txt) are one per tool: its exit code, its summary
@@ -77,18 +81,23 @@ if ! grep -q 'fwd_kernel' <<<"$symbols" || ! grep -q 'fill_uniform_kernel' <<<"$
 fi
 
 status=0
-# run_tool NAME TOOL LOG BIN FILTER [sanitizer args...]: one sanitizer run
+# run_cmd NAME TOOL LOG [sanitizer args...] -- COMMAND...: one sanitizer run
 # (environment of the caller's, e.g. FLASH_MLA_QUICK=1 run_tool ...), its
 # summary line appended to $SUMMARY under NAME; status=1 unless it ran to
 # its summary and found nothing.
-run_tool() {
-  local name=$1 tool=$2 log=$3 bin=$4 filter=$5
-  shift 5
-  echo "== $name: $SANITIZER --tool $tool $* $bin --gtest_filter=$filter"
+run_cmd() {
+  local name=$1 tool=$2 log=$3
+  shift 3
+  local san_args=()
+  while (($#)) && [[ "$1" != -- ]]; do
+    san_args+=("$1")
+    shift
+  done
+  shift
+  echo "== $name: $SANITIZER --tool $tool ${san_args[*]} $*"
   local t0 rc seconds line tests
   t0=$(date +%s)
-  timeout --kill-after=10 "$TIMEOUT" "$SANITIZER" --tool "$tool" "$@" --error-exitcode 1 \
-    "$bin" --gtest_filter="$filter" >"$log" 2>&1
+  timeout --kill-after=10 "$TIMEOUT" "$SANITIZER" --tool "$tool" "${san_args[@]}" --error-exitcode 1 "$@" >"$log" 2>&1
   rc=$?
   seconds=$(( $(date +%s) - t0 ))
   line=$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -1 | sed -E 's/^=+ *//')
@@ -101,7 +110,14 @@ run_tool() {
     (( rc == 0 )) && rc=1
   fi
   (( rc != 0 )) && status=1
-  printf '%-13s exit %d (%ds); %s; %s\n' "$name:" "$rc" "$seconds" "$line" "${tests:-no gtest result}" >>"$SUMMARY"
+  printf '%-13s exit %d (%ds); %s; %s\n' "$name:" "$rc" "$seconds" "$line" "${tests:-${RESULT_NOTE:-no gtest result}}" >>"$SUMMARY"
+}
+# run_tool NAME TOOL LOG BIN FILTER [sanitizer args...]: run_cmd on a gtest
+# binary with a filter.
+run_tool() {
+  local name=$1 tool=$2 log=$3 bin=$4 filter=$5
+  shift 5
+  run_cmd "$name" "$tool" "$log" "$@" -- "$bin" --gtest_filter="$filter"
 }
 
 FLASH_KERNELS='fwd_kernel|decode_kernel|combine_kernel|append_kernel|fp8_transpose_v_kernel'
@@ -132,6 +148,29 @@ if [[ -x "$MLA_BIN" ]]; then
     [[ "$tool" == initcheck ]] && continue
     FLASH_MLA_QUICK=1 run_tool "mla-$tool" "$tool" "$OUT/sanitize-mla-$tool.log" "$MLA_BIN" "$MLA_FILTER" \
       --kernel-name "regex=${SANITIZE_MLA_KERNELS:-.*(mla_kernel|combine_kernel).*}"
+  done
+fi
+
+# The examples users copy (examples/), each checking its own output, under
+# memcheck, initcheck and synccheck with no kernel filter (they launch only
+# flash's kernels and copy their inputs from the host). racecheck stays with
+# the small cases above: the examples' shapes are larger. initcheck without
+# host-API checks, as above: the dense examples' copies of O are reported
+# otherwise. cp_ring is left out (NCCL under initcheck outlasted 120 s);
+# SANITIZE_EXAMPLES=0 skips them all.
+EX_DIR="$BUILD_DIR/examples"
+if [[ "${SANITIZE_EXAMPLES:-1}" != 0 && -d "$EX_DIR" ]]; then
+  for tool in $TOOLS; do
+    [[ "$tool" == racecheck ]] && continue
+    ex_args=()
+    [[ "$tool" == initcheck ]] && ex_args=(--check-api-memory-access no)
+    for ex in basic_attention attention_c paged_decode "paged_decode --fp8" mla_decode; do
+      read -r -a cmd <<<"$ex"
+      [[ -x "$EX_DIR/${cmd[0]}" ]] || continue
+      name="ex-${cmd[0]}${cmd[1]:+-fp8}"
+      RESULT_NOTE="the exit code carries the example's own check" run_cmd "$name-$tool" "$tool" "$OUT/sanitize-$name-$tool.log" \
+        "${ex_args[@]}" -- "$EX_DIR/${cmd[0]}" "${cmd[@]:1}"
+    done
   done
 fi
 
