@@ -12,7 +12,7 @@
 # scripts/gpu-check.sh), OUT (default ./sanitize-out), SANITIZE_FILTER (gtest
 # filter, default *Sanitizer*:GraphsThreads.*: the small ragged/GQA cases,
 # many tiles per persistent CTA, CUDA graph replays and concurrent host
-# threads), SANITIZE_TIMEOUT (seconds per tool, default 150), SANITIZE_EXAMPLES
+# threads), SANITIZE_TIMEOUT (seconds per sanitizer run, default 150), SANITIZE_EXAMPLES
 # (0 leaves the examples out), COMPUTE_SANITIZER
 # (the binary, default compute-sanitizer on PATH or in /usr/local/cuda/bin).
 #
@@ -31,11 +31,12 @@
 #     reported as uninitialised. --check-api-memory-access no for the same
 #     reason: the tests copy the cuBLAS reference's output (written by
 #     unchecked kernels) to the host. With that check on, the examples'
-#     copies of a dense call's O (basic_attention, attention_c) are
-#     reported uninitialised in every 32-byte sector while memcheck is
-#     clean and the outputs check out (H100, 2026-12-07); the Hopper
-#     kernel writes a dense O with TMA stores, and that initcheck does not
-#     count those as writes is the likely reading, not verified.
+#     copies of a dense call's O are reported uninitialised in full
+#     (basic_attention every 32-byte sector of it, attention_c its whole
+#     buffer) while memcheck is clean and their checked rows pass (H100,
+#     2026-12-07); the Hopper kernel writes a dense O with TMA stores, and
+#     that initcheck does not count those as writes is the likely reading,
+#     not verified.
 # Unchecked, then: cuBLAS and the reference's own kernels.
 #
 # Then the MLA kernels' tests (flash_mla_tests, when built; their quick
@@ -44,12 +45,14 @@
 # kernel names, e.g. with SANITIZE_MLA_FILTER='Decode/SplitMerge.*' the
 # decode kernel's own merge: '.*(decode_kernel|combine_kernel|zero_counters_kernel).*').
 #
-# Then the MLA tests and the examples (below), under the same tools
-# (racecheck aside for the examples).
+# Then the MLA tests (all tools but initcheck) and the examples (memcheck,
+# initcheck and synccheck), below.
 #
-# Logs go to $OUT/sanitize-<tool>.log (sanitize-mla-<tool>.log). The last lines printed (also in
-# $OUT/sanitize-summary.txt) are one per tool: its exit code, its summary
-# line and the gtest result. The exit code is 0 only if every tool ran to
+# Logs go to $OUT/sanitize-<tool>.log (sanitize-mla-<tool>.log,
+# sanitize-ex-<example>-<tool>.log). The last lines printed (also in
+# $OUT/sanitize-summary.txt) are one per sanitizer run: its exit code, its
+# summary line and the gtest result (for an example, a note that its exit
+# code carries its own check). The exit code is 0 only if every tool ran to
 # its summary and found nothing.
 set -uo pipefail
 
@@ -83,8 +86,9 @@ fi
 status=0
 # run_cmd NAME TOOL LOG [sanitizer args...] -- COMMAND...: one sanitizer run
 # (environment of the caller's, e.g. FLASH_MLA_QUICK=1 run_tool ...), its
-# summary line appended to $SUMMARY under NAME; status=1 unless it ran to
-# its summary and found nothing.
+# summary line appended to $SUMMARY under NAME, with RESULT_NOTE (when set)
+# where no gtest result is found; status=1 unless it ran to its summary and
+# found nothing.
 run_cmd() {
   local name=$1 tool=$2 log=$3
   shift 3
@@ -154,20 +158,21 @@ fi
 # The examples users copy (examples/), each checking its own output, under
 # memcheck, initcheck and synccheck with no kernel filter (they launch only
 # flash's kernels and copy their inputs from the host). racecheck stays with
-# the small cases above: the examples' shapes are larger. initcheck without
-# host-API checks, as above: the dense examples' copies of O are reported
-# otherwise. cp_ring is left out (NCCL under initcheck outlasted 120 s);
-# SANITIZE_EXAMPLES=0 skips them all.
+# the small cases above: the examples' shapes are larger. initcheck checks
+# host-API copies too, but not for basic_attention and attention_c, whose
+# dense O it reports otherwise (above). cp_ring is left out (NCCL under
+# initcheck outlasted 120 s); SANITIZE_EXAMPLES=0 skips them all.
 EX_DIR="$BUILD_DIR/examples"
 if [[ "${SANITIZE_EXAMPLES:-1}" != 0 && -d "$EX_DIR" ]]; then
   for tool in $TOOLS; do
     [[ "$tool" == racecheck ]] && continue
-    ex_args=()
-    [[ "$tool" == initcheck ]] && ex_args=(--check-api-memory-access no)
     for ex in basic_attention attention_c paged_decode "paged_decode --fp8" mla_decode; do
       read -r -a cmd <<<"$ex"
       [[ -x "$EX_DIR/${cmd[0]}" ]] || continue
-      name="ex-${cmd[0]}${cmd[1]:+-fp8}"
+      ex_args=()
+      [[ "$tool" == initcheck && "${cmd[0]}" =~ ^(basic_attention|attention_c)$ ]] &&
+        ex_args=(--check-api-memory-access no)
+      name="ex-${cmd[0]}${cmd[1]:+-${cmd[1]#--}}"
       RESULT_NOTE="the exit code carries the example's own check" run_cmd "$name-$tool" "$tool" "$OUT/sanitize-$name-$tool.log" \
         "${ex_args[@]}" -- "$EX_DIR/${cmd[0]}" "${cmd[@]:1}"
     done
