@@ -31,6 +31,7 @@
 #   scripts/queued-patches.sh ab33        # decode bf16 hd64 / 128 / 256 and e4m3 hd64 / 128 (dense and paged16; batch 1, 8, 32), the append rows: base, the f16 patch, it and the paged row slots (two rounds; run at b926baf, both landed since: docs/perf/fp8-decode.md)
 #   scripts/queued-patches.sh ab34        # decode bf16 and e4m3 hd64 / 128 / 256 (dense and paged16; batch 1, 8, 32): base, the paged slots read four steps at a time (two rounds; measured level, not kept: docs/perf/fp8-decode.md)
 #   scripts/queued-patches.sh ab35        # e4m3 decode hd64 (dense and paged16; batch 1, 8, 32): base, four stages (two rounds; measured slower, not kept: docs/perf/fp8-decode.md)
+#   scripts/queued-patches.sh ab36        # the features rows (sinks, ALiBi, append; hd64 and hd128): base, the sink read at the tile's start (two rounds)
 #   scripts/queued-patches.sh ncu34       # e4m3 hd64 decode, batch 32 / 8 x 32k: ncu of the code against the tree before the fp16 products and row slots (paged16 lost 6% with them; ~200 s)
 #   scripts/queued-patches.sh suite       # the queued patches applied: the whole suite and the decode's sanitizer, paged and fp8 cases (~330 s)
 #   scripts/queued-patches.sh ab32+test   # ab32, then the whole suite and the fp8 decode's sanitizer cases with the queued patches applied (~420 s; ab33 and suite supersede it)
@@ -57,7 +58,7 @@
 # (scripts/tile-sweep.sh) and leave it alone.
 set -uo pipefail
 # Queued for `test`, `sanitize` and `suite`, in the order they apply. ab12-ab33 name their patch files themselves.
-PATCHES=()
+PATCHES=(2026-12-07-sm90-sink-read-early)
 # Landed, newest first: the code's parent is
 # the tree with these taken out in this order (`parent` in ab1-ab4).
 LANDED=(
@@ -449,6 +450,24 @@ case "${1:-}" in
       "--fp8 --no-standard --decode_head_dims=64 --decode_batches=1,8,32 --benchmark_filter=e4m3kv" \
       '| head_dim | L | batch' 'base:' \
       "four:@$dir/2026-12-07-fp8-decode-hd64-four-stages.patch"
+    ;;
+  ab36)
+    # Issue 26: sinks cost 4.5% on gpt-oss's 128-key window call (hd64,
+    # heads 64/8, N 8192: 0.1790 -> 0.1870 ms, H100, session 70; 1.045 on
+    # the H200 in session 66 too) and 1% or less on the long causal rows.
+    # The Hopper kernel read the sink in the epilogue, a global load on
+    # the path from each tile's last P V to its store; the window call's
+    # tiles are short (about 21 a CTA, two or three key blocks each), so
+    # one exposed load a tile is a few percent of it. The patch reads the
+    # sink with the descales when the tile starts (SASS, sm_90a, nvcc
+    # 13.0, bf16 hd64: the LDG moves from after the HGMMAs to before the
+    # first; registers and stack unchanged in all 33 kernels). Prediction:
+    # the window row's sinks cost 1.045 -> 1.00-1.02, the causal and
+    # decode rows and every plain row level (within 1%).
+    AB_CALL_TIMEOUT=${AB_CALL_TIMEOUT:-400} ab "64;128" \
+      "--features --no-standard --benchmark_filter=features/" \
+      '| shape |' 'base:' \
+      "early:@$dir/2026-12-07-sm90-sink-read-early.patch"
     ;;
   ncu34)
     # Issue 27: with the fp16 products (and the row slots) the e4m3 hd64
