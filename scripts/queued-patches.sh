@@ -453,8 +453,9 @@ case "${1:-}" in
     ;;
   ab36)
     # Issue 26: sinks cost 4.5% on gpt-oss's 128-key window call (hd64,
-    # heads 64/8, N 8192: 0.1790 -> 0.1870 ms, H100, session 70; 1.045 on
-    # the H200 in session 66 too) and 1% or less on the long causal rows.
+    # heads 64/8, N 8192: 0.1790 -> 0.1870 ms, H100, session 70; the H200's
+    # sinks rows read 0.99-1.045 in session 66) and 1% or less on the long
+    # causal rows.
     # The Hopper kernel read the sink in the epilogue, a global load on
     # the path from each tile's last P V to its store; the window call's
     # tiles are short (about 21 a CTA, two or three key blocks each), so
