@@ -31,7 +31,7 @@
 #   scripts/queued-patches.sh ab33        # decode bf16 hd64 / 128 / 256 and e4m3 hd64 / 128 (dense and paged16; batch 1, 8, 32), the append rows: base, the f16 patch, it and the paged row slots (two rounds; run at b926baf, both landed since: docs/perf/fp8-decode.md)
 #   scripts/queued-patches.sh ab34        # decode bf16 and e4m3 hd64 / 128 / 256 (dense and paged16; batch 1, 8, 32): base, the paged slots read four steps at a time (two rounds; measured level, not kept: docs/perf/fp8-decode.md)
 #   scripts/queued-patches.sh ab35        # e4m3 decode hd64 (dense and paged16; batch 1, 8, 32): base, four stages (two rounds; measured slower, not kept: docs/perf/fp8-decode.md)
-#   scripts/queued-patches.sh ab36        # the features rows (sinks, ALiBi, append; hd64 and hd128): base, the sink read at the tile's start, it and ALiBi's slope read before the first S (two rounds)
+#   scripts/queued-patches.sh ab36        # the features rows (sinks, ALiBi, append; hd64 and hd128): before, the sink read at the tile's start, it and ALiBi's slope read before the first S (two rounds; measured, both landed: docs/perf/score-features.md)
 #   scripts/queued-patches.sh ncu34       # e4m3 hd64 decode, batch 32 / 8 x 32k: ncu of the code against the tree before the fp16 products and row slots (paged16 lost 6% with them; ~200 s)
 #   scripts/queued-patches.sh suite       # the queued patches applied: the whole suite and the decode's sanitizer, paged and fp8 cases (~330 s)
 #   scripts/queued-patches.sh ab32+test   # ab32, then the whole suite and the fp8 decode's sanitizer cases with the queued patches applied (~420 s; ab33 and suite supersede it)
@@ -58,10 +58,12 @@
 # (scripts/tile-sweep.sh) and leave it alone.
 set -uo pipefail
 # Queued for `test`, `sanitize` and `suite`, in the order they apply. ab12-ab33 name their patch files themselves.
-PATCHES=(2026-12-07-sm90-sink-read-early 2026-12-07-sm90-alibi-slope-early)
+PATCHES=()
 # Landed, newest first: the code's parent is
 # the tree with these taken out in this order (`parent` in ab1-ab4).
 LANDED=(
+  2026-12-07-sm90-alibi-slope-early
+  2026-12-07-sm90-sink-read-early
   2026-12-07-decode-paged-row-slots
   2026-12-06-fp8-decode-f16-mma
   2026-12-06-combine-early-start
@@ -473,11 +475,16 @@ case "${1:-}" in
     # score-modifier kernel's 72/104 bytes of spill go to 0, every other
     # kernel's registers and stack unchanged). Prediction: ALiBi rows
     # 0-1% faster (hd128 1.059 toward 1.05), plain rows level.
+    # Measured (H100, session 71, two calls of two rounds): the window
+    # row's sinks cost 1.044-1.049 -> 1.028-1.037, the ALiBi rows level
+    # within the rounds' spread; both landed (score-features.md). The
+    # variants now take the patches out of the landed tree.
     AB_CALL_TIMEOUT=${AB_CALL_TIMEOUT:-450} ab "64;128" \
       "--features --no-standard --benchmark_filter=features/" \
-      '| shape |' 'base:' \
-      "early:@$dir/2026-12-07-sm90-sink-read-early.patch" \
-      "slope:@$dir/2026-12-07-sm90-sink-read-early.patch;;@$dir/2026-12-07-sm90-alibi-slope-early.patch"
+      '| shape |' \
+      "base:-@$dir/2026-12-07-sm90-alibi-slope-early.patch;;-@$dir/2026-12-07-sm90-sink-read-early.patch" \
+      "early:-@$dir/2026-12-07-sm90-alibi-slope-early.patch" \
+      'slope:'
     ;;
   ncu34)
     # Issue 27: with the fp16 products (and the row slots) the e4m3 hd64

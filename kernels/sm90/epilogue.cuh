@@ -193,6 +193,13 @@ struct Epilogue {
     }
   }
 
+  // The sink of the tile's head where the call has sinks and is not split
+  // (a split call's combine adds it), else 0. Read when the tile starts,
+  // so its load is not on the epilogue's path at the tile's end.
+  __device__ __forceinline__ float sink_of(const Tile& tile) const {
+    return !kSplit && p.sinks != nullptr ? p.sinks[tile.head] : 0.f;
+  }
+
   // Dense: [batch, heads_q, seqlen_q]; varlen: [heads_q, total_q].
   __device__ __forceinline__ void store_lse(const Tile& tile, const float (&lse)[2]) const {
     if (p.lse == nullptr || lane % 4 != 0) return;
@@ -209,14 +216,14 @@ struct Epilogue {
   // `split`: the tile's key range of a split-KV call (else unused).
   // `o_scale` multiplies the stored O (an fp8 cache's V descale), not the
   // LSE; `score_scale` the softmax's scale for the LSE (the FP8 prefill's
-  // q and k descales, left out of the scores).
+  // q and k descales, left out of the scores); `sink` the tile's head's
+  // sink (read when p.sinks is set; sink_of).
   __device__ __forceinline__ void store(const Tile& tile, int split, const OTile& o, OnlineSoftmax<1>& softmax,
-                                        float o_scale = 1.f, float score_scale = 1.f) const {
+                                        float o_scale, float score_scale, float sink) const {
     float inv_l[2];
     float lse[2];
     finalize(o, softmax, p.softmax_scale * score_scale, inv_l, lse);
     if (!kSplit && p.sinks != nullptr) {
-      const float sink = p.sinks[tile.head];
       add_sink(sink, inv_l[0], lse[0]);
       add_sink(sink, inv_l[1], lse[1]);
     }

@@ -201,6 +201,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
         }
         if (p.v_descale != nullptr) v_scale = p.v_descale[at];
       }
+      const float sink = epilogue.sink_of(tile);
       if (tile.n_blocks > 0) {
         const RowRange<1> ranges = loop.row_ranges(tile);
         mbarrier_wait(smem.bar(Barrier::kQFull), q_count & 1);
@@ -231,7 +232,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1) fwd_kernel(const __grid_
         zero_o();
       }
       epilogue.store(tile, kSplit ? Scheduler::split_of(u, p) : 0, o, softmax, v_scale,
-                     Traits::kFp8In ? k_scale : 1.f);
+                     Traits::kFp8In ? k_scale : 1.f, sink);
     }
   }
   epilogue.drain();

@@ -684,7 +684,9 @@ struct Mainloop {
     float correction[2];
     PTile pa;
 
-    if constexpr (kAlibiMma) write_alibi_a(-alibi_neg_slope(tile));
+    // Read before the first S, whose GEMM hides the load.
+    const float alibi_neg = alibi_neg_slope(tile);
+    if constexpr (kAlibiMma) write_alibi_a(-alibi_neg);
 
     // The first block: S only.
     wait_kv(Barrier::kKFull, kv_count);
@@ -697,7 +699,6 @@ struct Mainloop {
     consumer_release(smem, Barrier::kKEmpty, Smem::stage_of(kv_count), lane);
     if (kEarlyQ && n == 1) release_q();
     if constexpr (kScaleScores) scale_scores(s, row_scale);
-    const float alibi_neg = alibi_neg_slope(tile);
     bool rescale_o =
         softmax_step<true>(tile, ranges, alibi_neg, s, tile.n_first + n - 1, softmax, correction, scale_log2);
     convert_p(s, pa);
