@@ -34,9 +34,12 @@
 #     copies of a dense call's O are reported uninitialised in full
 #     (basic_attention every 32-byte sector of it, attention_c its whole
 #     buffer) while memcheck is clean and their checked rows pass (H100,
-#     2026-12-07); the Hopper kernel writes a dense O with TMA stores, and
-#     that initcheck does not count those as writes is the likely reading,
-#     not verified.
+#     2026-12-07). initcheck does not count TMA stores as writes:
+#     scripts/probes/initcheck-o-stores.sh writes the same O four ways, and
+#     with the host-API check on only the Hopper kernel's dense call (TMA
+#     stores) is reported, all 128,000 sectors of its 4,096,000 bytes; the
+#     decode and sm80 kernels and the Hopper varlen call (st.global) report
+#     0, and O is finite in all four (H100, 2026-12-07).
 # Unchecked, then: cuBLAS and the reference's own kernels.
 #
 # Then the MLA kernels' tests (flash_mla_tests, when built; their quick

@@ -13,6 +13,10 @@
 # errors, and O is finite in all, the reports are initcheck not tracking
 # TMA stores. Run on the
 # device machine from the repository root; logs under $OUT.
+# Result (H100 80GB HBM3, the device machine's compute-sanitizer, 2026-12-07,
+# after `gpu-check.sh build sanitize`): sm90 128,000 errors (every
+# 32-byte sector of O), decode 0, sm80 0, sm90-varlen 0; exit 0 and O
+# finite in all four.
 set -uo pipefail
 OUT=${OUT:-.}
 BUILD_DIR=${BUILD_DIR:-build/gpu-check}
