@@ -50,6 +50,7 @@
 #   scripts/queued-patches.sh ab21+test   # ab21, then the queued patches' GPU suite and paged sanitizer cases, one call (~450 s; run at 2acbd3d)
 #   scripts/queued-patches.sh ab12+13     # ab12, then ab13, in one call (~550 s at most), logs under $OUT/ab12 and $OUT/ab13
 #   scripts/queued-patches.sh ab14+15     # ab14, then ab15, in one call (~550 s at most), logs under $OUT/ab14 and $OUT/ab15
+#   scripts/queued-patches.sh ab37        # the features rows without the append (hd64 and hd128): base, add_sink as one exp and one log (two rounds)
 #   scripts/queued-patches.sh list        # the patch files, one a line
 #
 # base: the tree as it is; all: base with every queued patch; parent: base
@@ -58,7 +59,7 @@
 # (scripts/tile-sweep.sh) and leave it alone.
 set -uo pipefail
 # Queued for `test`, `sanitize` and `suite`, in the order they apply. ab12-ab33 name their patch files themselves.
-PATCHES=()
+PATCHES=(2026-12-07-add-sink-short-chain)
 # Landed, newest first: the code's parent is
 # the tree with these taken out in this order (`parent` in ab1-ab4).
 LANDED=(
@@ -485,6 +486,24 @@ case "${1:-}" in
       "base:-@$dir/2026-12-07-sm90-alibi-slope-early.patch;;-@$dir/2026-12-07-sm90-sink-read-early.patch" \
       "early:-@$dir/2026-12-07-sm90-alibi-slope-early.patch" \
       'slope:'
+    ;;
+  ab37)
+    # Issue 26: with the sink read when the tile starts (ab36), the
+    # 128-key window row's sinks still cost 1.03 (H100, session 71), the
+    # issue's bound 1.03. What is left on the tile's path is add_sink
+    # itself, between the last P V and the store: three precise
+    # transcendentals in a dependent chain (expf, logf, expf; 60 SASS
+    # instructions a row). The patch computes the same from e =
+    # exp(-|lse - sink|): lse' = max + log(1 + e), O's factor 1/(1+e) or
+    # e/(1+e), with __expf, __logf and __fdividef (sm_90a: 15
+    # instructions, two MUFU deep). Every kernel's add_sink (Hopper, sm80,
+    # decode, MLA) takes it. Prediction: about 150 cycles off each tile's
+    # end, ~21 tiles a CTA on the window row: its sinks cost 1.03 ->
+    # 1.02-1.025; the causal rows (4-10 tiles a CTA) and the decode row
+    # level; plain rows untouched (add_sink runs only with sinks).
+    AB_CALL_TIMEOUT=${AB_CALL_TIMEOUT:-300} ab "64;128" \
+      "--features --no-standard --benchmark_filter=features/(prefill|window|decode)" \
+      '| shape |' 'base:' "short:@$dir/2026-12-07-add-sink-short-chain.patch"
     ;;
   ncu34)
     # Issue 27: with the fp16 products (and the row slots) the e4m3 hd64
