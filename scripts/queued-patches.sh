@@ -50,7 +50,8 @@
 #   scripts/queued-patches.sh ab21+test   # ab21, then the queued patches' GPU suite and paged sanitizer cases, one call (~450 s; run at 2acbd3d)
 #   scripts/queued-patches.sh ab12+13     # ab12, then ab13, in one call (~550 s at most), logs under $OUT/ab12 and $OUT/ab13
 #   scripts/queued-patches.sh ab14+15     # ab14, then ab15, in one call (~550 s at most), logs under $OUT/ab14 and $OUT/ab15
-#   scripts/queued-patches.sh ab37        # the features rows without the append (hd64 and hd128): base, add_sink as one exp and one log (two rounds)
+#   scripts/queued-patches.sh ab37        # the features rows without the append (hd64 and hd128): before, add_sink as one exp and one log (two rounds; measured, landed: docs/perf/score-features.md)
+#   scripts/queued-patches.sh ab38        # the features rows without the append (hd64 and hd128): the sink read at the tile's end, at its start (the code), prefetched into L1 at its start (two rounds)
 #   scripts/queued-patches.sh list        # the patch files, one a line
 #
 # base: the tree as it is; all: base with every queued patch; parent: base
@@ -59,10 +60,11 @@
 # (scripts/tile-sweep.sh) and leave it alone.
 set -uo pipefail
 # Queued for `test`, `sanitize` and `suite`, in the order they apply. ab12-ab33 name their patch files themselves.
-PATCHES=(2026-12-07-add-sink-short-chain)
+PATCHES=()
 # Landed, newest first: the code's parent is
 # the tree with these taken out in this order (`parent` in ab1-ab4).
 LANDED=(
+  2026-12-07-add-sink-short-chain
   2026-12-07-sm90-alibi-slope-early
   2026-12-07-sm90-sink-read-early
   2026-12-07-decode-paged-row-slots
@@ -501,9 +503,27 @@ case "${1:-}" in
     # end, ~21 tiles a CTA on the window row: its sinks cost 1.03 ->
     # 1.02-1.025; the causal rows (4-10 tiles a CTA) and the decode row
     # level; plain rows untouched (add_sink runs only with sinks).
+    # Measured (H100, session 71, two rounds): the window row's sinks
+    # cost 1.033, 1.043 -> 1.016, 1.011, the rest level; landed
+    # (score-features.md). "before" takes it out of the landed tree.
     AB_CALL_TIMEOUT=${AB_CALL_TIMEOUT:-300} ab "64;128" \
       "--features --no-standard --benchmark_filter=features/(prefill|window|decode)" \
-      '| shape |' 'base:' "short:@$dir/2026-12-07-add-sink-short-chain.patch"
+      '| shape |' "before:-@$dir/2026-12-07-add-sink-short-chain.patch" 'short:'
+    ;;
+  ab38)
+    # Issue 26 / code quality: the sink read when the tile starts (landed,
+    # ab36) holds the sink in a register across the key loop, and two
+    # kernels spill for it (ptxas, sm_90a): hd96's 192 x 96 causal kernel
+    # (its first candidate) 4 bytes, hd256's 128 x 64 score-modifier
+    # causal kernel 8; one STL and two LDL a tile. The prefetch patch
+    # holds nothing: prefetch.global.L1 of the sink's line when the tile
+    # starts, the load at its end; both files compile without spills.
+    # Prediction: "prefetch" within 0.5% of "early" on every row (the end
+    # load an L1 hit), both ahead of "late" on the window row's sinks.
+    AB_CALL_TIMEOUT=${AB_CALL_TIMEOUT:-400} ab "64;128" \
+      "--features --no-standard --benchmark_filter=features/(prefill|window|decode)" \
+      '| shape |' "late:-@$dir/2026-12-07-sm90-sink-read-early.patch" 'early:' \
+      "prefetch:@$dir/2026-12-07-sm90-sink-prefetch.patch"
     ;;
   ncu34)
     # Issue 27: with the fp16 products (and the row slots) the e4m3 hd64

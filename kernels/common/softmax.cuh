@@ -271,12 +271,20 @@ struct OnlineSoftmax {
 // normaliser and LSE: lse' = log(exp(lse) + exp(sink)), and O's 1/l scaled
 // by exp(lse - lse'). sink = -inf changes nothing; a row that saw no key
 // (lse = -inf, inv_l = 0) gets LSE = sink and keeps O = 0.
+// It runs at each tile's end, between its last P V and its store, so its
+// dependent chain is kept to two MUFU operations: with e the smaller term
+// over the larger (exp(-|lse - sink|), in [0, 1]), lse' = max + log(1 + e)
+// and O's factor is 1 / (1 + e) where lse is the larger, e / (1 + e) else.
+// The approximate intrinsics stay within a few 1e-6 (O's factor, relative;
+// the LSE, absolute), far under an fp16 or bf16 output's step.
 __device__ __forceinline__ void add_sink(float sink, float& inv_l, float& lse) {
   const float m = fmaxf(lse, sink);
   if (m == -INFINITY) return;
-  const float total = m + logf(expf(lse - m) + expf(sink - m));
-  inv_l *= expf(lse - total);
-  lse = total;
+  const float d = lse - sink;  // +inf without a sink, -inf for a row that saw no key
+  const float e = __expf(-fabsf(d));
+  const float s = 1.f + e;
+  lse = m + __logf(s);
+  inv_l *= __fdividef(d >= 0.f ? 1.f : e, s);
 }
 
 }  // namespace flash
