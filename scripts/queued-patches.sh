@@ -52,6 +52,7 @@
 #   scripts/queued-patches.sh ab14+15     # ab14, then ab15, in one call (~550 s at most), logs under $OUT/ab14 and $OUT/ab15
 #   scripts/queued-patches.sh ab37        # the features rows without the append (hd64 and hd128): before, add_sink as one exp and one log (two rounds; measured, landed: docs/perf/score-features.md)
 #   scripts/queued-patches.sh ab38        # the features rows without the append (hd64 and hd128): the sink read at the tile's end, at its start (the code), prefetched into L1 at its start (two rounds)
+#   scripts/queued-patches.sh ab39        # hd64 / 128 prefill at 512-2k and 16k, the features prefill rows, decode batch 1 and 8: base, 1/l and the LSE's log as MUFU forms (two rounds)
 #   scripts/queued-patches.sh list        # the patch files, one a line
 #
 # base: the tree as it is; all: base with every queued patch; parent: base
@@ -524,6 +525,27 @@ case "${1:-}" in
       "--features --no-standard --benchmark_filter=features/(prefill|window|decode)" \
       '| shape |' "late:-@$dir/2026-12-07-sm90-sink-read-early.patch" 'early:' \
       "prefetch:@$dir/2026-12-07-sm90-sink-prefetch.patch"
+    ;;
+  ab39)
+    # Issue 29 (short calls) and 25 (batch-1 decode): add_sink as one exp
+    # and one log (ab37) took 2.6% off the 128-key window call's sinks
+    # row (about 0.2 us a tile of ~8.5, for ~45 instructions a row less
+    # at the tile's end). Every tile's end also runs the row's precise
+    # 1/l and logf (a nine-deep FFMA polynomial and a division with its
+    # range branch and slow-path call; ~35 instructions a row). The patch
+    # takes both as MUFU forms (rcp.approx, lg2.approx; ptx::finalize_row)
+    # in OnlineSoftmax::finalize_sums (Hopper, sm80, MLA decode), the
+    # decode kernel's merge and the Hopper MLA kernel. SASS, sm_90a:
+    # fwd_bf16_hd64's kernels 138-149 instructions fewer (one 61), the
+    # bf16 hd128 decode kernels 184-187 fewer; spills unchanged (0).
+    # Prediction: short prefill cells (512-2k, ~23 tiles a CTA at hd64)
+    # 1-2% faster; 16k level (within 0.5%); the window row's plain call
+    # 1.5-2.5% faster; decode batch 1 x 4k 0.1-0.3 us faster; batch 8
+    # level.
+    AB_CALL_TIMEOUT=${AB_CALL_TIMEOUT:-450} ab "64;128" \
+      "--head_dims=64,128 --seqlens=512,1024,2048,16384 --no-standard;;--features --no-standard --benchmark_filter=features/(prefill|window);;--decode --decode_batches=1,8 --decode_seqlens=4096,32768 --l2_flush=read --benchmark_filter=(read_bandwidth|dense)" \
+      '| dtype;;| shape |;;| head_dim | L | batch' 'base:' \
+      "fin:@$dir/2026-12-07-finalize-approx.patch"
     ;;
   ncu34)
     # Issue 27: with the fp16 products (and the row slots) the e4m3 hd64
