@@ -53,6 +53,7 @@
 #   scripts/queued-patches.sh ab37        # the features rows without the append (hd64 and hd128): before, add_sink as one exp and one log (two rounds; measured, landed: docs/perf/score-features.md)
 #   scripts/queued-patches.sh ab38        # the features rows without the append (hd64 and hd128): the sink read at the tile's end, at its start (the code), prefetched into L1 at its start (two rounds)
 #   scripts/queued-patches.sh ab39        # hd64 / 128 prefill at 512-2k and 16k, the features prefill rows, decode batch 1 and 8: base, 1/l and the LSE's log as MUFU forms (two rounds)
+#   scripts/queued-patches.sh ab40        # the ab39 prefill rows: base, the tile walk's divisions by launcher multipliers, it with ab39's patch (two rounds)
 #   scripts/queued-patches.sh list        # the patch files, one a line
 #
 # base: the tree as it is; all: base with every queued patch; parent: base
@@ -546,6 +547,26 @@ case "${1:-}" in
       "--head_dims=64,128 --seqlens=512,1024,2048,16384 --no-standard;;--features --no-standard --benchmark_filter=features/(prefill|window);;--decode --decode_batches=1,8 --decode_seqlens=4096,32768 --l2_flush=read --benchmark_filter=(read_bandwidth|dense)" \
       '| dtype;;| shape |;;| head_dim | L | batch' 'base:' \
       "fin:@$dir/2026-12-07-finalize-approx.patch"
+    ;;
+  ab40)
+    # Issue 29 (short calls): the same question as ab39 for the tile
+    # walk. Each tile of the padded numbering divides by runtime values
+    # three or four times (tiles_in_unit and tile(): the unit by a
+    # head's pairs, the (batch x head) index by heads_q; ~20 SASS
+    # instructions and a MUFU.RCP each, two of them in a chain on the
+    # consumer's path from one tile's store to the next tile's first S).
+    # The patch divides by launcher-computed multipliers
+    # (common/fast_divmod.h: a multiply-high and a shift; host tests
+    # against the division operator and UnitMap::locate either way).
+    # SASS, sm_90a, fwd_bf16_hd64: 95-209 instructions fewer a kernel
+    # (one split kernel 40 more), registers and spills unchanged.
+    # Prediction: prefill 512-2k 0.5-1.5% faster, more with "both" (and
+    # ab39's figure for fin alone), 16k and decode level.
+    AB_CALL_TIMEOUT=${AB_CALL_TIMEOUT:-560} ab "64;128" \
+      "--head_dims=64,128 --seqlens=512,1024,2048,16384 --no-standard;;--features --no-standard --benchmark_filter=features/(prefill|window)" \
+      '| dtype;;| shape |' 'base:' \
+      "div:@$dir/2026-12-07-sched-fast-divmod.patch" \
+      "both:@$dir/2026-12-07-sched-fast-divmod.patch;;@$dir/2026-12-07-finalize-approx.patch"
     ;;
   ncu34)
     # Issue 27: with the fp16 products (and the row slots) the e4m3 hd64
