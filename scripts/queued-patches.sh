@@ -529,7 +529,7 @@ case "${1:-}" in
     ;;
   ab39)
     # Issue 29 (short calls) and 25 (batch-1 decode): add_sink as one exp
-    # and one log (ab37) took 2.6% off the 128-key window call's sinks
+    # and one log (ab37) took 2.5% off the 128-key window call's sinks
     # row (about 0.2 us a tile of ~8.5, for ~45 instructions a row less
     # at the tile's end). Every tile's end also runs the row's precise
     # 1/l and logf (a nine-deep FFMA polynomial and a division with its
@@ -561,7 +561,10 @@ case "${1:-}" in
     # SASS, sm_90a, fwd_bf16_hd64: 95-209 instructions fewer a kernel
     # (one split kernel 40 more), registers and spills unchanged.
     # Prediction: prefill 512-2k 0.5-1.5% faster, more with "both" (and
-    # ab39's figure for fin alone), 16k and decode level.
+    # ab39's figure for fin alone), 16k and decode level. A FastDiv of
+    # the same divisions measured within the spread at 2k in session 10
+    # (NOTES run 92, then with 8 bytes more spill in masked kernels);
+    # worth running only where ab39 gains.
     AB_CALL_TIMEOUT=${AB_CALL_TIMEOUT:-560} ab "64;128" \
       "--head_dims=64,128 --seqlens=512,1024,2048,16384 --no-standard;;--features --no-standard --benchmark_filter=features/(prefill|window)" \
       '| dtype;;| shape |' 'base:' \
