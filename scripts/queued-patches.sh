@@ -563,7 +563,7 @@ case "${1:-}" in
     # Prediction: prefill 512-2k 0.5-1.5% faster, more with "both" (and
     # ab39's figure for fin alone), 16k and decode level. A FastDiv of
     # the same divisions measured within the spread at 2k in session 10
-    # (NOTES run 92, then with 8 bytes more spill in masked kernels);
+    # (docs/history/NOTES.md, session 10; 8 bytes more spill in masked kernels);
     # worth running only where ab39 gains.
     AB_CALL_TIMEOUT=${AB_CALL_TIMEOUT:-560} ab "64;128" \
       "--head_dims=64,128 --seqlens=512,1024,2048,16384 --no-standard;;--features --no-standard --benchmark_filter=features/(prefill|window)" \
