@@ -538,7 +538,11 @@ case "${1:-}" in
     # in OnlineSoftmax::finalize_sums (Hopper, sm80, MLA decode), the
     # decode kernel's merge and the Hopper MLA kernel. SASS, sm_90a:
     # fwd_bf16_hd64's kernels 138-149 instructions fewer (one 61), the
-    # bf16 hd128 decode kernels 184-187 fewer; spills unchanged (0).
+    # bf16 hd128 decode kernels 184-187 fewer. Spills over the whole
+    # release build (80;90a, with ab40's patch too): the sm80 paged
+    # hd128 kernels 32/36 -> 40/44 bytes, sm80 hd256 64 x 32 causal
+    # 16 -> 20 (sm_80 code), every other kernel unchanged; the release
+    # build's host tests (969 entries, 218 passed, 751 skipped) pass.
     # Prediction: short prefill cells (512-2k, ~23 tiles a CTA at hd64)
     # 1-2% faster; 16k level (within 0.5%); the window row's plain call
     # 1.5-2.5% faster; decode batch 1 x 4k 0.1-0.3 us faster; batch 8
@@ -559,7 +563,10 @@ case "${1:-}" in
     # (common/fast_divmod.h: a multiply-high and a shift; host tests
     # against the division operator and UnitMap::locate either way).
     # SASS, sm_90a, fwd_bf16_hd64: 95-209 instructions fewer a kernel
-    # (one split kernel 40 more), registers and spills unchanged.
+    # (one split kernel 40 more), registers and spills unchanged. Not in
+    # the KV-cache kernels (TileScheduler's kFastDiv), where it made
+    # hd256's causal cache kernel spill 12 bytes; hd256's 128 x 64
+    # score-modifier causal kernel spills 16 bytes with it, 8 without.
     # Prediction: prefill 512-2k 0.5-1.5% faster, more with "both" (and
     # ab39's figure for fin alone), 16k and decode level. A FastDiv of
     # the same divisions measured within the spread at 2k in session 10
