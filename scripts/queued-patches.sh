@@ -138,6 +138,12 @@ ab_serving() {
     '| head_dim | cache' "$@"
 }
 
+# The features rows (sinks and ALiBi) without the append rows, at head dims
+# 64 and 128, interleaved over the variants given.
+ab_features() {
+  ab "64;128" "--features --no-standard --benchmark_filter=features/(prefill|window|decode)" '| shape |' "$@"
+}
+
 # ncu of the "all" variant's hd256 e4m3 seqused row, on the machine that
 # just built it (tile-sweep.sh leaves /tmp/variant-all): ncu's headline
 # units and the L2 sectors and shared wavefronts an LDGSTS.
@@ -508,9 +514,8 @@ case "${1:-}" in
     # Measured (H100, session 71, two rounds): the window row's sinks
     # cost 1.033, 1.043 -> 1.016, 1.011, the rest level; landed
     # (score-features.md). "before" takes it out of the landed tree.
-    AB_CALL_TIMEOUT=${AB_CALL_TIMEOUT:-300} ab "64;128" \
-      "--features --no-standard --benchmark_filter=features/(prefill|window|decode)" \
-      '| shape |' "before:-@$dir/2026-12-07-add-sink-short-chain.patch" 'short:'
+    AB_CALL_TIMEOUT=${AB_CALL_TIMEOUT:-300} ab_features \
+      "before:-@$dir/2026-12-07-add-sink-short-chain.patch" 'short:'
     ;;
   ab38)
     # Issue 26 / code quality: the sink read when the tile starts (landed,
@@ -522,9 +527,8 @@ case "${1:-}" in
     # starts, the load at its end; both files compile without spills.
     # Prediction: "prefetch" within 0.5% of "early" on every row (the end
     # load an L1 hit), both ahead of "late" on the window row's sinks.
-    AB_CALL_TIMEOUT=${AB_CALL_TIMEOUT:-400} ab "64;128" \
-      "--features --no-standard --benchmark_filter=features/(prefill|window|decode)" \
-      '| shape |' "late:-@$dir/2026-12-07-sm90-sink-read-early.patch" 'early:' \
+    AB_CALL_TIMEOUT=${AB_CALL_TIMEOUT:-400} ab_features \
+      "late:-@$dir/2026-12-07-sm90-sink-read-early.patch" 'early:' \
       "prefetch:@$dir/2026-12-07-sm90-sink-prefetch.patch"
     ;;
   ab39)
