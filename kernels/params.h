@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include "common/fast_divmod.h"
+
 namespace flash::detail {
 
 // Which compiled mask variant runs a call; decided once, by the plan (src/plan.cpp).
@@ -46,6 +48,13 @@ struct FwdParams {
   // UnitMap::section): 0, causal pairs; n > 0, single tiles longest first in
   // sections of n (batch x head) indices. Set by its launcher.
   int sched_section;
+  // The sm90 kernel's walk divides by these once or twice a tile: the
+  // padded numbering's units a (batch x head) index
+  // (UnitMap::unit_divisor) and heads_q. Set by its launcher
+  // (sm90::launch_fwd, every sm90 forward launch); left zeroed they would
+  // divide by 1.
+  FastDivmod sched_unit_div;
+  FastDivmod sched_heads_div;
   // The launch follows the append kernel (kernels/append) on the stream: the
   // decode kernel may then start as its programmatic dependent (sm_90+).
   bool follows_append;

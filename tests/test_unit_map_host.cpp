@@ -5,8 +5,11 @@
 // except a head's lone middle block when M is odd, and those come last.
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <random>
 #include <vector>
 
+#include "kernels/common/fast_divmod.h"
 #include "kernels/sm90/unit_map.h"
 
 namespace flash {
@@ -180,6 +183,73 @@ TEST(UnitMap, LongestFirstSectionRule) {
   EXPECT_EQ(sm90::longest_first_section(192, 21, 32, per_head, 1), 0);   // too few blocks: pairs
   EXPECT_EQ(sm90::longest_first_section(128, 128, 32, per_head, 1), 0);  // 128-row tiles: pairs
   EXPECT_EQ(sm90::longest_first_section(192, 86, 32, 64LL << 20, 1), 1); // a head alone past the budget
+}
+
+
+// FastDivmod against the division operator: every divisor up to 2048 on
+// the numerators around its multiples, near 2^31 and at random; powers of
+// two and their neighbours; random divisors up to 2^31 - 1.
+TEST(FastDivmod, MatchesTheDivisionOperator) {
+  std::mt19937_64 rng(7);
+  int64_t failures = 0;
+  const auto check = [&](int d, int64_t n) {
+    if (n < 0 || n > INT32_MAX) return;
+    const FastDivmod f = FastDivmod::make(d);
+    int q = -1, r = -1;
+    f.divmod(static_cast<int>(n), &q, &r);
+    if (q != n / d || r != n % d) {
+      if (failures++ < 10) ADD_FAILURE() << n << " / " << d << " gave " << q << " r " << r;
+    }
+  };
+  for (int d = 1; d <= 2048; ++d) {
+    for (int64_t n = 0; n < 3 * d + 2; ++n) check(d, n);
+    const int64_t top = int64_t{INT32_MAX} / d * d;
+    for (int64_t e = -2 * d - 1; e <= d; ++e) check(d, top + e);
+    for (int i = 0; i < 200; ++i) check(d, static_cast<int64_t>(rng() & INT32_MAX));
+  }
+  for (int s = 1; s < 31; ++s) {
+    for (int e = -2; e <= 2; ++e) {
+      const int64_t d = (int64_t{1} << s) + e;
+      if (d < 1 || d > INT32_MAX) continue;
+      for (int64_t n : {int64_t{0}, d - 1, d, d + 1, int64_t{INT32_MAX} / d * d - 1, int64_t{INT32_MAX} / d * d,
+                        int64_t{INT32_MAX}}) {
+        check(static_cast<int>(d), n);
+      }
+      for (int i = 0; i < 2000; ++i) check(static_cast<int>(d), static_cast<int64_t>(rng() & INT32_MAX));
+    }
+  }
+  for (int i = 0; i < 200000; ++i) {
+    const int d = 1 + static_cast<int>(rng() % INT32_MAX);
+    const int64_t n = static_cast<int64_t>(rng() & INT32_MAX);
+    check(d, n);
+    check(d, n - n % d);
+    check(d, n - n % d - 1);
+  }
+  EXPECT_EQ(failures, 0);
+}
+
+// The kernel's locate() through the launcher's FastDivmod numbers every
+// unit as the plain division does.
+TEST(UnitMap, LocateWithAFastDivmodMatchesThePlainDivision) {
+  for (bool masked : {false, true}) {
+    for (int m = 1; m <= 40; ++m) {
+      for (int bh : {1, 2, 3, 7, 64, 1000}) {
+        const sm90::UnitMap map{m, bh, masked};
+        const FastDivmod div = FastDivmod::make(map.unit_divisor());
+        for (int u = 0; u < map.num_units(); ++u) {
+          for (int k = 0; k < 2; ++k) {
+            int h1 = -1, b1 = -1, h2 = -2, b2 = -2;
+            const int t1 = map.locate(u, k, &h1, &b1);
+            const int t2 = map.locate(u, k, &h2, &b2, div);
+            if (k >= t1) continue;
+            ASSERT_EQ(t1, t2) << "M " << m << " heads " << bh << " unit " << u;
+            ASSERT_EQ(h1, h2) << "M " << m << " heads " << bh << " unit " << u << " tile " << k;
+            ASSERT_EQ(b1, b2) << "M " << m << " heads " << bh << " unit " << u << " tile " << k;
+          }
+        }
+      }
+    }
+  }
 }
 
 }  // namespace

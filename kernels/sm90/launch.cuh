@@ -43,6 +43,9 @@ cudaError_t launch_fwd(const FwdParams& params, cudaStream_t stream) {
   using Scheduler = KernelScheduler<Traits, kMasked, kLeft, kScoreMod, kSplit, kCache>;
   FwdParams run = params;
   run.common.sched_section = 0;
+  run.common.sched_unit_div =
+      FastDivmod::make(UnitMap{static_cast<int>(num_m_blocks), p.heads_q * p.batch, kMasked}.unit_divisor());
+  run.common.sched_heads_div = FastDivmod::make(p.heads_q);
   if constexpr (kLongestFirst) {
     const int64_t heads_x_batch = static_cast<int64_t>(p.heads_q) * p.batch;
     const int64_t tiles = num_m_blocks * heads_x_batch;

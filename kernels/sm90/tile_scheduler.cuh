@@ -58,8 +58,12 @@ struct Tile {
 // kMasked: a causal or sliding-window mask; else only the ragged tail.
 // kLeft: the window has a left edge (see fwd_kernel). Masked calls pair tiles as causal ones do (under a sliding
 // window the tiles' costs are about equal anyway).
+// kFastDiv: the padded walk divides through FwdParams' FastDivmods (a
+// multiply-high and a shift) instead of dividing; not in the KV-cache
+// kernels, where it makes hd256's causal cache kernel spill (12 bytes,
+// sm_90a).
 template <bool kMasked, bool kLeft, int kBlockM, int kBlockN, int kSchedSeqs, int kNThreads, bool kSplit = false,
-          bool kLongestFirst = false>
+          bool kLongestFirst = false, bool kFastDiv = false>
 struct TileScheduler;
 
 // Which fwd_kernel instantiations compile the longest-first walk (kernel
@@ -76,10 +80,10 @@ inline constexpr bool kWalksLongestFirst =
 template <typename Traits, bool kMasked, bool kLeft, bool kScoreMod, bool kSplit, bool kCache>
 using KernelScheduler =
     TileScheduler<kMasked, kLeft, Traits::kBlockM, Traits::kBlockN, Traits::kSchedSeqs, Traits::kNThreads, kSplit,
-                  kWalksLongestFirst<Traits, kMasked, kLeft, kScoreMod, kSplit, kCache>>;
+                  kWalksLongestFirst<Traits, kMasked, kLeft, kScoreMod, kSplit, kCache>, !kCache>;
 
 template <bool kMasked, bool kLeft, int kBlockM, int kBlockN, int kSchedSeqs, int kNThreads, bool kSplit,
-          bool kLongestFirst>
+          bool kLongestFirst, bool kFastDiv>
 struct TileScheduler {
   static_assert(kSchedSeqs >= 32 && kSchedSeqs <= kNThreads, "varlen schedule: one sequence per thread");
   int num_m_blocks;    // padded numbering: query blocks of the longest sequence
@@ -119,6 +123,16 @@ struct TileScheduler {
   // The padded numbering's UnitMap.
   __device__ __forceinline__ UnitMap padded(const detail::FwdParams& p) const {
     return UnitMap{num_m_blocks, p.heads_q * p.batch, kMasked, section(p), static_cast<int>(gridDim.x)};
+  }
+
+  // Tile k of unit u on the padded numbering (UnitMap::locate).
+  __device__ __forceinline__ int locate_padded(int u, int k, int* bh, int* m_block,
+                                               const detail::FwdParams& p) const {
+    if constexpr (kFastDiv) {
+      return padded(p).locate(u, k, bh, m_block, p.sched_unit_div);
+    } else {
+      return padded(p).locate(u, k, bh, m_block);
+    }
   }
 
   // Padded numbering: every unit of heads_x_batch heads of num_m_blocks blocks
@@ -225,7 +239,7 @@ struct TileScheduler {
         return UnitMap{m_blocks, p.heads_q, kMasked}.locate(u - first_unit[r], 0, &head, &m_block);
       }
       int bh, m_block;
-      return padded(p).locate(u, 0, &bh, &m_block);
+      return locate_padded(u, 0, &bh, &m_block, p);
     } else {
       (void)u;
       (void)p;
@@ -260,10 +274,14 @@ struct TileScheduler {
         bh = entry >> kSlotBlockBits;
         t.m_block = entry & ((1 << kSlotBlockBits) - 1);
       } else {
-        padded(p).locate(u, k, &bh, &t.m_block);
+        locate_padded(u, k, &bh, &t.m_block, p);
       }
-      t.head = bh % p.heads_q;
-      t.batch = bh / p.heads_q;
+      if constexpr (kFastDiv) {
+        p.sched_heads_div.divmod(bh, &t.batch, &t.head);
+      } else {
+        t.head = bh % p.heads_q;
+        t.batch = bh / p.heads_q;
+      }
     }
     const SeqInfo seq(p, t.batch);
     if (compact(p)) {

@@ -2,7 +2,10 @@
 // a batch, and the compact varlen walk within one sequence): which
 // (batch x head, query block) tiles make up unit u. Plain arithmetic with no
 // device code, so host tests can check that every tile is covered once and
-// that the CTAs' shares cost about the same.
+// that the CTAs' shares cost about the same. locate() divides by a divisor
+// fixed for the call: the padded walk passes the launcher's FastDivmod of
+// it (common/fast_divmod.h); the compact varlen walk, whose divisor differs
+// by sequence, divides plainly; host tests check both forms.
 #pragma once
 
 #if defined(__CUDACC__)
@@ -12,6 +15,15 @@
 #endif
 
 namespace flash::sm90 {
+
+// A runtime integer division, for locate()'s callers without a FastDivmod.
+struct PlainDivisor {
+  int divisor;
+  FLASH_UNIT_MAP_FN void divmod(int n, int* q, int* r) const {
+    *q = n / divisor;
+    *r = n % divisor;
+  }
+};
 
 // Unmasked: one tile a unit, every block of a head in turn, last block
 // first. Masked (causal or window): a unit is query block M-1-j (long) then
@@ -59,9 +71,20 @@ struct UnitMap {
 
   FLASH_UNIT_MAP_FN int num_units() const { return units_per_head() * heads_x_batch; }
 
+  // What locate() divides a unit index by outside the longest-first walk:
+  // a head's query blocks unmasked, its pairs masked (0 when M = 1, where
+  // no unit is a pair and nothing divides by it).
+  FLASH_UNIT_MAP_FN int unit_divisor() const { return masked ? num_m_blocks / 2 : num_m_blocks; }
+
   // Tile k of unit u: its (batch x head) index and query block. Returns the
   // unit's tile count (1 or 2).
   FLASH_UNIT_MAP_FN int locate(int u, int k, int* bh, int* m_block) const {
+    return locate(u, k, bh, m_block, PlainDivisor{unit_divisor()});
+  }
+  // The same, dividing by unit_divisor() through `div` (PlainDivisor, or a
+  // FastDivmod of that divisor, which the longest-first walk does not use).
+  template <typename Div>
+  FLASH_UNIT_MAP_FN int locate(int u, int k, int* bh, int* m_block, const Div& div) const {
     const int m = num_m_blocks;
     if (singles()) {
       const int total = m * heads_x_batch;
@@ -82,8 +105,10 @@ struct UnitMap {
       return 1;
     }
     if (!masked) {
-      *bh = u / m;
-      *m_block = m - 1 - u % m;
+      int q, r;
+      div.divmod(u, &q, &r);
+      *bh = q;
+      *m_block = m - 1 - r;
       return 1;
     }
     const int pairs = m / 2;  // pair units a head
@@ -93,8 +118,8 @@ struct UnitMap {
       *m_block = pairs;
       return 1;
     }
-    *bh = u / pairs;  // pairs > 0 here, as u < pair_units
-    const int j = u % pairs;
+    int j;
+    div.divmod(u, bh, &j);  // by pairs, > 0 here as u < pair_units
     *m_block = k == 0 ? m - 1 - j : j;
     return 2;
   }
