@@ -140,6 +140,26 @@ __device__ __forceinline__ float rcp_approx(float x) {
   return y;
 }
 
+// log2(x) in one MUFU op (lg2.approx: about 2^-22 absolute on [0.5, 2],
+// about 2^-22 relative beyond; the PTX ISA states the bound).
+__device__ __forceinline__ float log2_approx(float x) {
+  float y;
+  asm("lg2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// A row's 1/l and log-sum-exp from its sum l (about 1 or more: the term at
+// the row's running max is exp2 of about 0, so l is never near the
+// denormal range that ftz flushes) and its max times the softmax scale.
+// Approximate MUFU forms:
+// the precise division and logf are 30-40 instructions a row with their
+// range branches, run once a tile at its end, where each instruction is
+// fetched cold; these are four.
+__device__ __forceinline__ void finalize_row(float l, float m_scaled, float& inv_l, float& lse) {
+  inv_l = rcp_approx(l);
+  lse = fmaf(log2_approx(l), 0.6931471805599453f, m_scaled);
+}
+
 // tanh(x) as 1 - 2 / (exp(2x) + 1): two MUFU ops and an absolute error of a
 // few 1e-7 (tanh.approx.f32 is off by up to ~5e-4, which a softcap of 30
 // would turn into a score error of 0.015).

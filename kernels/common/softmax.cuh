@@ -259,8 +259,11 @@ struct OnlineSoftmax {
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
       const bool empty = sums[r] == 0.f || m[r] == -INFINITY;
-      inv_l[r] = empty ? 0.f : 1.f / sums[r];
-      lse[r] = empty ? -INFINITY : m[r] * softmax_scale + logf(sums[r]);
+      ptx::finalize_row(sums[r], m[r] * softmax_scale, inv_l[r], lse[r]);
+      if (empty) {
+        inv_l[r] = 0.f;
+        lse[r] = -INFINITY;
+      }
     }
   }
 };

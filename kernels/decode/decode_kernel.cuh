@@ -753,8 +753,10 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kMinBlocks)
     }
     const bool empty = l_all == 0.f || m_all == -INFINITY;
     const float mine = ptx::exp2_approx(__fmul_ru(softmax.m[hi], p.softmax_scale_log2) - m_scaled);
-    float factor = empty ? 0.f : mine / l_all * v_descale;
-    lse[hi] = empty ? -INFINITY : m_all * p.softmax_scale + logf(l_all);
+    float inv_l;
+    ptx::finalize_row(l_all, m_all * p.softmax_scale, inv_l, lse[hi]);
+    float factor = empty ? 0.f : mine * inv_l * v_descale;
+    if (empty) lse[hi] = -INFINITY;
     if (p.sinks != nullptr && p.num_splits == 1) {
       // The row's query head (rows past row_end are padding of a real head).
       add_sink(p.sinks[head_kv * g + (row_begin + row) % g], factor, lse[hi]);

@@ -361,8 +361,11 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) mla_kernel(const __grid_c
   for (int hi = 0; hi < 2; ++hi) {
     const float total = row_sum[tile_row[hi]] + row_sum[kBlockM + tile_row[hi]];
     const bool empty = total == 0.f || m_run[hi] == -INFINITY;
-    inv_l[hi] = empty ? 0.f : 1.f / total;
-    lse[hi] = empty ? -INFINITY : m_run[hi] * p.softmax_scale + logf(total);
+    ptx::finalize_row(total, m_run[hi] * p.softmax_scale, inv_l[hi], lse[hi]);
+    if (empty) {
+      inv_l[hi] = 0.f;
+      lse[hi] = -INFINITY;
+    }
     const int r = row_begin + tile_row[hi];
     if (p.sinks != nullptr && p.num_splits == 1 && r < row_end) add_sink(p.sinks[head_kv * g + r % g], inv_l[hi], lse[hi]);
   }
