@@ -51,9 +51,10 @@
 #   scripts/queued-patches.sh ab12+13     # ab12, then ab13, in one call (~550 s at most), logs under $OUT/ab12 and $OUT/ab13
 #   scripts/queued-patches.sh ab14+15     # ab14, then ab15, in one call (~550 s at most), logs under $OUT/ab14 and $OUT/ab15
 #   scripts/queued-patches.sh ab37        # the features rows without the append (hd64 and hd128): before, add_sink as one exp and one log (two rounds; measured, landed: docs/perf/score-features.md)
-#   scripts/queued-patches.sh ab38        # the features rows without the append (hd64 and hd128): the sink read at the tile's end, at its start (the code), prefetched into L1 at its start (two rounds)
-#   scripts/queued-patches.sh ab39        # hd64 / 128 prefill at 512-2k and 16k, the features prefill rows, decode batch 1 and 8: base, 1/l and the LSE's log as MUFU forms (two rounds)
-#   scripts/queued-patches.sh ab40        # the ab39 prefill rows: base, the tile walk's divisions by launcher multipliers, it with ab39's patch (two rounds)
+#   scripts/queued-patches.sh ab38        # the features rows without the append (hd64 and hd128): the sink read at the tile's end, at its start (the code), prefetched into L1 at its start (two rounds; measured, not kept: docs/perf/score-features.md)
+#   scripts/queued-patches.sh ab39        # hd64 / 128 prefill at 512-2k and 16k, the features prefill rows, decode batch 1 and 8: base, 1/l and the LSE's log as MUFU forms (two rounds; measured, landed: docs/perf/sm90-short-calls.md)
+#   scripts/queued-patches.sh ab40        # the ab39 prefill rows: base, the tile walk's divisions by launcher multipliers, it with ab39's patch (two rounds; not run: ab41 asked its question, both landed)
+#   scripts/queued-patches.sh ab41        # hd64 / 128 prefill at 512-2k and the features prefill rows: base, the MUFU forms, the multipliers, both (two rounds; run before both landed: docs/perf/sm90-short-calls.md)
 #   scripts/queued-patches.sh list        # the patch files, one a line
 #
 # base: the tree as it is; all: base with every queued patch; parent: base
@@ -66,6 +67,8 @@ PATCHES=()
 # Landed, newest first: the code's parent is
 # the tree with these taken out in this order (`parent` in ab1-ab4).
 LANDED=(
+  2026-12-07-finalize-approx
+  2026-12-07-sched-fast-divmod
   2026-12-07-add-sink-short-chain
   2026-12-07-sm90-alibi-slope-early
   2026-12-07-sm90-sink-read-early
@@ -579,6 +582,17 @@ case "${1:-}" in
     AB_CALL_TIMEOUT=${AB_CALL_TIMEOUT:-560} ab "64;128" \
       "--head_dims=64,128 --seqlens=512,1024,2048,16384 --no-standard;;--features --no-standard --benchmark_filter=features/(prefill|window)" \
       '| dtype;;| shape |' 'base:' \
+      "div:@$dir/2026-12-07-sched-fast-divmod.patch" \
+      "both:@$dir/2026-12-07-sched-fast-divmod.patch;;@$dir/2026-12-07-finalize-approx.patch"
+    ;;
+  ab41)
+    # Issue 29 (short calls): ab39 and ab40's questions in one sweep, the
+    # short prefill rows only (ab39 read 16k and decode level): base, the
+    # MUFU forms, the multipliers, both.
+    AB_CALL_TIMEOUT=${AB_CALL_TIMEOUT:-540} ab "64;128" \
+      "--head_dims=64,128 --seqlens=512,1024,2048 --no-standard;;--features --no-standard --benchmark_filter=features/(prefill|window)" \
+      '| dtype;;| shape |' 'base:' \
+      "fin:@$dir/2026-12-07-finalize-approx.patch" \
       "div:@$dir/2026-12-07-sched-fast-divmod.patch" \
       "both:@$dir/2026-12-07-sched-fast-divmod.patch;;@$dir/2026-12-07-finalize-approx.patch"
     ;;
