@@ -55,6 +55,7 @@
 #   scripts/queued-patches.sh ab39        # hd64 / 128 prefill at 512-2k and 16k, the features prefill rows, decode batch 1 and 8: base, 1/l and the LSE's log as MUFU forms (two rounds; measured, landed: docs/perf/sm90-short-calls.md)
 #   scripts/queued-patches.sh ab40        # the ab39 prefill rows: base, the tile walk's divisions by launcher multipliers, it with ab39's patch (two rounds; not run: ab41 asked its question, both landed)
 #   scripts/queued-patches.sh ab41        # hd64 / 128 prefill at 512-2k and the features prefill rows: base, the MUFU forms, the multipliers, both (two rounds; run before both landed: docs/perf/sm90-short-calls.md)
+#   scripts/queued-patches.sh ncu72       # hd64 512 and 16k: the code against the code before the tile-end changes (three rounds), then ncu of bf16 hd64 non-causal 512 in both (~300 s)
 #   scripts/queued-patches.sh list        # the patch files, one a line
 #
 # base: the tree as it is; all: base with every queued patch; parent: base
@@ -595,6 +596,36 @@ case "${1:-}" in
       "fin:@$dir/2026-12-07-finalize-approx.patch" \
       "div:@$dir/2026-12-07-sched-fast-divmod.patch" \
       "both:@$dir/2026-12-07-sched-fast-divmod.patch;;@$dir/2026-12-07-finalize-approx.patch"
+    ;;
+  ncu72)
+    # Issue 29: hd64's non-causal 512-2k cells read 0.5-2.1% slower with
+    # the tile end's MUFU forms, where their kernels keep their registers
+    # and lose 230-310 instructions (sm90-short-calls.md, "The tile's end
+    # and its walk"); and 16k has not run with both changes. Builds the
+    # code and the code before both (hd64), runs 512 and 16k three rounds,
+    # then ncu of bf16 hd64 non-causal 512 in each build and each one's
+    # stalls by role (ncu-stalls-by-role.py matches lines by offset, which
+    # holds only within one binary: read its two summaries) (~300 s).
+    o=$(realpath -m "$out")
+    HEAD_DIMS=64 ROUNDS=3 BENCH_TIMEOUT=60 BENCH_ARGS="--head_dims=64 --seqlens=512,16384" \
+      timeout 260 scripts/tile-sweep.sh \
+      "before:-@$dir/2026-12-07-finalize-approx.patch;;-@$dir/2026-12-07-sched-fast-divmod.patch" 'code:'
+    changes
+    for v in before code; do
+      b=/tmp/variant-$v/build/bench/flash_bench
+      [[ -x $b ]] || { echo "no $b"; continue; }
+      ncu --clock-control none -k regex:fwd_kernel --launch-skip 2 --launch-count 1 --section SpeedOfLight \
+        --section WarpStateStats --section SchedulerStats --section InstructionStats --section SourceCounters \
+        --import-source no --export "$o/ncu_$v" --force-overwrite \
+        "$b" --no-standard --head_dims=64 --dtypes=bf16 --seqlens=512 --flash_iters=4 --gemm_iters=1 \
+        --benchmark_filter='flash/bf16/hd64/noncausal/N512$' >"$o/ncu_$v.txt" 2>&1
+      echo "== $v"
+      ncu --import "$o/ncu_$v.ncu-rep" --page details 2>&1 |
+        grep -E "Duration|Issue Slots Busy|Executed Ipc Active|No Eligible|Eligible Warps|Warp Cycles Per Issued|Executed Instructions  " | head -12
+      ncu --import "$o/ncu_$v.ncu-rep" --page source --csv --print-source sass 2>/dev/null | gzip >"$o/source_$v.csv.gz"
+    done
+    [[ -f "$o/source_code.csv.gz" && -f "$o/source_before.csv.gz" ]] &&
+      scripts/ncu-stalls-by-role.py "$o/source_code.csv.gz" 15 --against "$o/source_before.csv.gz" 2>&1 | head -80
     ;;
   ncu34)
     # Issue 27: with the fp16 products (and the row slots) the e4m3 hd64
