@@ -55,7 +55,7 @@
 #   scripts/queued-patches.sh ab39        # hd64 / 128 prefill at 512-2k and 16k, the features prefill rows, decode batch 1 and 8: base, 1/l and the LSE's log as MUFU forms (two rounds; measured, landed: docs/perf/sm90-short-calls.md)
 #   scripts/queued-patches.sh ab40        # the ab39 prefill rows: base, the tile walk's divisions by launcher multipliers, it with ab39's patch (two rounds; not run: ab41 asked its question, both landed)
 #   scripts/queued-patches.sh ab41        # hd64 / 128 prefill at 512-2k and the features prefill rows: base, the MUFU forms, the multipliers, both (two rounds; run before both landed: docs/perf/sm90-short-calls.md)
-#   scripts/queued-patches.sh ncu72       # hd64 512 and 16k: the code against the code before the tile-end changes (three rounds), then ncu of bf16 hd64 non-causal 512 in both (~300 s)
+#   scripts/queued-patches.sh ncu72       # hd64 512 and 16k: the code, the code before the tile-end changes, the code without the MUFU forms (three rounds), then ncu of bf16 hd64 non-causal 512 before and now (~400 s)
 #   scripts/queued-patches.sh list        # the patch files, one a line
 #
 # base: the tree as it is; all: base with every queued patch; parent: base
@@ -602,14 +602,16 @@ case "${1:-}" in
     # the tile end's MUFU forms, where their kernels keep their registers
     # and lose 230-310 instructions (sm90-short-calls.md, "The tile's end
     # and its walk"); and 16k has not run with both changes. Builds the
-    # code and the code before both (hd64), runs 512 and 16k three rounds,
-    # then ncu of bf16 hd64 non-causal 512 in each build and each one's
+    # code, the code before both and the code without the MUFU forms
+    # ("div") at hd64, runs 512 and 16k three rounds,
+    # then ncu of bf16 hd64 non-causal 512 before and now, and each one's
     # stalls by role (ncu-stalls-by-role.py matches lines by offset, which
-    # holds only within one binary: read its two summaries) (~300 s).
+    # holds only within one binary: read its two summaries) (~400 s).
     o=$(realpath -m "$out")
     HEAD_DIMS=64 ROUNDS=3 BENCH_TIMEOUT=60 BENCH_ARGS="--head_dims=64 --seqlens=512,16384" \
-      timeout 260 scripts/tile-sweep.sh \
-      "before:-@$dir/2026-12-07-finalize-approx.patch;;-@$dir/2026-12-07-sched-fast-divmod.patch" 'code:'
+      timeout 330 scripts/tile-sweep.sh \
+      "before:-@$dir/2026-12-07-finalize-approx.patch;;-@$dir/2026-12-07-sched-fast-divmod.patch" 'code:' \
+      "div:-@$dir/2026-12-07-finalize-approx.patch"
     changes
     for v in before code; do
       b=/tmp/variant-$v/build/bench/flash_bench
