@@ -55,6 +55,7 @@
 #   scripts/queued-patches.sh ab39        # hd64 / 128 prefill at 512-2k and 16k, the features prefill rows, decode batch 1 and 8: base, 1/l and the LSE's log as MUFU forms (two rounds; measured, landed: docs/perf/sm90-short-calls.md)
 #   scripts/queued-patches.sh ab40        # the ab39 prefill rows: base, the tile walk's divisions by launcher multipliers, it with ab39's patch (two rounds; not run: ab41 asked its question, both landed)
 #   scripts/queued-patches.sh ab41        # hd64 / 128 prefill at 512-2k and the features prefill rows: base, the MUFU forms, the multipliers, both (two rounds; run before both landed: docs/perf/sm90-short-calls.md)
+#   scripts/queued-patches.sh ab42        # the features rows and the --window rows (hd64 / 128): base, windows on has_work_after's fast path (two rounds)
 #   scripts/queued-patches.sh ncu72       # hd64 512 and 16k: the code, the code before the tile-end changes, the code without the MUFU forms (three rounds), then ncu of bf16 hd64 non-causal 512 before and now (~400 s)
 #   scripts/queued-patches.sh list        # the patch files, one a line
 #
@@ -64,7 +65,9 @@
 # (scripts/tile-sweep.sh) and leave it alone.
 set -uo pipefail
 # Queued for `test`, `sanitize` and `suite`, in the order they apply. ab12-ab33 name their patch files themselves.
-PATCHES=()
+PATCHES=(
+  2026-12-07-window-work-after
+)
 # Landed, newest first: the code's parent is
 # the tree with these taken out in this order (`parent` in ab1-ab4).
 LANDED=(
@@ -596,6 +599,26 @@ case "${1:-}" in
       "fin:@$dir/2026-12-07-finalize-approx.patch" \
       "div:@$dir/2026-12-07-sched-fast-divmod.patch" \
       "both:@$dir/2026-12-07-sched-fast-divmod.patch;;@$dir/2026-12-07-finalize-approx.patch"
+    ;;
+  ab42)
+    # Issue 26 / serving (gpt-oss's sliding layers): with a left window
+    # edge, each tile's has_work_after took its slow path, a second full
+    # tile() (the walk, the sequence, the window's visible blocks) on the
+    # consumers' path between the Q wait and the first S. The patch lets
+    # windows take the fast path wherever masked calls already did (dense,
+    # seqlen_k >= seqlen_q): every row still sees its diagonal key. SASS,
+    # sm_90a, fwd_bf16_hd64: the nine window kernels (ALiBi's among them)
+    # 56-64 instructions longer (the fast path beside the slow one varlen
+    # keeps), registers and spills unchanged; every other kernel's
+    # instruction count and registers unchanged. fwd_bf16_hd128: the four
+    # window kernels 112-288 instructions longer, and the 128 x 176
+    # score-modifier window kernel (a runner-up candidate, not the plan's
+    # first) spills 96 bytes where it spilled none.
+    # Prediction: the 128-key window rows 2-4% faster (plain, sinks and
+    # ALiBi alike), the W 1024 / 4096 rows at 16k 0-1%, causal rows level.
+    AB_CALL_TIMEOUT=${AB_CALL_TIMEOUT:-400} ab "64;128" \
+      "--features --no-standard --benchmark_filter=features/(prefill|window);;--window --no-standard" \
+      '| shape |;;| W |' 'base:' "after:@$dir/2026-12-07-window-work-after.patch"
     ;;
   ncu72)
     # Issue 29: hd64's non-causal 512-2k cells read 0.5-2.1% slower with
