@@ -626,7 +626,7 @@ case "${1:-}" in
     # and lose 230-310 instructions (sm90-short-calls.md, "The tile's end
     # and its walk"); and 16k has not run with both changes. Builds the
     # code, the code before both and the code without the MUFU forms
-    # ("div") at hd64, runs 512 and 16k three rounds,
+    # ("div") at hd64, times 512 and 16k over three rounds,
     # then ncu of bf16 hd64 non-causal 512 before and now, and each one's
     # stalls by role (ncu-stalls-by-role.py matches lines by offset, which
     # holds only within one binary: read its two summaries) (~400 s).
