@@ -351,11 +351,14 @@ struct TileScheduler {
   template <bool kCache = false>
   __device__ __forceinline__ bool has_work_after(int u, int k, int num_units, const detail::FwdParams& p,
                                                  int slot) const {
-    // Dense, with no left window edge and no more queries than keys: every
-    // row sees a key (this tile's do, so seqlen_k > 0), so every tile has
-    // work and only the walk's length matters (an unmasked unit is one tile).
-    // (A split may be empty, so not with splits.)
-    if (!kLeft && !kSplit && !kCache && p.cu_seqlens_q == nullptr && p.cu_seqlens_k == nullptr &&
+    // Dense, and masked only with no more queries than keys: every row sees
+    // a key (this tile's do, so seqlen_k > 0), so every tile has work and
+    // only the walk's length matters (an unmasked unit is one tile). A left
+    // edge changes nothing: row i's key i + d (d = seqlen_k - seqlen_q >= 0)
+    // lies in [0, seqlen_k), and windows (left >= 0, right >= 0 or
+    // unbounded) always contain it. (A split may be empty, so not with
+    // splits.)
+    if (!kSplit && !kCache && p.cu_seqlens_q == nullptr && p.cu_seqlens_k == nullptr &&
         (!kMasked || p.seqlen_k >= p.seqlen_q)) {
       return k + 1 < tiles_in_unit(u, p) || u + static_cast<int>(gridDim.x) < num_units;
     }
