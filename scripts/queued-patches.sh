@@ -55,8 +55,8 @@
 #   scripts/queued-patches.sh ab39        # hd64 / 128 prefill at 512-2k and 16k, the features prefill rows, decode batch 1 and 8: base, 1/l and the LSE's log as MUFU forms (two rounds; measured, landed: docs/perf/sm90-short-calls.md)
 #   scripts/queued-patches.sh ab40        # the ab39 prefill rows: base, the tile walk's divisions by launcher multipliers, it with ab39's patch (two rounds; not run: ab41 asked its question, both landed)
 #   scripts/queued-patches.sh ab41        # hd64 / 128 prefill at 512-2k and the features prefill rows: base, the MUFU forms, the multipliers, both (two rounds; run before both landed: docs/perf/sm90-short-calls.md)
-#   scripts/queued-patches.sh ab42        # the features rows and the --window rows (hd64 / 128): base, windows on has_work_after's fast path (two rounds)
-#   scripts/queued-patches.sh ncu72       # hd64 512 and 16k: the code, the code before the tile-end changes, the code without the MUFU forms (three rounds), then ncu of bf16 hd64 non-causal 512 before and now (~400 s)
+#   scripts/queued-patches.sh ab42        # the features rows and the --window rows (hd64 / 128): base, windows on has_work_after's fast path (two rounds; measured, landed: docs/perf/sm90-short-calls.md)
+#   scripts/queued-patches.sh ncu72       # hd64 512 and 16k: the code, the code before the tile-end changes, the code without the MUFU forms (three rounds), then ncu of bf16 hd64 non-causal 512 before and now (~400 s; its timing rounds ran: docs/perf/sm90-short-calls.md)
 #   scripts/queued-patches.sh list        # the patch files, one a line
 #
 # base: the tree as it is; all: base with every queued patch; parent: base
@@ -66,11 +66,11 @@
 set -uo pipefail
 # Queued for `test`, `sanitize` and `suite`, in the order they apply. ab12-ab33 name their patch files themselves.
 PATCHES=(
-  2026-12-07-window-work-after
 )
 # Landed, newest first: the code's parent is
 # the tree with these taken out in this order (`parent` in ab1-ab4).
 LANDED=(
+  2026-12-07-window-work-after
   2026-12-07-finalize-approx
   2026-12-07-sched-fast-divmod
   2026-12-07-add-sink-short-chain
@@ -643,7 +643,7 @@ case "${1:-}" in
         --section WarpStateStats --section SchedulerStats --section InstructionStats --section SourceCounters \
         --import-source no --export "$o/ncu_$v" --force-overwrite \
         "$b" --no-standard --head_dims=64 --dtypes=bf16 --seqlens=512 --flash_iters=4 --gemm_iters=1 \
-        --benchmark_filter='flash/bf16/hd64/noncausal/N512$' >"$o/ncu_$v.txt" 2>&1
+        --benchmark_filter='flash/bf16/hd64/noncausal/N512(/|$)' >"$o/ncu_$v.txt" 2>&1
       echo "== $v"
       ncu --import "$o/ncu_$v.ncu-rep" --page details 2>&1 |
         grep -E "Duration|Issue Slots Busy|Executed Ipc Active|No Eligible|Eligible Warps|Warp Cycles Per Issued|Executed Instructions  " | head -12
