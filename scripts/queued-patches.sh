@@ -57,6 +57,7 @@
 #   scripts/queued-patches.sh ab41        # hd64 / 128 prefill at 512-2k and the features prefill rows: base, the MUFU forms, the multipliers, both (two rounds; run before both landed: docs/perf/sm90-short-calls.md)
 #   scripts/queued-patches.sh ab42        # the features rows and the --window rows (hd64 / 128): base, windows on has_work_after's fast path (two rounds; measured, landed: docs/perf/sm90-short-calls.md)
 #   scripts/queued-patches.sh ncu72       # hd64 512 and 16k: the code, the code before the tile-end changes, the code without the MUFU forms (three rounds), then ncu of bf16 hd64 non-causal 512 before and now (~400 s; its timing rounds ran: docs/perf/sm90-short-calls.md)
+#   scripts/queued-patches.sh h200        # on an H200: the suite, serving, fp8, FP8 prefill, bench, MLA, features, then the anchors' seed sweep if .anchors is carried; elsewhere bench, serving, features (~500 s)
 #   scripts/queued-patches.sh list        # the patch files, one a line
 #
 # base: the tree as it is; all: base with every queued patch; parent: base
@@ -676,6 +677,28 @@ case "${1:-}" in
     # The queued patches applied; the whole suite, then compute-sanitizer
     # over the decode kernel's sanitizer, paged and fp8 cases (~330 s).
     suite_with_patches '*Sanitizer*:TwoStageDecode.*:*Fp8Cache*q1_*:*PagedKv*dense_q_pages1*' 500
+    ;;
+  h200)
+    # The issues' H200 figures in one call (~500 s): on an H200 the whole
+    # suite and the serving, fp8, FP8 prefill, standard, MLA and features
+    # tables, then the seed sweep against cuDNN and FlashAttention-4 when
+    # .anchors/fa4-wheels.tar.xz was carried (../shared/anchors/README.md);
+    # on any other card the standard, serving and features tables only.
+    mkdir -p "$out"
+    if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
+      OUT=$out/gc timeout 330 scripts/gpu-check.sh build test serving fp8 fp8prefill bench mla features \
+        >"$out/gc.txt" 2>&1
+      tail -c 7000 "$out/gc.txt"
+      if [[ -f .anchors/fa4-wheels.tar.xz ]]; then
+        OUT=$out/anchors BUNDLE=fa4 COMPARE_ARGS="--seed --libs flash,cudnn,fa4" COMPARE_TIMEOUT=180 \
+          timeout 220 scripts/compare-anchors.sh >"$out/anchors.txt" 2>&1
+        tail -c 4000 "$out/anchors.txt"
+      fi
+    else
+      nvidia-smi --query-gpu=name --format=csv,noheader
+      OUT=$out/gc timeout 400 scripts/gpu-check.sh build bench serving features >"$out/gc.txt" 2>&1
+      tail -c 9000 "$out/gc.txt"
+    fi
     ;;
   ab28+29)
     OUT=$out/ab28 AB_CALL_TIMEOUT=290 "$0" ab28
