@@ -57,6 +57,7 @@
 #   scripts/queued-patches.sh ab41        # hd64 / 128 prefill at 512-2k and the features prefill rows: base, the MUFU forms, the multipliers, both (two rounds; run before both landed: docs/perf/sm90-short-calls.md)
 #   scripts/queued-patches.sh ab42        # the features rows and the --window rows (hd64 / 128): base, windows on has_work_after's fast path (two rounds; measured, landed: docs/perf/sm90-short-calls.md)
 #   scripts/queued-patches.sh ncu72       # hd64 512 and 16k: the code, the code before the tile-end changes, the code without the MUFU forms (three rounds), then ncu of bf16 hd64 non-causal 512 before and now (~400 s; its timing rounds ran: docs/perf/sm90-short-calls.md)
+#   scripts/queued-patches.sh ab43        # decode hd64 / 128 / 256 (dense, paged16; batch 1, 2, 8, 32; read flush), e4m3 decode, the append rows: base, divisions by q_per_kv and num_splits through launcher FastDivmods (two rounds)
 #   scripts/queued-patches.sh h200        # on an H200: the suite, serving, fp8, FP8 prefill, bench, MLA, features, then the anchors' seed sweep if .anchors is carried; elsewhere bench, serving, features (~500 s)
 #   scripts/queued-patches.sh list        # the patch files, one a line
 #
@@ -67,6 +68,7 @@
 set -uo pipefail
 # Queued for `test`, `sanitize` and `suite`, in the order they apply. ab12-ab33 name their patch files themselves.
 PATCHES=(
+  2026-12-07-decode-fast-divmod
 )
 # Landed, newest first: the code's parent is
 # the tree with these taken out in this order (`parent` in ab1-ab4).
@@ -677,6 +679,29 @@ case "${1:-}" in
     # The queued patches applied; the whole suite, then compute-sanitizer
     # over the decode kernel's sanitizer, paged and fp8 cases (~330 s).
     suite_with_patches '*Sanitizer*:TwoStageDecode.*:*Fp8Cache*q1_*:*PagedKv*dense_q_pages1*' 500
+    ;;
+  ab43)
+    # Issues 25 and 27: at batch 1 a decode CTA's once-a-warp code (about
+    # 1,100 instructions: lengths, offsets, Q's copies, the merge and the
+    # store) is the floor (decode-splits.md), and about a fifth of it was
+    # runtime divisions by q_per_kv and num_splits (a token and head from
+    # each packed row, the split from blockIdx.x, the split's share):
+    # 11 a thread on the dense path, ~20 instructions each. The patch
+    # divides through FastDivmods the launcher puts in FwdParams
+    # (decode_g_div, decode_splits_div). SASS (sm_90a, nvcc 13.0): bf16
+    # hd128's default kernel 2,624 -> 2,448 instructions (I2F.RP + MUFU.RCP
+    # pairs 15 -> 4, those left are the paged divisions by a page size
+    # that is no power of two); the kernels without the append counted
+    # (bf16 hd32, 64, 128, e4m3 hd128) 120-224 shorter, registers -6 to
+    # +8; over all 176 decode and combine kernels none spills more and
+    # hd256's spill less (36 -> 24 bytes the default). Its test rows: GQA groups of 3 and 5
+    # with sinks, ALiBi and a window (DecodeShapes). Prediction: batch 1
+    # and 2 rows 0.2-0.5 us faster (1-3% at 4k keys), batch 8 and 32
+    # level to +1%, the append rows alike.
+    AB_CALL_TIMEOUT=${AB_CALL_TIMEOUT:-560} ab "64;128;256" \
+      "--decode --decode_head_dims=64,128,256 --decode_batches=1,2,8,32 --l2_flush=read --benchmark_filter=(read_bandwidth|dense|paged16);;--fp8 --no-standard --decode_head_dims=64,128 --decode_batches=1,8,32 --benchmark_filter=e4m3kv;;--features --benchmark_filter=features/append" \
+      '| head_dim | L | batch;;| head_dim | L | batch;;| shape | kernel | plain us' 'base:' \
+      "div:@$dir/2026-12-07-decode-fast-divmod.patch"
     ;;
   h200)
     # The issues' H200 figures in one call (~500 s): on an H200 the whole
