@@ -686,7 +686,7 @@ case "${1:-}" in
     # store) is the floor (decode-splits.md), and about a fifth of it was
     # runtime divisions by q_per_kv and num_splits (a token and head from
     # each packed row, the split from blockIdx.x, the split's share):
-    # 11 a thread on the dense path, ~20 instructions each. The patch
+    # 10-12 a thread on the dense path, ~20 instructions each. The patch
     # divides through FastDivmods the launcher puts in FwdParams
     # (decode_g_div, decode_splits_div). SASS (sm_90a, nvcc 13.0): bf16
     # hd128's default kernel 2,624 -> 2,448 instructions (I2F.RP + MUFU.RCP
