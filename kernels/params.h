@@ -51,8 +51,8 @@ struct FwdParams {
   // The sm90 kernel's walk divides by these once or twice a tile: the
   // padded numbering's units a (batch x head) index
   // (UnitMap::unit_divisor) and heads_q. Set by its launcher
-  // (sm90::launch_fwd, every sm90 forward launch); left zeroed they would
-  // divide by 1.
+  // (sm90::launch_fwd, every sm90 forward launch); zeroed, div(n) would
+  // return n and divmod's remainder n.
   FastDivmod sched_unit_div;
   FastDivmod sched_heads_div;
   // The launch follows the append kernel (kernels/append) on the stream: the
